@@ -1,0 +1,22 @@
+# Two entry points for users: `make run` (main job) and `make test`. Both set up ./.venv first.
+PY := .venv/bin/python
+.PHONY: setup run test test-slow bench lock
+
+setup:
+	@bash scripts/setup_venv.sh
+
+run: setup
+	$(PY) -m launch.train $(ARGS)
+
+test: setup
+	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow tests $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) -m bench.throughput $(ARGS)
+
+# Re-resolve requirements.lock from the human-edited pins in constraints.txt (needs `uv`).
+lock:
+	uv pip compile --python-version 3.10 --python-platform x86_64-unknown-linux-gnu constraints.txt -o requirements.lock

@@ -1,0 +1,44 @@
+"""Compatibility shim: lets Acme 0.4.0 run on jax 0.4.13.
+
+Acme 0.4.0 was written against an older jax and touches names that jax 0.4.13 removed
+(`xla.Device`, `xla.DeviceArray`, `pxla.ShardedDeviceArray`). We alias them to their modern
+equivalents *before* the first `import acme`.
+
+Launchpad's local_mp workers unpickle Acme objects before any project code runs, so this must
+happen at interpreter start in every process: `scripts/setup_venv.sh` drops a `.pth` file into the
+venv that imports this module. To keep plain interpreter start cheap (pip, tools), we do not
+import jax here; we install a meta-path hook that applies the aliases the moment `acme` is
+first imported.
+"""
+import importlib.abc
+import sys
+
+_applied = False
+
+
+def apply() -> None:
+  """Applies the jax aliases Acme 0.4.0 expects. Idempotent."""
+  global _applied
+  if _applied:
+    return
+  _applied = True
+  import jax
+  from jax.interpreters import pxla, xla
+  if not hasattr(xla, 'Device'):
+    xla.Device = jax.Device
+  if not hasattr(xla, 'DeviceArray'):
+    xla.DeviceArray = jax.Array
+  if not hasattr(pxla, 'ShardedDeviceArray'):
+    pxla.ShardedDeviceArray = jax.Array
+
+
+class _PatchBeforeAcme(importlib.abc.MetaPathFinder):
+
+  def find_spec(self, fullname, path=None, target=None):
+    if fullname == 'acme' and not _applied:
+      apply()
+    return None  # Let the regular finders import the module.
+
+
+if not any(isinstance(f, _PatchBeforeAcme) for f in sys.meta_path):
+  sys.meta_path.insert(0, _PatchBeforeAcme())
