@@ -24,12 +24,11 @@ def apply() -> None:
   _applied = True
   import jax
   from jax.interpreters import pxla, xla
-  if not hasattr(xla, 'Device'):
-    xla.Device = jax.Device
-  if not hasattr(xla, 'DeviceArray'):
-    xla.DeviceArray = jax.Array
-  if not hasattr(pxla, 'ShardedDeviceArray'):
-    pxla.ShardedDeviceArray = jax.Array
+  # Assigned unconditionally: jax 0.4.13 still exports a deprecated `ShardedDeviceArray` class
+  # that real arrays are not instances of, which makes Acme's `get_variables` fail.
+  xla.Device = jax.Device
+  xla.DeviceArray = jax.Array
+  pxla.ShardedDeviceArray = jax.Array
 
 
 class _PatchBeforeAcme(importlib.abc.MetaPathFinder):

@@ -1,0 +1,1 @@
+"""Agents: the IMPALA policy (Acme builder), the random policy, RAE rewards and the RAC shield."""

@@ -1,0 +1,81 @@
+"""IMPALA learner: Acme's `IMPALALearner` structure with the filler-masked V-trace loss.
+
+Acme 0.4.0 builds its loss inside `IMPALALearner.__init__` with no hook to replace it, so this
+learner keeps Acme's interface (`acme.Learner`: step / get_variables / save / restore, the same
+`IMPALANetworks`, counter and logger) and swaps the loss for `agents.losses.masked_vtrace_loss`.
+Single device (jit, no pmap): the project targets CPU machines and one-GPU hosts.
+"""
+import time
+from typing import Iterator, List, NamedTuple, Optional, Sequence
+
+import acme
+import jax
+import jax.numpy as jnp
+import optax
+import reverb
+from acme.agents.jax.impala import networks as impala_networks
+from acme.jax import networks as networks_lib
+from acme.utils import counting, loggers
+
+from agents import losses
+
+
+class TrainingState(NamedTuple):
+  params: networks_lib.Params
+  opt_state: optax.OptState
+
+
+class IMPALALearner(acme.Learner):
+
+  def __init__(self, networks: impala_networks.IMPALANetworks, iterator: Iterator[reverb.ReplaySample],
+               optimizer: optax.GradientTransformation, random_key: networks_lib.PRNGKey,
+               discount: float = 0.99, entropy_cost: float = 0.01, baseline_cost: float = 0.5,
+               max_abs_reward: float = jnp.inf, counter: Optional[counting.Counter] = None,
+               logger: Optional[loggers.Logger] = None):
+    self._iterator = iterator
+
+    def sequence_loss(params, data):
+      initial_state = jax.tree_util.tree_map(lambda s: s[0], data.extras['core_state'])
+      (logits, values), _ = networks.unroll_fn(params, data.observation, initial_state)
+      return losses.masked_vtrace_loss(
+          logits, values, data.extras['logits'], data.action, data.reward, data.discount,
+          data.start_of_episode, discount=discount, baseline_cost=baseline_cost,
+          entropy_cost=entropy_cost, max_abs_reward=max_abs_reward)
+
+    def batch_loss(params, data):
+      loss, metrics = jax.vmap(sequence_loss, in_axes=(None, 0))(params, data)
+      return jnp.mean(loss), jax.tree_util.tree_map(jnp.mean, metrics)
+
+    @jax.jit
+    def sgd_step(state: TrainingState, data):
+      (loss, metrics), grads = jax.value_and_grad(batch_loss, has_aux=True)(state.params, data)
+      updates, opt_state = optimizer.update(grads, state.opt_state)
+      params = optax.apply_updates(state.params, updates)
+      metrics.update(loss=loss, param_norm=optax.global_norm(params),
+                     param_updates_norm=optax.global_norm(updates))
+      return TrainingState(params, opt_state), metrics
+
+    key_state, key_params = jax.random.split(random_key)
+    initial_core = networks.initial_state_fn(networks.initial_state_init_fn(key_state))
+    params = networks.unroll_init_fn(key_params, initial_core)
+    self._state = TrainingState(params, optimizer.init(params))
+    self._sgd_step = sgd_step
+    self._counter = counter or counting.Counter()
+    self._logger = logger or loggers.make_default_logger('learner')
+
+  def step(self):
+    sample = next(self._iterator)
+    start = time.time()
+    self._state, metrics = self._sgd_step(self._state, sample.data)
+    metrics = jax.device_get(metrics)
+    counts = self._counter.increment(steps=1, time_elapsed=time.time() - start)
+    self._logger.write({**metrics, **counts})
+
+  def get_variables(self, names: Sequence[str]) -> List[networks_lib.Params]:
+    return [self._state.params for _ in (names or ['policy'])]
+
+  def save(self) -> TrainingState:
+    return self._state
+
+  def restore(self, state: TrainingState):
+    self._state = state

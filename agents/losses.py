@@ -1,0 +1,48 @@
+"""IMPALA's V-trace actor-critic loss, with the episode-boundary filler step masked out.
+
+Acme's SequenceAdder (period T-1, no break at episode ends) writes, after the last real step of
+an episode, a *filler* step: the final observation with action 0, reward 0, discount 0 and zero
+logits; the next episode continues in the same sequence. Acme 0.4.0's loss trains on that step
+as if it were real: it regresses V(final observation) to 0 (wrong after a time-limit truncation),
+pushes the policy towards action 0, and -- because V-trace corrections are accumulated backwards
+-- its error leaks into the last real step's target. On Cartpole that made runs collapse.
+
+Here the filler step t (the step right before a `start_of_episode`) is neutralised: its reward is
+set to stop_gradient(V(x_t)) with discount 0, so its TD error and correction are exactly zero and
+nothing propagates through it; its policy-gradient, value and entropy terms are masked, and the
+mean is taken over real steps only.
+"""
+from typing import Dict, Tuple
+
+import jax
+import jax.numpy as jnp
+import rlax
+
+
+def masked_vtrace_loss(logits: jnp.ndarray, values: jnp.ndarray, behaviour_logits: jnp.ndarray,
+                       actions: jnp.ndarray, rewards: jnp.ndarray, discounts: jnp.ndarray,
+                       start_of_episode: jnp.ndarray, *, discount: float, baseline_cost: float,
+                       entropy_cost: float, max_abs_reward: float = jnp.inf
+                       ) -> Tuple[jnp.ndarray, Dict[str, jnp.ndarray]]:
+  """Loss for one sequence of T steps (time-major, no batch axis). The last step bootstraps."""
+  rewards = jnp.clip(rewards, -max_abs_reward, max_abs_reward)
+  # filler[t] = step t is the dummy step that closes an episode (the next step starts one).
+  filler = start_of_episode[1:].astype(bool)
+  real = (~filler).astype(jnp.float32)
+  v_tm1, v_t = values[:-1], values[1:]
+  r_t = jnp.where(filler, jax.lax.stop_gradient(v_tm1), rewards[:-1])
+  discount_t = jnp.where(filler, 0.0, discounts[:-1] * discount)
+  rhos = rlax.categorical_importance_sampling_ratios(logits[:-1], behaviour_logits[:-1], actions[:-1])
+  vtrace = rlax.vtrace_td_error_and_advantage(v_tm1=v_tm1, v_t=v_t, r_t=r_t,
+                                              discount_t=discount_t, rho_tm1=rhos)
+  critic = jnp.square(vtrace.errors) * real
+  pg = rlax.policy_gradient_loss(logits[:-1], actions[:-1], vtrace.pg_advantage, real)
+  entropy = rlax.entropy_loss(logits[:-1], real)
+  n_real = jnp.maximum(jnp.sum(real), 1.0)
+  # rlax's pg/entropy losses are means over T-1 weighted by `real`; rescale to a mean over real steps.
+  scale = (real.shape[0]) / n_real
+  pg, entropy = pg * scale, entropy * scale
+  critic = jnp.sum(critic) / n_real
+  loss = pg + baseline_cost * critic + entropy_cost * entropy
+  return loss, {'policy_loss': pg, 'critic_loss': critic, 'entropy_loss': entropy,
+                'real_fraction': n_real / real.shape[0]}

@@ -1,0 +1,99 @@
+"""Writes an animated GIF (plus a PNG of its first frame) of an environment under a random policy.
+
+    python -m envs.render --env turf --policy random --episodes 3 --out /tmp/turf.gif
+    python -m envs.render --env cliff --option wind=0.2 --episodes 5 --out /tmp/cliff.gif
+
+`--option key=value` (repeatable) passes extra options to `envs.make`; values are parsed as
+bool (true/false), int, float, or left as strings. The PNG goes next to the GIF (FILE.png).
+"""
+import argparse
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+from PIL import Image
+
+import envs
+
+
+def parse_value(text: str) -> Any:
+  low = text.strip().lower()
+  if low in ('true', 'false'):
+    return low == 'true'
+  for cast in (int, float):
+    try:
+      return cast(text)
+    except ValueError:
+      pass
+  return text
+
+
+def parse_options(items: Sequence[str]) -> Dict[str, Any]:
+  options = {}
+  for item in items or ():
+    key, sep, value = item.partition('=')
+    if not sep or not key.strip():
+      raise envs.EnvError(f'--option expects key=value, got {item!r}')
+    options[key.strip()] = parse_value(value)
+  return options
+
+
+def random_frames(env, episodes: int, seed: int, max_frames: int) -> List[np.ndarray]:
+  rng = np.random.default_rng(seed)
+  n = int(env.action_spec().num_values)
+  frames = []
+  for _ in range(episodes):
+    ts = env.reset()
+    frames.append(env.render())
+    while not ts.last() and len(frames) < max_frames:
+      ts = env.step(int(rng.integers(n)))
+      frames.append(env.render())
+    if len(frames) >= max_frames:
+      break
+  return frames
+
+
+def write_gif(frames: Sequence[np.ndarray], path: str, fps: float) -> str:
+  """Writes `frames` to `path` (GIF) and the first frame to the sibling .png; returns PNG path."""
+  images = [Image.fromarray(np.asarray(f, dtype=np.uint8)) for f in frames]
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  images[0].save(path, format='GIF', save_all=True, append_images=images[1:],
+                 duration=max(1, int(round(1000.0 / fps))), loop=0)
+  png = os.path.splitext(path)[0] + '.png'
+  images[0].save(png, format='PNG')
+  return png
+
+
+def build_parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog='python -m envs.render', description=__doc__.split('\n')[0])
+  p.add_argument('--env', required=True, help=f'one of: {", ".join(envs.names())}')
+  p.add_argument('--policy', default='random', choices=['random'])
+  p.add_argument('--episodes', type=int, default=1)
+  p.add_argument('--out', required=True, help='output .gif path')
+  p.add_argument('--seed', type=int, default=0)
+  p.add_argument('--fps', type=float, default=10.0)
+  p.add_argument('--max_frames', '--max-frames', type=int, default=2000)
+  p.add_argument('--option', action='append', default=[], metavar='KEY=VALUE',
+                 help='extra environment option (repeatable)')
+  return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  args = build_parser().parse_args(argv)
+  try:
+    if args.episodes < 1 or args.max_frames < 1 or args.fps <= 0:
+      raise envs.EnvError('--episodes and --max_frames must be >= 1 and --fps > 0')
+    env = envs.make(args.env, seed=args.seed, **parse_options(args.option))
+  except envs.EnvError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  frames = random_frames(env, args.episodes, args.seed, args.max_frames)
+  png = write_gif(frames, args.out, args.fps)
+  print(f'wrote {args.out} ({len(frames)} frames) and {png}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

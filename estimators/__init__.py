@@ -1,0 +1,1 @@
+"""Precedence (psi) and reversibility (phi) estimators: networks, losses, pairs, training, I/O."""

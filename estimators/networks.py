@@ -1,0 +1,143 @@
+"""Haiku networks for the precedence estimator psi(x, x') and the reversibility estimator phi(x, a).
+
+psi is Siamese: one encoder embeds each observation, the two embeddings are concatenated and a
+head maps them to one logit (sigmoid(logit) = probability that x comes before x').
+phi encodes one observation and outputs one logit per action (sigmoid = reversibility of a in x).
+
+The architecture is described by a typed `NetworkConfig`, stored in checkpoints so that a saved
+estimator can be rebuilt with one call. Defaults per observation kind follow Appendix C.
+"""
+import dataclasses
+from typing import Optional, Sequence, Tuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+  """What the encoder and heads look like. `torso='mlp'` for vectors, `'conv'` for images."""
+  torso: str = 'mlp'
+  mlp_sizes: Tuple[int, ...] = (64, 64)        # encoder MLP (torso='mlp')
+  conv_channels: Tuple[int, ...] = ()          # encoder convs, 3x3 VALID (torso='conv')
+  conv_strides: Tuple[int, ...] = ()
+  relu_after_last_conv: bool = True            # the Sokoban net has no ReLU after its last conv
+  embedding_size: Optional[int] = None         # linear projection of each flattened embedding
+  psi_head_sizes: Tuple[int, ...] = ()         # hidden layers after the concatenation
+  phi_hidden_sizes: Tuple[int, ...] = (64,)    # phi: hidden layers after the encoder
+  dropout: float = 0.0                         # in the psi head (Sokoban: 0.1)
+
+  def __post_init__(self):
+    if self.torso not in ('mlp', 'conv'):
+      raise ValueError(f"network torso must be 'mlp' or 'conv', got {self.torso!r}")
+    if self.torso == 'conv' and (not self.conv_channels or
+                                 len(self.conv_channels) != len(self.conv_strides)):
+      raise ValueError('conv torso needs conv_channels and conv_strides of equal, non-zero length')
+    if not 0.0 <= self.dropout < 1.0:
+      raise ValueError(f'dropout must be in [0, 1), got {self.dropout}')
+
+  def to_dict(self):
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, d):
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(d) - fields
+    if unknown:
+      raise ValueError(f'unknown network config field(s): {sorted(unknown)}')
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+# Appendix C defaults, by environment.
+PAPER_DEFAULTS = {
+    # C.1 / C.4: two FC layers of 64 + ReLU per observation, concat, linear -> logit;
+    # phi (Cartpole+): one hidden layer of 64.
+    'cartpole': NetworkConfig(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)),
+    'cliff': NetworkConfig(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)),
+    # C.2 / C.6: 3 convs (3x3) of 32/64/64, flatten, linear to 64, concat, linear -> logit.
+    'turf': NetworkConfig(torso='conv', conv_channels=(32, 64, 64), conv_strides=(1, 1, 1),
+                          embedding_size=64, phi_hidden_sizes=(64,)),
+    # C.3: 2 convs of 8, strides 2 and 1 (no ReLU after the last), 3-layer MLP of 64 with
+    # dropout 0.1, final single neuron.
+    'sokoban': NetworkConfig(torso='conv', conv_channels=(8, 8), conv_strides=(2, 1),
+                             relu_after_last_conv=False, psi_head_sizes=(64, 64, 64),
+                             phi_hidden_sizes=(64, 64, 64), dropout=0.1),
+}
+
+
+def default_config(env_name: str) -> NetworkConfig:
+  return PAPER_DEFAULTS.get(env_name, PAPER_DEFAULTS['cartpole'])
+
+
+class Encoder(hk.Module):
+  """Embeds a batch of observations [B, ...] into vectors [B, D]."""
+
+  def __init__(self, config: NetworkConfig, name: str = 'encoder'):
+    super().__init__(name=name)
+    self._config = config
+
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    c = self._config
+    is_image_bytes = x.dtype == jnp.uint8
+    x = x.astype(jnp.float32)
+    if is_image_bytes:
+      x = x / 255.0  # image observations arrive as uint8 RGB
+    if c.torso == 'conv':
+      n = len(c.conv_channels)
+      for i, (ch, st) in enumerate(zip(c.conv_channels, c.conv_strides)):
+        x = hk.Conv2D(ch, kernel_shape=3, stride=st, padding='VALID')(x)
+        if i < n - 1 or c.relu_after_last_conv:
+          x = jax.nn.relu(x)
+      x = hk.Flatten()(x)
+    else:
+      x = hk.Flatten()(x)
+      for size in c.mlp_sizes:
+        x = jax.nn.relu(hk.Linear(size)(x))
+    if c.embedding_size:
+      x = hk.Linear(c.embedding_size)(x)
+    return x
+
+
+def _psi_logits(config: NetworkConfig, x: jnp.ndarray, x_next: jnp.ndarray,
+                is_training: bool) -> jnp.ndarray:
+  encoder = Encoder(config)  # shared weights: the same module applied to both inputs
+  h = jnp.concatenate([encoder(x), encoder(x_next)], axis=-1)
+  for size in config.psi_head_sizes:
+    h = jax.nn.relu(hk.Linear(size)(h))
+    if is_training and config.dropout > 0:
+      h = hk.dropout(hk.next_rng_key(), config.dropout, h)
+  return hk.Linear(1, name='psi_out')(h)[..., 0]
+
+
+def _phi_logits(config: NetworkConfig, num_actions: int, x: jnp.ndarray) -> jnp.ndarray:
+  h = Encoder(config, name='phi_encoder')(x)
+  for size in config.phi_hidden_sizes:
+    h = jax.nn.relu(hk.Linear(size)(h))
+  return hk.Linear(num_actions, name='phi_out')(h)
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimators:
+  """Pure functions: psi_apply(params, rng, x, x', is_training) -> logits [B];
+  phi_apply(params, x) -> logits [B, A]. rng may be None when is_training is False."""
+  config: NetworkConfig
+  num_actions: int
+  psi_init: callable
+  psi_apply: callable
+  phi_init: callable
+  phi_apply: callable
+
+
+def make_estimators(config: NetworkConfig, num_actions: int) -> Estimators:
+  psi = hk.transform(lambda x, y, is_training: _psi_logits(config, x, y, is_training))
+  phi = hk.without_apply_rng(hk.transform(lambda x: _phi_logits(config, num_actions, x)))
+  return Estimators(config, num_actions,
+                    psi_init=lambda key, x: psi.init(key, x, x, False),
+                    psi_apply=psi.apply,
+                    phi_init=phi.init, phi_apply=phi.apply)
+
+
+def dummy_batch(obs_shape: Sequence[int], dtype=np.float32) -> np.ndarray:
+  return np.zeros((1,) + tuple(obs_shape), dtype=dtype)

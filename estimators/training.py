@@ -1,0 +1,149 @@
+"""Training of psi (precedence, BCE on windowed pairs) and phi (reversibility, regression onto psi).
+
+One implementation, two drivers: `estimators.train` (offline, from a stored dataset) and the
+precedence-learner node (online, from the Reverb 'precedence' table) both call `make_update`.
+Data arrives in the flat layout of `estimators.pairs`: observations [N, ...], actions [N],
+`last` [N] (end of each position's segment, -1 = padding) and the allowed pair starts.
+"""
+import dataclasses
+import functools
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import optax
+
+from estimators import losses
+from estimators import networks as nets
+from estimators import pairs as pairs_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """How psi/phi are optimised. Defaults: Appendix C (Cartpole/Turf): Adam, lr 0.01, batch 128."""
+  window: int = 200
+  batch_size: int = 128
+  learning_rate: float = 1e-2
+  adam_b1: float = 0.9
+  adam_b2: float = 0.999
+  weight_decay: float = 0.0      # Sokoban: 1e-4 (AdamW)
+  train_phi: bool = False
+  phi_loss: str = 'l2'           # 'l2' (paper) or 'bce' (authors' code)
+  phi_batch_size: int = 128
+  phi_learning_rate: float = 1e-2
+  seed: int = 0
+
+  def __post_init__(self):
+    if self.window < 1:
+      raise ValueError(f'window must be >= 1, got {self.window}')
+    if self.batch_size < 1 or self.phi_batch_size < 1:
+      raise ValueError('batch sizes must be >= 1')
+    if self.learning_rate <= 0 or self.phi_learning_rate <= 0:
+      raise ValueError('learning rates must be > 0')
+    if self.phi_loss not in losses.PHI_LOSSES:
+      raise ValueError(f"phi_loss must be one of {sorted(losses.PHI_LOSSES)}, got {self.phi_loss!r}")
+
+
+class TrainState(NamedTuple):
+  psi_params: hk.Params
+  psi_opt: Any
+  phi_params: hk.Params
+  phi_opt: Any
+  key: jnp.ndarray
+  steps: jnp.ndarray
+
+
+class Batch(NamedTuple):
+  """Flat layout (see estimators.pairs)."""
+  observations: jnp.ndarray  # [N, ...]
+  actions: jnp.ndarray       # [N] action taken at k (leading to k + 1)
+  last: jnp.ndarray          # [N]
+  starts: jnp.ndarray        # [M] allowed pair starts (padded)
+  num_starts: jnp.ndarray    # [] how many of `starts` are real
+
+
+def _optimizer(lr, b1, b2, weight_decay):
+  if weight_decay > 0:
+    return optax.adamw(lr, b1=b1, b2=b2, weight_decay=weight_decay)
+  return optax.adam(lr, b1=b1, b2=b2)
+
+
+def psi_prob(est: nets.Estimators, psi_params, x, x_next):
+  """sigmoid(psi): probability that x precedes x_next (deterministic: dropout off)."""
+  return jax.nn.sigmoid(est.psi_apply(psi_params, None, x, x_next, False))
+
+
+def phi_prob(est: nets.Estimators, phi_params, x):
+  """sigmoid(phi): estimated reversibility of each action in x, [B, A]."""
+  return jax.nn.sigmoid(est.phi_apply(phi_params, x))
+
+
+def init_state(est: nets.Estimators, config: TrainConfig, obs_example) -> TrainState:
+  key = jax.random.PRNGKey(config.seed)
+  k_psi, k_phi, key = jax.random.split(key, 3)
+  x = jnp.asarray(obs_example)[None]
+  psi_params = est.psi_init(k_psi, x)
+  phi_params = est.phi_init(k_phi, x)
+  psi_opt = _optimizer(config.learning_rate, config.adam_b1, config.adam_b2, config.weight_decay)
+  phi_opt = _optimizer(config.phi_learning_rate, config.adam_b1, config.adam_b2, config.weight_decay)
+  return TrainState(psi_params, psi_opt.init(psi_params), phi_params, phi_opt.init(phi_params),
+                    key, jnp.zeros((), jnp.int32))
+
+
+def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int = 1):
+  """Returns jitted `update(state, batch) -> (state, metrics)` doing `steps_per_call` steps."""
+  psi_opt = _optimizer(config.learning_rate, config.adam_b1, config.adam_b2, config.weight_decay)
+  phi_opt = _optimizer(config.phi_learning_rate, config.adam_b1, config.adam_b2, config.weight_decay)
+  phi_loss_fn = losses.PHI_LOSSES[config.phi_loss]
+
+  def psi_loss(params, key, x, y, labels):
+    logits = est.psi_apply(params, key, x, y, True)
+    loss = losses.precedence_bce(logits, labels)
+    acc = jnp.mean((logits > 0) == (labels > 0.5))
+    return loss, acc
+
+  def phi_loss(params, psi_params, x, a, x_next):
+    # Empirical reversibility (Sec. 4): phi(x, a) ~ E[psi(x', x)], the chance of going back.
+    target = jax.lax.stop_gradient(psi_prob(est, psi_params, x_next, x))
+    logits = est.phi_apply(params, x)
+    taken = jnp.take_along_axis(logits, a[:, None].astype(jnp.int32), axis=1)[:, 0]
+    return phi_loss_fn(taken, target)
+
+  def one_step(state: TrainState, batch: Batch):
+    key, k_pairs, k_drop, k_trans = jax.random.split(state.key, 4)
+    p = pairs_lib.sample_pairs(k_pairs, batch.last, batch.starts, batch.num_starts,
+                               config.batch_size, config.window)
+    x, y = batch.observations[p.first], batch.observations[p.second]
+    (l_psi, acc), g = jax.value_and_grad(psi_loss, has_aux=True)(state.psi_params, k_drop, x, y, p.label)
+    upd, psi_opt_state = psi_opt.update(g, state.psi_opt, state.psi_params)
+    psi_params = optax.apply_updates(state.psi_params, upd)
+    metrics = {'psi_loss': l_psi, 'psi_accuracy': acc}
+    phi_params, phi_opt_state = state.phi_params, state.phi_opt
+    if config.train_phi:
+      # Transitions (k, k+1) inside a segment: every allowed start has a successor.
+      k = batch.starts[jax.random.randint(k_trans, (config.phi_batch_size,), 0,
+                                          jnp.maximum(batch.num_starts, 1))]
+      l_phi, g = jax.value_and_grad(phi_loss)(phi_params, psi_params, batch.observations[k],
+                                              batch.actions[k], batch.observations[k + 1])
+      upd, phi_opt_state = phi_opt.update(g, phi_opt_state, phi_params)
+      phi_params = optax.apply_updates(phi_params, upd)
+      metrics['phi_loss'] = l_phi
+    new_state = TrainState(psi_params, psi_opt_state, phi_params, phi_opt_state, key, state.steps + 1)
+    return new_state, metrics
+
+  @jax.jit
+  def update(state: TrainState, batch: Batch):
+    state, metrics = jax.lax.scan(lambda s, _: one_step(s, batch), state, None, length=steps_per_call)
+    return state, jax.tree_util.tree_map(jnp.mean, metrics)
+
+  return update
+
+
+def windows_to_batch(observations, actions, valid, period: int) -> Batch:
+  """Flat Batch from Reverb windows [B, L, ...] (jittable)."""
+  b, l = valid.shape
+  last, start_ok = pairs_lib.window_layout_jnp(valid, period)
+  starts, count = pairs_lib.start_indices(last, start_ok)
+  obs = observations.reshape((b * l,) + observations.shape[2:])
+  return Batch(obs, actions.reshape(b * l), last, starts, count)

@@ -1,0 +1,78 @@
+"""Typed run configuration, built once from command-line flags and passed to every node."""
+import dataclasses
+import os
+from typing import Any, Dict, Optional
+
+from agents.acting import ReversibilityConfig
+from estimators.networks import NetworkConfig
+from estimators.training import TrainConfig as EstimatorTrainConfig
+
+AGENTS = ('impala', 'random')
+LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt')
+
+
+@dataclasses.dataclass(frozen=True)
+class ImpalaConfig:
+  """IMPALA hyperparameters (feed-forward nets; the Acme/Sokoban-appendix layout of options)."""
+  batch_size: int = 16
+  sequence_length: int = 20
+  learning_rate: float = 1e-3
+  discount: float = 0.99
+  entropy_cost: float = 0.01
+  baseline_cost: float = 0.5
+  max_gradient_norm: float = 40.0
+  max_queue_size: int = 160         # items; > batch_size + 1
+  policy_update_period: int = 100   # actor steps between parameter fetches
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecedenceConfig:
+  """The precedence-learner node: what it samples and how often it trains."""
+  window_batch: int = 16              # windows sampled from the 'precedence' table per update
+  env_steps_per_update: int = 50      # throttle: one psi (and phi) update per this many env steps
+  table_max_windows: int = 20_000     # replay size, in windows of 2w steps
+  min_windows: int = 8                # windows needed before training starts
+  estimator_update_period: int = 100  # actor steps between psi/phi parameter fetches
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  env: str = 'cartpole'
+  env_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  agent: str = 'impala'
+  num_actors: int = 2
+  max_steps: int = 100_000
+  seed: int = 0
+  run_dir: str = 'runs/default'
+  launch_type: str = 'local_mp'
+  reversibility: ReversibilityConfig = ReversibilityConfig()
+  impala: ImpalaConfig = ImpalaConfig()
+  precedence: PrecedenceConfig = PrecedenceConfig()
+  estimator_train: EstimatorTrainConfig = EstimatorTrainConfig()
+  network: NetworkConfig = NetworkConfig()
+  estimator_checkpoint: Optional[str] = None   # frozen psi/phi instead of the online node
+
+  def __post_init__(self):
+    if self.agent not in AGENTS:
+      raise ValueError(f'unknown agent {self.agent!r}; expected one of {AGENTS}')
+    if self.launch_type not in LAUNCH_TYPES:
+      raise ValueError(f'unknown launch type {self.launch_type!r}; expected one of {LAUNCH_TYPES}')
+    if self.num_actors < 1:
+      raise ValueError(f'num_actors must be >= 1, got {self.num_actors}')
+    if self.max_steps < 1:
+      raise ValueError(f'max_steps must be >= 1, got {self.max_steps}')
+    if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):
+      raise ValueError(f'estimator checkpoint not found: {self.estimator_checkpoint}')
+
+  @property
+  def uses_estimators(self) -> bool:
+    return self.reversibility.mode in ('rae', 'rac')
+
+  @property
+  def online_estimators(self) -> bool:
+    """Whether a precedence-learner node trains psi/phi during the run."""
+    return self.uses_estimators and not self.estimator_checkpoint
+
+  @property
+  def window(self) -> int:
+    return self.estimator_train.window

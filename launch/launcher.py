@@ -1,0 +1,128 @@
+"""Runs a Launchpad program in a child process and supervises it from the parent.
+
+Why a child: when the run ends, Launchpad's local_mp worker manager waits 10 s for workers that
+block in C++ (a learner waiting on Reverb) and then kills its *entire runtime*, launcher
+included. The parent survives that, makes sure no node process is left (the child runs in its
+own session, which is killed as a whole at the end), and then prints the summary.
+
+Usage (internal): python -m launch.launcher RUN_DIR/config.pkl
+"""
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional
+
+import psutil
+
+NODE_DEATH_GRACE_S = 30.0   # a node died but the others did not follow: the run failed
+
+
+class RunFailed(RuntimeError):
+  pass
+
+
+def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> float:
+  """Starts the child launcher, waits for it; returns wall time. Raises RunFailed."""
+  os.makedirs(cfg.run_dir, exist_ok=True)
+  cfg_path = os.path.join(cfg.run_dir, 'config.pkl')
+  with open(cfg_path, 'wb') as f:
+    pickle.dump(cfg, f)
+  log = open(log_path or os.path.join(cfg.run_dir, 'launchpad.log'), 'ab')
+  start = time.time()
+  child = subprocess.Popen([sys.executable, '-m', 'launch.launcher', cfg_path],
+                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                           start_new_session=True, cwd=os.getcwd())
+  failure = None
+  try:
+    failure = _watch(child, progress)
+  except KeyboardInterrupt:
+    failure = 'interrupted by the user'
+    _signal_group(child.pid, signal.SIGTERM)
+    try:
+      child.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+      pass
+  finally:
+    _kill_session(child)
+    log.close()
+  if failure:
+    raise RunFailed(failure)
+  return time.time() - start
+
+
+def _watch(child: subprocess.Popen, progress=None) -> Optional[str]:
+  seen = {}
+  last_progress = time.time()
+  died_at = None
+  while child.poll() is None:
+    try:
+      workers = {p.pid: ' '.join(p.cmdline()[-3:]) for p in psutil.Process(child.pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+      break
+    gone = [pid for pid in seen if pid not in workers]
+    if gone and died_at is None:
+      died_at = time.time()
+    if died_at is not None and workers and time.time() - died_at > NODE_DEATH_GRACE_S:
+      _signal_group(child.pid, signal.SIGTERM)
+      child.wait(timeout=30)
+      return ('a node process exited early and the run was stopped; '
+              'see launchpad.log in the run directory')
+    seen.update(workers)
+    if progress is not None and time.time() - last_progress > 10:
+      last_progress = time.time()
+      progress()
+    time.sleep(1.0)
+  return None
+
+
+def _signal_group(pid: int, sig):
+  try:
+    os.killpg(pid, sig)
+  except (ProcessLookupError, PermissionError):
+    pass
+
+
+def _kill_session(child: subprocess.Popen):
+  """Kills whatever is left of the child's session (there should be nothing)."""
+  if child.poll() is None:
+    _signal_group(child.pid, signal.SIGTERM)
+    try:
+      child.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+      pass
+  _signal_group(child.pid, signal.SIGKILL)
+  try:
+    child.wait(timeout=5)
+  except subprocess.TimeoutExpired:
+    pass
+
+
+def leftover_processes(session_id: int):
+  out = []
+  for p in psutil.process_iter(['pid']):
+    try:
+      if os.getsid(p.pid) == session_id:
+        out.append(p.pid)
+    except (ProcessLookupError, PermissionError, psutil.Error):
+      pass
+  return out
+
+
+def _child_main(cfg_path: str):
+  import launchpad as lp
+  from launch import program as program_lib
+  with open(cfg_path, 'rb') as f:
+    cfg = pickle.load(f)
+  program = program_lib.build_program(cfg)
+  if cfg.launch_type == 'local_mp':
+    manager = lp.launch(program, launch_type='local_mp', terminal='current_terminal')
+  else:
+    manager = lp.launch(program, launch_type='local_mt', serialize_py_nodes=False)
+  manager.wait()
+
+
+if __name__ == '__main__':
+  _child_main(sys.argv[1])

@@ -1,0 +1,77 @@
+"""The precedence-learner node: samples trajectory windows from Reverb, trains psi (and phi for
+RAC) with `estimators.training`, and serves their parameters to the actors via get_variables."""
+import time
+from typing import Iterator, List, Optional, Sequence
+
+import acme
+import jax
+import numpy as np
+import reverb
+from acme.utils import counting, loggers
+
+from agents.adders import PRECEDENCE_TABLE, observation_mask
+from estimators import networks as est_nets
+from estimators import training
+
+
+class PrecedenceLearner(acme.Learner):
+
+  def __init__(self, estimators: est_nets.Estimators, train_config: training.TrainConfig,
+               period: int, iterator: Iterator[reverb.ReplaySample], obs_example: np.ndarray,
+               env_steps_per_update: int, counter: Optional[counting.Counter] = None,
+               logger: Optional[loggers.Logger] = None):
+    self._iterator = iterator
+    self._period = period
+    self._update = training.make_update(estimators, train_config)
+    self._to_batch = jax.jit(training.windows_to_batch, static_argnums=3)
+    self._state = training.init_state(estimators, train_config, obs_example)
+    self._counter = counter or counting.Counter()
+    self._logger = logger or loggers.make_default_logger('precedence_learner')
+    self._env_steps_per_update = env_steps_per_update
+    self._steps = 0
+    self._allowed = 0
+    self._published = self._to_numpy()
+
+  def _to_numpy(self):
+    return jax.device_get((self._state.psi_params, self._state.phi_params))
+
+  def _wait_for_budget(self):
+    # Throttle to one update per `env_steps_per_update` actor steps: on a 2-core machine an
+    # unthrottled learner would take CPU from the actors for little gain.
+    while self._steps >= self._allowed:
+      actor_steps = self._counter.get_counts().get('actor_steps', 0)
+      self._allowed = actor_steps // self._env_steps_per_update
+      if self._steps >= self._allowed:
+        time.sleep(0.05)
+
+  def step(self):
+    self._wait_for_budget()
+    sample = next(self._iterator)
+    data = sample.data
+    valid = observation_mask(data.extras['valid'])
+    batch = self._to_batch(data.observation, data.action, valid, self._period)
+    start = time.time()
+    self._state, metrics = self._update(self._state, batch)
+    self._published = self._to_numpy()
+    self._steps += 1
+    counts = self._counter.increment(steps=1, time_elapsed=time.time() - start)
+    self._logger.write({**jax.device_get(metrics), **counts})
+
+  def get_variables(self, names: Sequence[str]) -> List:
+    psi, phi = self._published
+    table = {'psi': psi, 'phi': phi}
+    return [table[n] for n in names]
+
+  def save(self):
+    return self._state
+
+  def restore(self, state):
+    self._state = state
+    self._published = self._to_numpy()
+
+
+def make_window_iterator(client: reverb.Client, window_batch: int):
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=client.server_address, table=PRECEDENCE_TABLE,
+      max_in_flight_samples_per_worker=2 * window_batch)
+  return dataset.batch(window_batch, drop_remainder=True).as_numpy_iterator()

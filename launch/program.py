@@ -1,0 +1,179 @@
+"""Builds the Launchpad program: Reverb, counter, step limiter, IMPALA learner, precedence
+learner and N actors. Nodes talk only through Reverb tables and variable sources."""
+import functools
+import os
+import time
+from typing import List, Optional
+
+import dm_env
+import jax
+import launchpad as lp
+import numpy as np
+import optax
+import reverb
+from acme import specs, wrappers
+from acme.adders import reverb as reverb_adders
+from acme.environment_loop import EnvironmentLoop
+from acme.jax import savers, variable_utils
+from acme.utils import counting, loggers
+
+import envs
+from agents import acting, adders, learning
+from agents import networks as agent_networks
+from estimators import checkpoint as est_checkpoint
+from estimators import networks as est_nets
+from launch.config import RunConfig
+from launch.precedence_learner import PrecedenceLearner, make_window_iterator
+
+IMPALA_TABLE = 'impala'
+
+
+def make_environment(cfg: RunConfig, seed: int) -> dm_env.Environment:
+  # float32 rewards/discounts to match the Reverb signatures.
+  return wrappers.SinglePrecisionWrapper(envs.make(cfg.env, seed=seed, **cfg.env_options))
+
+
+def environment_spec(cfg: RunConfig) -> specs.EnvironmentSpec:
+  return specs.make_environment_spec(make_environment(cfg, 0))
+
+
+def make_logger(cfg: RunConfig, label: str, time_delta: float = 0.0) -> loggers.Logger:
+  csv = loggers.CSVLogger(cfg.run_dir, label=label, add_uid=False,
+                          time_delta=time_delta, flush_every=1)
+  return loggers.NoneFilter(csv)
+
+
+def make_tables(cfg: RunConfig) -> List[reverb.Table]:
+  spec = environment_spec(cfg)
+  tables = []
+  if cfg.agent == 'impala':
+    extras = {'core_state': agent_networks.core_state_spec(),
+              'logits': np.ones((spec.actions.num_values,), np.float32)}
+    tables.append(reverb.Table.queue(
+        IMPALA_TABLE, max_size=cfg.impala.max_queue_size,
+        signature=reverb_adders.SequenceAdder.signature(
+            spec, extras, sequence_length=cfg.impala.sequence_length)))
+  if cfg.online_estimators:
+    tables.append(reverb.Table(
+        adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(), max_size=cfg.precedence.table_max_windows,
+        rate_limiter=reverb.rate_limiters.MinSize(cfg.precedence.min_windows),
+        signature=adders.PrecedenceWindowAdder.signature(spec, 2 * cfg.window)))
+  return tables
+
+
+def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Estimators:
+  return est_nets.make_estimators(cfg.network, spec.actions.num_values)
+
+
+class Counter(counting.Counter):
+  """The counter node (a plain Acme counter)."""
+
+
+class StepLimiter:
+  """Stops the whole program once the actors have taken `max_steps` steps. Polls every 0.25 s
+  (Acme's StepsLimiter polls every 10 s, overshooting by ~20k steps at 2k steps/s)."""
+
+  def __init__(self, counter, max_steps: int, poll_s: float = 0.25):
+    self._counter, self._max_steps, self._poll_s = counter, max_steps, poll_s
+
+  def run(self):
+    while True:
+      if self._counter.get_counts().get('actor_steps', 0) >= self._max_steps:
+        lp.stop()
+        return
+      time.sleep(self._poll_s)
+
+
+def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
+  spec = environment_spec(cfg)
+  networks = agent_networks.make_networks(spec)
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=replay.server_address, table=IMPALA_TABLE,
+      max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
+  iterator = dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator()
+  optimizer = optax.chain(optax.clip_by_global_norm(cfg.impala.max_gradient_norm),
+                          optax.adam(cfg.impala.learning_rate))
+  learner = learning.IMPALALearner(
+      networks, iterator, optimizer, random_key, discount=cfg.impala.discount,
+      entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
+      counter=counting.Counter(counter, 'learner'), logger=make_logger(cfg, 'learner', 1.0))
+  return savers.CheckpointingRunner(learner, key='learner', subdirectory='learner',
+                                    directory=os.path.join(cfg.run_dir, 'checkpoints'),
+                                    add_uid=False, time_delta_minutes=5)
+
+
+def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter):
+  spec = environment_spec(cfg)
+  obs_example = np.zeros(spec.observations.shape, spec.observations.dtype)
+  learner = PrecedenceLearner(
+      make_estimators(cfg, spec), cfg.estimator_train, period=cfg.window,
+      iterator=make_window_iterator(replay, cfg.precedence.window_batch),
+      obs_example=obs_example, env_steps_per_update=cfg.precedence.env_steps_per_update,
+      counter=counting.Counter(counter, 'precedence'), logger=make_logger(cfg, 'precedence', 1.0))
+  return savers.CheckpointingRunner(learner, key='precedence', subdirectory='precedence',
+                                    directory=os.path.join(cfg.run_dir, 'checkpoints'),
+                                    add_uid=False, time_delta_minutes=5)
+
+
+def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], learner,
+               precedence, counter, evaluator: bool = False):
+  seed = cfg.seed * 1000 + actor_id + 1
+  environment = make_environment(cfg, seed)
+  spec = specs.make_environment_spec(environment)
+  forward, policy_client = None, None
+  if cfg.agent == 'impala':
+    forward = agent_networks.make_networks(spec).forward_fn
+    policy_client = variable_utils.VariableClient(
+        learner, key='policy', update_period=cfg.impala.policy_update_period)
+  estimators, estimator_client, frozen = None, None, None
+  if cfg.uses_estimators:
+    if cfg.estimator_checkpoint:
+      ckpt = est_checkpoint.load(cfg.estimator_checkpoint)
+      estimators, frozen = ckpt.estimators, (ckpt.psi_params, ckpt.phi_params)
+    else:
+      estimators = make_estimators(cfg, spec)
+      estimator_client = variable_utils.VariableClient(
+          precedence, key=['psi', 'phi'], update_period=cfg.precedence.estimator_update_period)
+  adder = None
+  if replay is not None and not evaluator:
+    children = []
+    if cfg.agent == 'impala':
+      children.append(reverb_adders.SequenceAdder(
+          client=replay, priority_fns={IMPALA_TABLE: None},
+          period=cfg.impala.sequence_length - 1, sequence_length=cfg.impala.sequence_length,
+          end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE))
+    if cfg.online_estimators:
+      children.append(adders.PrecedenceWindowAdder(replay, 2 * cfg.window, cfg.window))
+    adder = adders.ForkingAdder(children) if children else None
+  actor = acting.ReversibilityAwareActor(
+      spec.actions.num_values, cfg.reversibility, seed, policy_forward=forward,
+      policy_client=policy_client, estimators=estimators, estimator_client=estimator_client,
+      frozen_estimator_params=frozen, adder=adder)
+  label = 'evaluator' if evaluator else f'actor_{actor_id}'
+  return EnvironmentLoop(environment, actor, counting.Counter(counter, 'actor'),
+                         make_logger(cfg, label), observers=[acting.EpisodeMetricsObserver(actor)])
+
+
+def build_program(cfg: RunConfig) -> lp.Program:
+  program = lp.Program(name='noturningback')
+  key = jax.random.PRNGKey(cfg.seed)
+  with program.group('replay'):
+    replay = program.add_node(lp.ReverbNode(functools.partial(make_tables, cfg)))
+  with program.group('counter'):
+    counter = program.add_node(lp.CourierNode(Counter))
+  with program.group('coordinator'):
+    program.add_node(lp.CourierNode(StepLimiter, counter, cfg.max_steps))
+  learner = None
+  if cfg.agent == 'impala':
+    learner_key, key = jax.random.split(key)
+    with program.group('learner'):
+      learner = program.add_node(lp.CourierNode(make_learner, cfg, learner_key, replay, counter))
+  precedence = None
+  if cfg.online_estimators:
+    with program.group('precedence_learner'):
+      precedence = program.add_node(lp.CourierNode(make_precedence_learner, cfg, replay, counter))
+  with program.group('actor'):
+    for actor_id in range(cfg.num_actors):
+      program.add_node(lp.CourierNode(make_actor, cfg, actor_id, replay, learner, precedence, counter))
+  return program

@@ -1,0 +1,170 @@
+r"""Trains an agent on the distributed actor-learner program.
+
+    python -m launch.train                       # reward-free Cartpole, IMPALA + RAE, 2 actors
+    python -m launch.train --env cartpole --reward_free --mode rae --num_actors 2 \
+        --max_steps 100000 --run_dir runs/rae
+    python -m launch.train --env cliff --env_option wind=0.2 --agent random --mode rac --beta 0.4
+
+Every node writes CSV logs under RUN_DIR/logs/<node>/logs.csv; learner checkpoints go to
+RUN_DIR/checkpoints. The run stops by itself after --max_steps actor steps and prints a summary
+(also saved as RUN_DIR/summary.json).
+"""
+import json
+import os
+import sys
+import time
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('env', 'cartpole', 'Environment name (envs.make).')
+flags.DEFINE_bool('reward_free', True, 'Cartpole only: remove the extrinsic reward.')
+flags.DEFINE_integer('episode_steps', None, "Environment time limit (its 'max_steps' option), "
+                     'e.g. 50000 for Cartpole+.')
+flags.DEFINE_multi_string('env_option', [], 'Extra environment option key=value (repeatable).')
+flags.DEFINE_enum('agent', 'impala', ['impala', 'random'], 'Policy: IMPALA or uniform random.')
+flags.DEFINE_enum('mode', 'rae', ['none', 'rae', 'rac'], 'Reversibility use: none, RAE or RAC.')
+flags.DEFINE_integer('num_actors', 2, 'Number of actor nodes.')
+flags.DEFINE_integer('max_steps', 100_000, 'Total actor (environment) steps; the run stops there.')
+flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<mode>-<time>).')
+flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt'], 'Launchpad launch type.')
+flags.DEFINE_integer('seed', 0, 'Random seed.')
+# Reversibility.
+flags.DEFINE_float('beta', None, 'Threshold (default: 0.7 for RAE, 0.4 for RAC).')
+flags.DEFINE_float('lam', 1.0, 'RAE penalty weight lambda.')
+flags.DEFINE_enum('reward_form', 'paper', ['paper', 'hinge'],
+                  "RAE reward: 'paper' -lam*1[psi>beta]*psi, 'hinge' -lam*max(psi-beta,0).")
+flags.DEFINE_enum('shield', 'rejection', ['rejection', 'replace'],
+                  "RAC: 'rejection' (paper) or 'replace' with the most reversible action (authors' code).")
+flags.DEFINE_string('estimator_checkpoint', None, 'Frozen psi/phi checkpoint (offline RAE/RAC).')
+flags.DEFINE_integer('window', None, 'Precedence window w (default: the episode time limit, <= 200).')
+flags.DEFINE_float('psi_learning_rate', 1e-2, 'Adam learning rate of psi and phi.')
+flags.DEFINE_integer('psi_batch_size', 128, 'Pairs per psi update.')
+flags.DEFINE_integer('env_steps_per_psi_update', 50, 'Throttle of the precedence learner.')
+flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], 'phi regression loss.')
+# IMPALA.
+flags.DEFINE_float('learning_rate', 1e-3, 'IMPALA Adam learning rate.')
+flags.DEFINE_float('entropy_cost', 0.01, 'IMPALA entropy cost.')
+flags.DEFINE_float('discount', 0.99, 'IMPALA discount.')
+flags.DEFINE_integer('batch_size', 16, 'IMPALA batch size (sequences).')
+flags.DEFINE_integer('sequence_length', 20, 'IMPALA unroll length.')
+
+
+def _parse_value(text: str):
+  low = text.lower()
+  if low in ('true', 'false'):
+    return low == 'true'
+  for cast in (int, float):
+    try:
+      return cast(text)
+    except ValueError:
+      pass
+  return text
+
+
+def parse_env_options(pairs):
+  options = {}
+  for item in pairs:
+    if '=' not in item:
+      raise ValueError(f'--env_option expects key=value, got {item!r}')
+    k, v = item.split('=', 1)
+    options[k.strip()] = _parse_value(v.strip())
+  return options
+
+
+def config_from_flags():
+  """Parses flags once into a typed RunConfig; raises ValueError with a one-line message."""
+  import envs
+  from agents.acting import ReversibilityConfig
+  from estimators import networks as est_nets
+  from estimators.training import TrainConfig
+  from launch import config as cfg_lib
+
+  options = parse_env_options(FLAGS.env_option)
+  if FLAGS.env == 'cartpole':
+    options.setdefault('reward_free', FLAGS.reward_free)
+  if FLAGS.episode_steps is not None:
+    options['max_steps'] = FLAGS.episode_steps
+  envs.make(FLAGS.env, seed=0, **options)  # validates name and options early, in the launcher
+  episode_limit = options.get('max_steps', envs.env_class(FLAGS.env).__init__.__defaults__ and
+                              _default_option(FLAGS.env, 'max_steps'))
+  window = FLAGS.window or min(int(episode_limit or 200), 200)
+  mode = FLAGS.mode
+  beta = FLAGS.beta if FLAGS.beta is not None else (0.4 if mode == 'rac' else 0.7)
+  network = est_nets.default_config(FLAGS.env)
+  run_dir = FLAGS.run_dir or os.path.join('runs', f'{FLAGS.env}-{FLAGS.agent}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')
+  return cfg_lib.RunConfig(
+      env=FLAGS.env, env_options=options, agent=FLAGS.agent, num_actors=FLAGS.num_actors,
+      max_steps=FLAGS.max_steps, seed=FLAGS.seed, run_dir=os.path.abspath(run_dir),
+      launch_type=FLAGS.launch_type,
+      reversibility=ReversibilityConfig(mode=mode, beta=beta, lam=FLAGS.lam,
+                                        reward_form=FLAGS.reward_form, shield_mode=FLAGS.shield),
+      impala=cfg_lib.ImpalaConfig(batch_size=FLAGS.batch_size, sequence_length=FLAGS.sequence_length,
+                                  learning_rate=FLAGS.learning_rate, discount=FLAGS.discount,
+                                  entropy_cost=FLAGS.entropy_cost),
+      precedence=cfg_lib.PrecedenceConfig(env_steps_per_update=FLAGS.env_steps_per_psi_update),
+      estimator_train=TrainConfig(window=window, batch_size=FLAGS.psi_batch_size,
+                                  learning_rate=FLAGS.psi_learning_rate,
+                                  phi_learning_rate=FLAGS.psi_learning_rate,
+                                  train_phi=(mode == 'rac'), phi_loss=FLAGS.phi_loss, seed=FLAGS.seed),
+      network=network, estimator_checkpoint=FLAGS.estimator_checkpoint)
+
+
+def _default_option(env_name, option):
+  import inspect
+  import envs
+  p = inspect.signature(envs.env_class(env_name).__init__).parameters.get(option)
+  return None if p is None else p.default
+
+
+def run(cfg) -> dict:
+  """Launches the program, waits for it to stop by itself, returns the summary."""
+  from launch import launcher
+  from launch import summary as summary_lib
+
+  os.makedirs(cfg.run_dir, exist_ok=True)
+  with open(os.path.join(cfg.run_dir, 'config.json'), 'w') as f:
+    json.dump(_jsonable(cfg), f, indent=2)
+  with open(os.path.join(cfg.run_dir, 'run_start.txt'), 'w') as f:
+    f.write(str(time.time()))
+  print(f'run directory: {cfg.run_dir} (node output: launchpad.log)', flush=True)
+  start = time.time()
+
+  def progress():
+    p = summary_lib.summarize(cfg.run_dir, last_n=20)
+    print(f"[{time.time() - start:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{cfg.max_steps:,}"
+          f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
+          f"  learner steps {p.get('learner_steps', 0):>6,.0f}", flush=True)
+
+  wall = launcher.launch_and_supervise(cfg, progress=progress)
+  summary = summary_lib.summarize(cfg.run_dir, wall_time=wall)
+  with open(os.path.join(cfg.run_dir, 'summary.json'), 'w') as f:
+    json.dump(summary, f, indent=2)
+  print(summary_lib.format_summary(summary))
+  return summary
+
+
+def _jsonable(obj):
+  import dataclasses
+  if dataclasses.is_dataclass(obj):
+    return {k: _jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+  return obj
+
+
+def main(argv):
+  del argv
+  from launch.launcher import RunFailed
+  try:
+    cfg = config_from_flags()
+  except ValueError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  try:
+    run(cfg)
+  except RunFailed as e:
+    print(f'error: run failed: {e}', file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == '__main__':
+  app.run(main)
