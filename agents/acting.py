@@ -89,6 +89,8 @@ class ReversibilityAwareActor(core.Actor):
       p = est_training.psi_prob(estimators, psi_params, obs[None], next_obs[None])[0]
       return rewards.rae_reward(p, rev.beta, rev.lam, rev.reward_form), p
 
+    self._initial_psi = self._last_psi = None
+    self._psi_fetches = 0
     self._select = jax.jit(select)
     self._intrinsic = jax.jit(intrinsic)
     self._prev_obs = None
@@ -106,6 +108,12 @@ class ReversibilityAwareActor(core.Actor):
     if self._estimator_client is None:
       return None, None
     psi, phi = self._estimator_client.params
+    if psi is not self._last_psi:  # a fresh fetch from the precedence learner arrived
+      self._last_psi = psi
+      if self._initial_psi is None:
+        self._initial_psi = psi
+      else:
+        self._psi_fetches += 1
     return psi, phi
 
   # Acme Actor API -----------------------------------------------------------------------------
@@ -154,7 +162,19 @@ class ReversibilityAwareActor(core.Actor):
   def episode_stats(self) -> Dict[str, float]:
     keys = {'rae': ('intrinsic_return', 'penalised_steps', 'max_psi'),
             'rac': ('rejections', 'shield_fallbacks'), 'none': ()}[self._rev.mode]
-    return {k: self._stats[k] for k in keys}
+    stats = {k: self._stats[k] for k in keys}
+    if self._estimator_client is not None and self._frozen is None:
+      stats['psi_fetches'] = self._psi_fetches
+      stats['psi_change'] = self.psi_change()
+    return stats
+
+  def psi_change(self) -> float:
+    """L2 norm of (current psi params - first psi params this actor received)."""
+    if self._initial_psi is None or self._last_psi is self._initial_psi:
+      return 0.0
+    diffs = jax.tree_util.tree_map(lambda a, b: np.sum(np.square(np.asarray(a) - np.asarray(b))),
+                                   self._last_psi, self._initial_psi)
+    return float(np.sqrt(sum(jax.tree_util.tree_leaves(diffs))))
 
 
 class EpisodeMetricsObserver(observers_lib.EnvLoopObserver):

@@ -35,6 +35,8 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   child = subprocess.Popen([sys.executable, '-m', 'launch.launcher', cfg_path],
                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                            start_new_session=True, cwd=os.getcwd())
+  with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
+    f.write(str(child.pid))   # the session id of every node process of this run
   failure = None
   try:
     failure = _watch(child, progress)

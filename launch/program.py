@@ -1,6 +1,7 @@
 """Builds the Launchpad program: Reverb, counter, step limiter, IMPALA learner, precedence
 learner and N actors. Nodes talk only through Reverb tables and variable sources."""
 import functools
+import json
 import os
 import time
 from typing import List, Optional
@@ -74,15 +75,28 @@ class StepLimiter:
   """Stops the whole program once the actors have taken `max_steps` steps. Polls every 0.25 s
   (Acme's StepsLimiter polls every 10 s, overshooting by ~20k steps at 2k steps/s)."""
 
-  def __init__(self, counter, max_steps: int, poll_s: float = 0.25):
-    self._counter, self._max_steps, self._poll_s = counter, max_steps, poll_s
+  def __init__(self, counter, replay: reverb.Client, max_steps: int, run_dir: str,
+               poll_s: float = 0.25):
+    self._counter, self._replay, self._max_steps = counter, replay, max_steps
+    self._run_dir, self._poll_s = run_dir, poll_s
 
   def run(self):
     while True:
-      if self._counter.get_counts().get('actor_steps', 0) >= self._max_steps:
+      counts = self._counter.get_counts()
+      if counts.get('actor_steps', 0) >= self._max_steps:
+        self._write_final_state(counts)
         lp.stop()
         return
       time.sleep(self._poll_s)
+
+  def _write_final_state(self, counts):
+    """Records the counters and what each Reverb table received, for summaries and tests."""
+    tables = {name: {'current_size': info.current_size, 'num_inserts':
+                     info.rate_limiter_info.insert_stats.completed,
+                     'num_samples': info.rate_limiter_info.sample_stats.completed}
+              for name, info in self._replay.server_info().items()}
+    with open(os.path.join(self._run_dir, 'final_state.json'), 'w') as f:
+      json.dump({'counts': counts, 'tables': tables}, f, indent=2)
 
 
 def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
@@ -163,7 +177,7 @@ def build_program(cfg: RunConfig) -> lp.Program:
   with program.group('counter'):
     counter = program.add_node(lp.CourierNode(Counter))
   with program.group('coordinator'):
-    program.add_node(lp.CourierNode(StepLimiter, counter, cfg.max_steps))
+    program.add_node(lp.CourierNode(StepLimiter, counter, replay, cfg.max_steps, cfg.run_dir))
   learner = None
   if cfg.agent == 'impala':
     learner_key, key = jax.random.split(key)

@@ -11,6 +11,7 @@ RUN_DIR/checkpoints. The run stops by itself after --max_steps actor steps and p
 """
 import json
 import os
+import signal
 import sys
 import time
 
@@ -151,8 +152,14 @@ def _jsonable(obj):
   return obj
 
 
+def _terminate_gracefully(signum, frame):
+  # SIGTERM to the launcher stops the run like Ctrl-C: nodes are stopped, nothing is orphaned.
+  raise KeyboardInterrupt
+
+
 def main(argv):
   del argv
+  signal.signal(signal.SIGTERM, _terminate_gracefully)
   from launch.launcher import RunFailed
   try:
     cfg = config_from_flags()

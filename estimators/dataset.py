@@ -1,0 +1,392 @@
+"""Offline episode datasets in RLDS format (one TFDS dataset, split 'train', one example per
+episode), written with `tfds.core.SequentialWriter` and read with `tfds.builder_from_directory`.
+
+    write_episodes('data/cartpole', episodes, 'cartpole', {'max_steps': 50000},
+                   num_actions=2, obs_spec=env.observation_spec())
+    episodes, meta = load_episodes('data/cartpole')
+    flat = flatten(episodes)                       # layout of estimators.pairs.episode_layout
+    ds = as_tf_dataset('data/cartpole')            # tf.data of RLDS episodes {'steps': Dataset}
+
+RLDS step convention: an episode of T transitions is stored as T+1 steps. Step t holds
+observation x_t and the action a_t taken there, with the reward/discount that followed it;
+the last step holds the final observation x_T with a dummy action 0, reward 0, discount 0,
+is_last=True (is_terminal=True when the episode ended by termination, i.e. its last discount
+was 0, rather than by a time limit). When true environment states are given, each step also
+has a 'state' string: the JSON of `env.get_state()` (tuples restored on load), so evaluation
+can label transitions with the exact oracle.
+
+Beside the TFDS files the dataset directory holds `noturningback.json` (env name, options,
+num_actions, observation spec, number of episodes and steps, creation time). Writes go to a
+temporary directory next to the target, renamed into place at the end, so an interrupted write
+never damages an existing dataset.
+"""
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+METADATA_FILE = 'noturningback.json'
+DATASET_NAME = 'noturningback_episodes'
+DATASET_VERSION = '1.0.0'
+SPLIT = 'train'
+EPISODES_PER_SHARD = 2000
+_WRITE_BATCH_STEPS = 50_000   # SequentialWriter rewrites its metadata per add_examples call
+
+
+class DatasetError(ValueError):
+  """Missing, foreign, mismatched or corrupt dataset; the message names the path."""
+
+
+class DatasetExistsError(DatasetError):
+  """The output directory already holds something and neither overwrite nor append was asked."""
+
+
+class Episode(NamedTuple):
+  observations: np.ndarray          # [T+1, ...] x_0 .. x_T
+  actions: np.ndarray               # int32 [T]
+  rewards: np.ndarray               # float32 [T]
+  discounts: np.ndarray             # float32 [T]
+  states: Optional[List[Any]] = None  # [T+1] hashable true env states, or None
+
+
+class FlatData(NamedTuple):
+  observations: np.ndarray  # [N, ...] every observation of every episode, back to back
+  actions: np.ndarray       # int32 [N]: action taken at k (0 at an episode's final observation)
+  last: np.ndarray          # int32 [N]: flat index of the last observation of k's episode
+  lengths: np.ndarray       # int64 [E]: observations per episode (T+1)
+
+
+# ----------------------------------------------------------------------------------------- #
+# Specs and features
+# ----------------------------------------------------------------------------------------- #
+
+def _obs_shape_dtype(obs_spec) -> Tuple[Tuple[int, ...], np.dtype]:
+  if isinstance(obs_spec, dict) and 'shape' in obs_spec:
+    return tuple(int(s) for s in obs_spec['shape']), np.dtype(obs_spec['dtype'])
+  if isinstance(obs_spec, (tuple, list)) and len(obs_spec) == 2:
+    return tuple(int(s) for s in obs_spec[0]), np.dtype(obs_spec[1])
+  return tuple(int(s) for s in obs_spec.shape), np.dtype(obs_spec.dtype)
+
+
+def _features(obs_shape, obs_dtype, with_states: bool):
+  import tensorflow as tf
+  import tensorflow_datasets as tfds
+  steps = {
+      'observation': tfds.features.Tensor(shape=obs_shape, dtype=tf.as_dtype(obs_dtype)),
+      'action': tfds.features.Tensor(shape=(), dtype=tf.int32),
+      'reward': tfds.features.Tensor(shape=(), dtype=tf.float32),
+      'discount': tfds.features.Tensor(shape=(), dtype=tf.float32),
+      'is_first': tfds.features.Tensor(shape=(), dtype=tf.bool),
+      'is_last': tfds.features.Tensor(shape=(), dtype=tf.bool),
+      'is_terminal': tfds.features.Tensor(shape=(), dtype=tf.bool),
+  }
+  if with_states:
+    steps['state'] = tfds.features.Tensor(shape=(), dtype=tf.string)
+  return tfds.features.FeaturesDict({'steps': tfds.features.Dataset(steps)})
+
+
+def _ds_info(data_dir: str, obs_shape, obs_dtype, with_states: bool):
+  import tensorflow_datasets as tfds
+  identity = tfds.core.dataset_info.DatasetIdentity(
+      name=DATASET_NAME, version=tfds.core.Version(DATASET_VERSION), data_dir=data_dir,
+      module_name='estimators.dataset')
+  return tfds.core.DatasetInfo(
+      builder=identity, description='Episodes collected for reversibility-aware RL (RLDS).',
+      features=_features(obs_shape, obs_dtype, with_states))
+
+
+# ----------------------------------------------------------------------------------------- #
+# States <-> strings (JSON; lists come back as tuples so states stay hashable)
+# ----------------------------------------------------------------------------------------- #
+
+def _json_default(o):
+  if isinstance(o, np.generic):
+    return o.item()
+  if isinstance(o, np.ndarray):
+    return o.tolist()
+  raise TypeError(f'cannot store an env state containing {type(o).__name__}')
+
+
+def encode_state(state) -> bytes:
+  return json.dumps(state, default=_json_default, separators=(',', ':')).encode()
+
+
+def _tuplify(x):
+  if isinstance(x, list):
+    return tuple(_tuplify(v) for v in x)
+  return x
+
+
+def decode_state(data: bytes):
+  return _tuplify(json.loads(data))
+
+
+# ----------------------------------------------------------------------------------------- #
+# Episodes <-> RLDS examples
+# ----------------------------------------------------------------------------------------- #
+
+def _check_episode(ep: Episode, i: int, obs_shape, obs_dtype, num_actions: int):
+  t = len(ep.actions)
+  if len(ep.observations) != t + 1:
+    raise ValueError(f'episode {i}: {len(ep.observations)} observations for {t} actions '
+                     f'(expected actions + 1)')
+  if len(ep.rewards) != t or len(ep.discounts) != t:
+    raise ValueError(f'episode {i}: rewards/discounts must have one entry per action ({t})')
+  if tuple(ep.observations.shape[1:]) != tuple(obs_shape):
+    raise ValueError(f'episode {i}: observation shape {tuple(ep.observations.shape[1:])} '
+                     f'!= spec {tuple(obs_shape)}')
+  if ep.states is not None and len(ep.states) != t + 1:
+    raise ValueError(f'episode {i}: {len(ep.states)} states for {t + 1} observations')
+  if t and (np.min(ep.actions) < 0 or np.max(ep.actions) >= num_actions):
+    raise ValueError(f'episode {i}: action out of range [0, {num_actions})')
+
+
+def _to_example(ep: Episode, obs_dtype, with_states: bool) -> Dict[str, Any]:
+  t = len(ep.actions)
+  zero = np.zeros((1,), np.float32)
+  terminal = bool(t > 0 and float(ep.discounts[-1]) == 0.0)
+  is_last = np.zeros((t + 1,), bool)
+  is_last[-1] = True
+  steps = {
+      'observation': np.asarray(ep.observations, dtype=obs_dtype),
+      'action': np.concatenate([np.asarray(ep.actions, np.int32), np.zeros((1,), np.int32)]),
+      'reward': np.concatenate([np.asarray(ep.rewards, np.float32), zero]),
+      'discount': np.concatenate([np.asarray(ep.discounts, np.float32), zero]),
+      'is_first': np.arange(t + 1) == 0,
+      'is_last': is_last,
+      'is_terminal': is_last & terminal,
+  }
+  if with_states:
+    steps['state'] = np.array([encode_state(s) for s in ep.states], dtype=object)
+  return {'steps': steps}
+
+
+def _from_steps(steps: Dict[str, np.ndarray]) -> Episode:
+  states = None
+  if 'state' in steps:
+    states = [decode_state(s) for s in steps['state']]
+  return Episode(observations=steps['observation'], actions=steps['action'][:-1].astype(np.int32),
+                 rewards=steps['reward'][:-1].astype(np.float32),
+                 discounts=steps['discount'][:-1].astype(np.float32), states=states)
+
+
+# ----------------------------------------------------------------------------------------- #
+# Writing
+# ----------------------------------------------------------------------------------------- #
+
+def dataset_exists(path: str) -> bool:
+  return os.path.isfile(os.path.join(path, METADATA_FILE))
+
+
+def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
+                   env_options: dict, num_actions: int, obs_spec, overwrite: bool = False,
+                   append: bool = False, extra_metadata: Optional[dict] = None) -> dict:
+  """Writes `episodes` as an RLDS dataset at `out_dir`; returns the metadata written.
+
+  `episodes` may be a generator (it is consumed once, streamed to disk). Stores true states
+  when the first episode has them (then every episode must). If `out_dir` exists:
+  DatasetExistsError unless overwrite=True (replace it) or append=True (keep its episodes and
+  add these; env, options, num_actions and observation spec must match).
+  `obs_spec`: anything with .shape/.dtype (a dm_env spec, an array), or {'shape', 'dtype'}.
+  """
+  import tensorflow_datasets as tfds
+  out_dir = os.path.abspath(out_dir)
+  obs_shape, obs_dtype = _obs_shape_dtype(obs_spec)
+  exists = os.path.exists(out_dir)
+  if exists and not (overwrite or append):
+    raise DatasetExistsError(f'{out_dir} already exists; pass overwrite (replace it) or '
+                             f'append/resume (add episodes to it)')
+  if exists and not os.path.isdir(out_dir):
+    raise DatasetError(f'{out_dir} exists and is not a directory')
+  appending = bool(append and not overwrite and exists and os.listdir(out_dir))
+  old_meta = None
+  if appending:
+    old_meta = read_metadata(out_dir)
+    mine = {'env': env_name, 'env_options': dict(env_options), 'num_actions': int(num_actions),
+            'observation_shape': list(obs_shape), 'observation_dtype': obs_dtype.name}
+    theirs = {k: old_meta.get(k) for k in mine}
+    if json.loads(json.dumps(mine)) != theirs:
+      raise DatasetError(f'cannot append to {out_dir}: it was collected with {theirs}, not {mine}')
+
+  episodes = iter(episodes)
+  first = next(episodes, None)
+  if old_meta is not None:
+    with_states = bool(old_meta['has_states'])
+  else:
+    with_states = first is not None and first.states is not None
+
+  parent = os.path.dirname(out_dir)
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=f'.{os.path.basename(out_dir)}.writing-', dir=parent)
+  try:
+    if appending:
+      shutil.rmtree(tmp)
+      shutil.copytree(out_dir, tmp)
+    info = _ds_info(tmp, obs_shape, obs_dtype, with_states)
+    writer = tfds.core.SequentialWriter(info, max_examples_per_shard=EPISODES_PER_SHARD,
+                                        overwrite=not appending)
+    writer.initialize_splits([SPLIT], fail_if_exists=False)
+    n_eps = old_meta['num_episodes'] if appending else 0
+    n_steps = old_meta['num_transitions'] if appending else 0
+    batch, batch_steps = [], 0
+
+    def all_episodes() -> Iterator[Episode]:
+      if first is not None:
+        yield first
+      yield from episodes
+
+    for ep in all_episodes():
+      _check_episode(ep, n_eps, obs_shape, obs_dtype, num_actions)
+      if (ep.states is not None) != with_states:
+        raise ValueError(f'episode {n_eps}: every episode must {"" if with_states else "not "}'
+                         f'have states, like the {"dataset" if appending else "first episode"}')
+      batch.append(_to_example(ep, obs_dtype, with_states))
+      batch_steps += len(ep.actions) + 1
+      n_eps += 1
+      n_steps += len(ep.actions)
+      if batch_steps >= _WRITE_BATCH_STEPS or len(batch) >= EPISODES_PER_SHARD:
+        writer.add_examples({SPLIT: batch})
+        batch, batch_steps = [], 0
+    if batch:
+      writer.add_examples({SPLIT: batch})
+    writer.close_all()
+    meta = {
+        'format': 'rlds', 'dataset_name': DATASET_NAME, 'split': SPLIT,
+        'env': env_name, 'env_options': dict(env_options), 'num_actions': int(num_actions),
+        'observation_shape': list(obs_shape), 'observation_dtype': obs_dtype.name,
+        'num_episodes': n_eps, 'num_transitions': n_steps, 'has_states': with_states,
+        'created': old_meta['created'] if appending else time.strftime('%Y-%m-%dT%H:%M:%S%z'),
+        'updated': time.strftime('%Y-%m-%dT%H:%M:%S%z'),
+    }
+    if old_meta is not None:
+      meta.update({k: v for k, v in old_meta.items() if k not in meta})
+    if extra_metadata:
+      meta.update(extra_metadata)
+    with open(os.path.join(tmp, METADATA_FILE), 'w') as f:
+      json.dump(meta, f, indent=2, sort_keys=True)
+    _replace_dir(tmp, out_dir)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return meta
+
+
+def _replace_dir(src: str, dst: str):
+  """Moves the finished `src` to `dst`; an existing `dst` is moved aside first, then deleted."""
+  old = None
+  if os.path.exists(dst):
+    old = tempfile.mkdtemp(prefix=f'.{os.path.basename(dst)}.old-', dir=os.path.dirname(dst))
+    os.rmdir(old)
+    os.rename(dst, old)
+  os.rename(src, dst)
+  if old is not None:
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------------------- #
+# Reading
+# ----------------------------------------------------------------------------------------- #
+
+def read_metadata(path: str) -> dict:
+  """The `noturningback.json` of a dataset; DatasetError if `path` is not one."""
+  path = os.path.abspath(path)
+  if not os.path.exists(path):
+    raise DatasetError(f'no dataset at {path}: the directory does not exist')
+  if not os.path.isdir(path):
+    raise DatasetError(f'no dataset at {path}: it is a file, not a dataset directory')
+  meta_path = os.path.join(path, METADATA_FILE)
+  if not os.path.isfile(meta_path):
+    raise DatasetError(f'{path} is not an episode dataset (no {METADATA_FILE})')
+  for name in ('dataset_info.json', 'features.json'):
+    if not os.path.isfile(os.path.join(path, name)):
+      raise DatasetError(f'corrupt dataset at {path}: {name} is missing')
+  try:
+    with open(meta_path) as f:
+      meta = json.load(f)
+  except (OSError, ValueError) as e:
+    raise DatasetError(f'corrupt dataset at {path}: unreadable {METADATA_FILE} ({e})') from e
+  if not isinstance(meta, dict) or 'num_episodes' not in meta:
+    raise DatasetError(f'corrupt dataset at {path}: {METADATA_FILE} lacks num_episodes')
+  return meta
+
+
+def _builder(path: str):
+  import tensorflow_datasets as tfds
+  try:
+    return tfds.builder_from_directory(path)
+  except Exception as e:  # pylint: disable=broad-except
+    raise DatasetError(f'corrupt dataset at {path}: {_one_line(e)}') from e
+
+
+def _one_line(e: BaseException) -> str:
+  text = str(getattr(e, 'message', None) or e).strip().splitlines()
+  return f'{type(e).__name__}: {text[0] if text else ""}'[:300]
+
+
+def as_tf_dataset(path: str):
+  """The RLDS episodes as a tf.data dataset: each element {'steps': tf.data.Dataset of steps}."""
+  path = os.path.abspath(path)
+  read_metadata(path)
+  try:
+    return _builder(path).as_dataset(split=SPLIT, shuffle_files=False)
+  except DatasetError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise DatasetError(f'corrupt dataset at {path}: {_one_line(e)}') from e
+
+
+def iter_episodes(path: str) -> Iterator[Episode]:
+  """Streams the episodes of a dataset in stored order (DatasetError if it is corrupt)."""
+  import tensorflow as tf
+  path = os.path.abspath(path)
+  meta = read_metadata(path)
+  ds = as_tf_dataset(path)
+  # Batch each episode's steps into one element: far faster than iterating nested datasets.
+  ds = ds.map(lambda ep: ep['steps'].batch(2**31 - 1).get_single_element(),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  count = 0
+  try:
+    for steps in ds.prefetch(4).as_numpy_iterator():
+      count += 1
+      yield _from_steps(steps)
+  except (tf.errors.OpError, ValueError) as e:
+    raise DatasetError(f'corrupt dataset at {path}: {_one_line(e)}') from e
+  if count != meta['num_episodes']:
+    raise DatasetError(f'corrupt dataset at {path}: read {count} episodes, its metadata '
+                       f'says {meta["num_episodes"]}')
+
+
+def load_episodes(path: str) -> Tuple[List[Episode], dict]:
+  """All episodes of the dataset at `path` and its metadata. Raises DatasetError."""
+  meta = read_metadata(path)
+  return list(iter_episodes(path)), meta
+
+
+# ----------------------------------------------------------------------------------------- #
+# Flat layout (estimators.pairs.episode_layout)
+# ----------------------------------------------------------------------------------------- #
+
+def flatten(episodes: Sequence[Episode]) -> FlatData:
+  """Concatenates episodes back to back: position k holds one observation, the action taken
+  there (0 at an episode's final observation) and the flat index of its episode's last
+  observation, as `estimators.pairs.episode_layout(lengths)` lays them out."""
+  if not episodes:
+    raise ValueError('flatten: no episodes')
+  lengths = np.array([len(ep.observations) for ep in episodes], dtype=np.int64)
+  observations = np.concatenate([np.asarray(ep.observations) for ep in episodes], axis=0)
+  actions = np.concatenate([np.append(np.asarray(ep.actions, np.int32), np.int32(0))
+                            for ep in episodes]).astype(np.int32)
+  ends = np.cumsum(lengths) - 1
+  last = np.repeat(ends, lengths).astype(np.int32)
+  return FlatData(observations, actions, last, lengths)
+
+
+def flat_states(episodes: Sequence[Episode]) -> Optional[List[Any]]:
+  """True states aligned with `flatten(episodes)`, or None when the episodes have none."""
+  if any(ep.states is None for ep in episodes):
+    return None
+  return [s for ep in episodes for s in ep.states]

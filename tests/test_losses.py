@@ -1,0 +1,96 @@
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import rlax
+
+from agents import losses as agent_losses
+from agents import rewards, shield
+from estimators import losses
+
+
+def test_precedence_bce_matches_hand_computation():
+  logits = jnp.array([0.0, 2.0, -1.0])
+  labels = jnp.array([1.0, 0.0, 0.0])
+  sig = lambda z: 1 / (1 + math.exp(-z))
+  expected = (-math.log(sig(0.0)) - math.log(1 - sig(2.0)) - math.log(1 - sig(-1.0))) / 3
+  assert float(losses.precedence_bce(logits, labels)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_phi_losses_match_hand_computation():
+  logits = jnp.array([0.0, math.log(3.0)])   # sigmoid: 0.5, 0.75
+  target = jnp.array([1.0, 0.25])
+  assert float(losses.phi_l2(logits, target)) == pytest.approx(0.5 * (0.25 + 0.25) / 2)
+  expected_bce = (-math.log(0.5) + (-0.25 * math.log(0.75) - 0.75 * math.log(0.25))) / 2
+  assert float(losses.phi_bce(logits, target)) == pytest.approx(expected_bce, rel=1e-6)
+
+
+def test_rae_reward_forms():
+  psi = jnp.array([0.5, 0.7, 0.8, 1.0])
+  np.testing.assert_allclose(rewards.rae_reward(psi, 0.7, 0.1, 'paper'), [0, 0, -0.08, -0.1], atol=1e-7)
+  np.testing.assert_allclose(rewards.rae_reward(psi, 0.7, 0.1, 'hinge'), [0, 0, -0.01, -0.03], atol=1e-7)
+  with pytest.raises(ValueError, match='unknown RAE reward form'):
+    rewards.rae_reward(psi, 0.7, 0.1, 'nope')
+
+
+def test_rejection_shield_renormalises_over_allowed_actions():
+  logits = jnp.log(jnp.array([0.6, 0.3, 0.1]))
+  phi = jnp.array([0.1, 0.5, 0.9])          # action 0 is irreversible at beta = 0.4
+  keys = jax.random.split(jax.random.PRNGKey(0), 4000)
+  out = jax.vmap(lambda k: shield.shield(k, logits, phi, 0.4, 'rejection'))(keys)
+  actions = np.asarray(out.action)
+  assert not np.any(actions == 0)
+  assert np.mean(actions == 1) == pytest.approx(0.75, abs=0.03)   # 0.3 / (0.3 + 0.1)
+  assert not np.any(np.asarray(out.fallback))
+
+
+def test_shield_when_no_action_qualifies_takes_most_reversible():
+  logits = jnp.zeros(3)
+  phi = jnp.array([0.1, 0.3, 0.2])
+  for mode in ('rejection', 'replace'):
+    out = shield.shield(jax.random.PRNGKey(1), logits, phi, 0.9, mode)
+    assert int(out.action) == 1 and bool(out.fallback) and bool(out.rejected)
+
+
+def test_replace_shield_keeps_allowed_choice_and_replaces_rejected():
+  logits = jnp.array([0.0, -1e9, -1e9])     # the policy always proposes action 0
+  out = shield.shield(jax.random.PRNGKey(2), logits, jnp.array([0.1, 0.9, 0.5]), 0.4, 'replace')
+  assert int(out.action) == 1 and bool(out.rejected)
+  out = shield.shield(jax.random.PRNGKey(2), logits, jnp.array([0.8, 0.9, 0.5]), 0.4, 'replace')
+  assert int(out.action) == 0 and not bool(out.rejected)
+
+
+def _reference_loss(logits, values, behaviour, actions, rewards_, discounts, discount, bc, ec):
+  rhos = rlax.categorical_importance_sampling_ratios(logits[:-1], behaviour[:-1], actions[:-1])
+  vt = rlax.vtrace_td_error_and_advantage(values[:-1], values[1:], rewards_[:-1], discounts[:-1] * discount, rhos)
+  pg = -jax.nn.log_softmax(logits[:-1])[jnp.arange(len(actions) - 1), actions[:-1]] * vt.pg_advantage
+  ent = -jnp.sum(jax.nn.softmax(logits[:-1]) * jax.nn.log_softmax(logits[:-1]), -1)
+  return pg, bc * jnp.square(vt.errors), -ec * ent
+
+
+def test_masked_vtrace_ignores_filler_step_exactly():
+  """A sequence [ep1 (3 steps incl. final obs) | filler | ep2] gives the same per-step losses as
+  the two episodes computed separately; the filler contributes nothing."""
+  rng = np.random.default_rng(0)
+  t = 7
+  logits = jnp.asarray(rng.normal(size=(t, 2)), jnp.float32)
+  behaviour = jnp.asarray(rng.normal(size=(t, 2)), jnp.float32)
+  values = jnp.asarray(rng.normal(size=(t,)), jnp.float32)
+  actions = jnp.array([1, 0, 1, 0, 1, 1, 0], jnp.int32)
+  rewards_ = jnp.array([1., 2., 3., 0., 1., 1., 1.], jnp.float32)
+  # steps 0..2: episode 1 (step 2 truncates with discount 1); step 3: filler (final obs of ep 1);
+  # steps 4..6: episode 2.
+  discounts = jnp.array([1., 1., 1., 0., 1., 1., 1.], jnp.float32)
+  start = jnp.array([1, 0, 0, 0, 1, 0, 0], bool)
+  loss, _ = agent_losses.masked_vtrace_loss(
+      logits, values, behaviour, actions, rewards_, discounts, start, discount=0.9,
+      baseline_cost=0.5, entropy_cost=0.01)
+  pg1, c1, e1 = _reference_loss(logits[:4], values[:4], behaviour[:4], actions[:4], rewards_[:4], discounts[:4], 0.9, 0.5, 0.01)
+  pg2, c2, e2 = _reference_loss(logits[4:], values[4:], behaviour[4:], actions[4:], rewards_[4:], discounts[4:], 0.9, 0.5, 0.01)
+  total = jnp.concatenate([pg1 + c1 + e1, pg2 + c2 + e2])
+  assert float(loss) == pytest.approx(float(jnp.mean(total)), rel=1e-5)
+  # Acme's unmasked loss differs (it trains on the filler step).
+  unmasked = _reference_loss(logits, values, behaviour, actions, rewards_, discounts, 0.9, 0.5, 0.01)
+  assert float(jnp.mean(sum(unmasked))) != pytest.approx(float(loss), rel=1e-3)
