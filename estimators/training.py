@@ -28,6 +28,7 @@ class TrainConfig:
   adam_b1: float = 0.9
   adam_b2: float = 0.999
   weight_decay: float = 0.0      # Sokoban: 1e-4 (AdamW)
+  train_psi: bool = True         # False: phi-only steps (offline phase 2: phi after a trained psi)
   train_phi: bool = False
   phi_loss: str = 'l2'           # 'l2' (paper) or 'bce' (authors' code)
   phi_batch_size: int = 128
@@ -43,6 +44,8 @@ class TrainConfig:
       raise ValueError('learning rates must be > 0')
     if self.phi_loss not in losses.PHI_LOSSES:
       raise ValueError(f"phi_loss must be one of {sorted(losses.PHI_LOSSES)}, got {self.phi_loss!r}")
+    if not (self.train_psi or self.train_phi):
+      raise ValueError('nothing to train: train_psi and train_phi are both False')
 
 
 class TrainState(NamedTuple):
@@ -112,13 +115,15 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
 
   def one_step(state: TrainState, batch: Batch):
     key, k_pairs, k_drop, k_trans = jax.random.split(state.key, 4)
-    p = pairs_lib.sample_pairs(k_pairs, batch.last, batch.starts, batch.num_starts,
-                               config.batch_size, config.window)
-    x, y = batch.observations[p.first], batch.observations[p.second]
-    (l_psi, acc), g = jax.value_and_grad(psi_loss, has_aux=True)(state.psi_params, k_drop, x, y, p.label)
-    upd, psi_opt_state = psi_opt.update(g, state.psi_opt, state.psi_params)
-    psi_params = optax.apply_updates(state.psi_params, upd)
-    metrics = {'psi_loss': l_psi, 'psi_accuracy': acc}
+    psi_params, psi_opt_state, metrics = state.psi_params, state.psi_opt, {}
+    if config.train_psi:
+      p = pairs_lib.sample_pairs(k_pairs, batch.last, batch.starts, batch.num_starts,
+                                 config.batch_size, config.window)
+      x, y = batch.observations[p.first], batch.observations[p.second]
+      (l_psi, acc), g = jax.value_and_grad(psi_loss, has_aux=True)(psi_params, k_drop, x, y, p.label)
+      upd, psi_opt_state = psi_opt.update(g, psi_opt_state, psi_params)
+      psi_params = optax.apply_updates(psi_params, upd)
+      metrics = {'psi_loss': l_psi, 'psi_accuracy': acc}
     phi_params, phi_opt_state = state.phi_params, state.phi_opt
     if config.train_phi:
       # Transitions (k, k+1) inside a segment: every allowed start has a successor.

@@ -26,27 +26,28 @@ flags.DEFINE_multi_string('env_option', [], 'Extra environment option key=value 
 flags.DEFINE_enum('agent', 'impala', ['impala', 'random'], 'Policy: IMPALA or uniform random.')
 flags.DEFINE_enum('mode', 'rae', ['none', 'rae', 'rac'], 'Reversibility use: none, RAE or RAC.')
 flags.DEFINE_integer('num_actors', 2, 'Number of actor nodes.')
-flags.DEFINE_integer('max_steps', 100_000, 'Total actor (environment) steps; the run stops there.')
+flags.DEFINE_integer('max_steps', 1_200_000, 'Total actor (environment) steps; the run stops there.')
 flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<mode>-<time>).')
 flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt'], 'Launchpad launch type.')
 flags.DEFINE_integer('seed', 0, 'Random seed.')
 # Reversibility.
-flags.DEFINE_float('beta', None, 'Threshold (default: 0.7 for RAE, 0.4 for RAC).')
-flags.DEFINE_float('lam', 1.0, 'RAE penalty weight lambda.')
-flags.DEFINE_enum('reward_form', 'paper', ['paper', 'hinge'],
-                  "RAE reward: 'paper' -lam*1[psi>beta]*psi, 'hinge' -lam*max(psi-beta,0).")
+flags.DEFINE_float('beta', None, 'Threshold (default: per-env preset; 0.4 for RAC).')
+flags.DEFINE_float('lam', None, 'RAE penalty weight lambda (default: per-env preset).')
+flags.DEFINE_enum('reward_form', None, ['paper', 'hinge'],
+                  "RAE reward: 'paper' -lam*1[psi>beta]*psi, 'hinge' -lam*max(psi-beta,0) "
+                  '(default: per-env preset).')
 flags.DEFINE_enum('shield', 'rejection', ['rejection', 'replace'],
                   "RAC: 'rejection' (paper) or 'replace' with the most reversible action (authors' code).")
 flags.DEFINE_string('estimator_checkpoint', None, 'Frozen psi/phi checkpoint (offline RAE/RAC).')
-flags.DEFINE_integer('window', None, 'Precedence window w (default: the episode time limit, <= 200).')
+flags.DEFINE_integer('window', None, 'Precedence window w (default: per-env preset, at most the time limit).')
 flags.DEFINE_float('psi_learning_rate', 1e-2, 'Adam learning rate of psi and phi.')
 flags.DEFINE_integer('psi_batch_size', 128, 'Pairs per psi update.')
-flags.DEFINE_integer('env_steps_per_psi_update', 50, 'Throttle of the precedence learner.')
+flags.DEFINE_integer('env_steps_per_psi_update', None, 'Throttle of the precedence learner (default: preset).')
 flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], 'phi regression loss.')
 # IMPALA.
-flags.DEFINE_float('learning_rate', 1e-3, 'IMPALA Adam learning rate.')
-flags.DEFINE_float('entropy_cost', 0.01, 'IMPALA entropy cost.')
-flags.DEFINE_float('discount', 0.99, 'IMPALA discount.')
+flags.DEFINE_float('learning_rate', None, 'IMPALA Adam learning rate (default: preset).')
+flags.DEFINE_float('entropy_cost', None, 'IMPALA entropy cost (default: preset).')
+flags.DEFINE_float('discount', None, 'IMPALA discount (default: preset).')
 flags.DEFINE_integer('batch_size', 16, 'IMPALA batch size (sequences).')
 flags.DEFINE_integer('sequence_length', 20, 'IMPALA unroll length.')
 
@@ -87,23 +88,27 @@ def config_from_flags():
   if FLAGS.episode_steps is not None:
     options['max_steps'] = FLAGS.episode_steps
   envs.make(FLAGS.env, seed=0, **options)  # validates name and options early, in the launcher
-  episode_limit = options.get('max_steps', envs.env_class(FLAGS.env).__init__.__defaults__ and
-                              _default_option(FLAGS.env, 'max_steps'))
-  window = FLAGS.window or min(int(episode_limit or 200), 200)
+  episode_limit = options.get('max_steps', _default_option(FLAGS.env, 'max_steps')) or 200
+
+  def pick(flag_name, preset_name=None):
+    value = getattr(FLAGS, flag_name)
+    return cfg_lib.preset(FLAGS.env, preset_name or flag_name) if value is None else value
+
+  window = FLAGS.window or min(int(episode_limit), pick('window'))
   mode = FLAGS.mode
-  beta = FLAGS.beta if FLAGS.beta is not None else (0.4 if mode == 'rac' else 0.7)
+  beta = FLAGS.beta if FLAGS.beta is not None else (0.4 if mode == 'rac' else pick('beta'))
   network = est_nets.default_config(FLAGS.env)
   run_dir = FLAGS.run_dir or os.path.join('runs', f'{FLAGS.env}-{FLAGS.agent}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')
   return cfg_lib.RunConfig(
       env=FLAGS.env, env_options=options, agent=FLAGS.agent, num_actors=FLAGS.num_actors,
       max_steps=FLAGS.max_steps, seed=FLAGS.seed, run_dir=os.path.abspath(run_dir),
       launch_type=FLAGS.launch_type,
-      reversibility=ReversibilityConfig(mode=mode, beta=beta, lam=FLAGS.lam,
-                                        reward_form=FLAGS.reward_form, shield_mode=FLAGS.shield),
+      reversibility=ReversibilityConfig(mode=mode, beta=beta, lam=pick('lam'),
+                                        reward_form=pick('reward_form'), shield_mode=FLAGS.shield),
       impala=cfg_lib.ImpalaConfig(batch_size=FLAGS.batch_size, sequence_length=FLAGS.sequence_length,
-                                  learning_rate=FLAGS.learning_rate, discount=FLAGS.discount,
-                                  entropy_cost=FLAGS.entropy_cost),
-      precedence=cfg_lib.PrecedenceConfig(env_steps_per_update=FLAGS.env_steps_per_psi_update),
+                                  learning_rate=pick('learning_rate'), discount=pick('discount'),
+                                  entropy_cost=pick('entropy_cost')),
+      precedence=cfg_lib.PrecedenceConfig(env_steps_per_update=pick('env_steps_per_psi_update')),
       estimator_train=TrainConfig(window=window, batch_size=FLAGS.psi_batch_size,
                                   learning_rate=FLAGS.psi_learning_rate,
                                   phi_learning_rate=FLAGS.psi_learning_rate,

@@ -1,0 +1,70 @@
+r"""Per-step cost of the RAC shield in the actor versus no shield (same actor class, same env).
+
+    python -m bench.rac_bench --env cartpole --steps 20000 --out results/rac_bench.json
+
+Runs the real `ReversibilityAwareActor` in an Acme `EnvironmentLoop`-equivalent loop (no
+Reverb, no learner): random policy with mode none, then with mode rac and frozen estimator
+parameters (one batched phi pass + shield per step). Reports steps/s and the ratio.
+"""
+import json
+import os
+import time
+
+import numpy as np
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('env', 'cartpole', 'Environment.')
+flags.DEFINE_integer('steps', 20_000, 'Steps per measurement.')
+flags.DEFINE_integer('repeats', 3, 'Measurements per mode (best is kept).')
+flags.DEFINE_string('out', 'results/rac_bench.json', 'JSON output.')
+
+
+def _loop(env, actor, steps):
+  ts = env.reset()
+  actor.observe_first(ts)
+  start = time.perf_counter()
+  for _ in range(steps):
+    a = actor.select_action(ts.observation)
+    ts = env.step(a)
+    actor.observe(a, ts)
+    if ts.last():
+      ts = env.reset()
+      actor.observe_first(ts)
+  return steps / (time.perf_counter() - start)
+
+
+def measure(env_name: str, steps: int, repeats: int) -> dict:
+  import envs
+  from agents.acting import ReversibilityAwareActor, ReversibilityConfig
+  from estimators import networks as nets, training
+
+  env = envs.make(env_name, seed=0)
+  spec = env.observation_spec()
+  num_actions = env.action_spec().num_values
+  est = nets.make_estimators(nets.default_config(env_name), num_actions)
+  state = training.init_state(est, training.TrainConfig(), np.zeros(spec.shape, spec.dtype))
+  frozen = (state.psi_params, state.phi_params)
+  results = {}
+  for mode in ('none', 'rac', 'rae'):
+    actor = ReversibilityAwareActor(num_actions, ReversibilityConfig(mode=mode, beta=0.4), seed=0,
+                                    estimators=est if mode != 'none' else None,
+                                    frozen_estimator_params=frozen if mode != 'none' else None)
+    _loop(env, actor, 500)  # compile
+    results[mode] = max(_loop(env, actor, steps) for _ in range(repeats))
+  return {'env': env_name, 'steps': steps, 'steps_per_s': results,
+          'ratio_rac_over_none': results['rac'] / results['none'],
+          'ratio_rae_over_none': results['rae'] / results['none']}
+
+
+def main(argv):
+  del argv
+  out = measure(FLAGS.env, FLAGS.steps, FLAGS.repeats)
+  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+  with open(FLAGS.out, 'w') as f:
+    json.dump(out, f, indent=2)
+  print(json.dumps(out, indent=2))
+
+
+if __name__ == '__main__':
+  app.run(main)

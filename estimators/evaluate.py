@@ -1,0 +1,430 @@
+r"""Scores a trained estimator checkpoint against ground truth, or draws the paper's pictures.
+
+    python -m estimators.evaluate --checkpoint ckpt/turf.ckpt --env turf --transitions 2000 \
+        --out results/eval_turf
+    python -m estimators.evaluate --checkpoint ckpt/cartpole.ckpt --env cartpole \
+        --env_option max_steps=200 --transitions 20000 --out results/eval_cartpole
+
+Discrete deterministic environments (turf, cliff with wind=0, sokoban): N transitions are
+collected with a uniformly random policy and each is labelled by the exact oracle
+(`envs.oracle.check`: reversible / irreversible / unknown; unknown ones are dropped and
+counted). psi(x, x') and, when the checkpoint has phi, phi(x, a) are computed in batched jitted
+passes. The report (JSON, also printed) holds the AUROC of psi for irreversible transitions
+(high psi = irreversible), the AUROC of 1 - phi (low phi = irreversible), precision/recall of
+"psi > beta" and "phi < phi_beta", the best-F1 thresholds, and the calibration bins; the
+calibration plot (fraction irreversible vs binned psi and vs binned 1 - phi) goes to
+OUT/calibration.png.
+
+Cartpole (continuous, no oracle): the paper's Fig. 6b/6c. States of random-policy trajectories
+are placed at the pole tip's coordinates relative to the cart (x = l sin(theta),
+y = l cos(theta), l the full pole length) and coloured by phi(x, a) for a = 0 (push left) and
+a = 1 (push right), and by psi(x_t, x_t+1) for the transitions; a grid over (theta, theta_dot)
+at x = x_dot = 0 shows phi(., 0) - phi(., 1). Summary statistics go to the JSON: mean phi per
+action, the fraction of states where the action pushing the cart towards the side the pole
+leans to is judged more reversible (the paper's physical check), and the AUROC of psi / 1 - phi
+for terminating transitions (falling is irreversible).
+
+Thresholds: --beta (psi) defaults to the paper's value for the env (turf 0.8, sokoban 0.9,
+others 0.7); --phi_beta defaults to --beta when that is given, else the paper's RAC value
+(turf 0.2, others 0.4).
+"""
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint (estimators.train --out).')
+flags.DEFINE_string('env', None, 'Environment name (envs.make): turf, cliff, sokoban, cartpole.')
+flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable).')
+flags.DEFINE_integer('transitions', 2000, 'Transitions to collect with the policy.')
+flags.DEFINE_float('beta', None, 'Threshold of "psi > beta" (irreversible).')
+flags.DEFINE_float('phi_beta', None, 'Threshold of "phi < phi_beta" (irreversible).')
+flags.DEFINE_string('out', None, 'Output directory (default: CHECKPOINT.eval).')
+flags.DEFINE_enum('policy', 'random', ['random'], 'Policy collecting the transitions.')
+flags.DEFINE_integer('max_expansions', 100_000, 'Oracle search budget per transition.')
+flags.DEFINE_integer('num_bins', 10, 'Calibration bins.')
+flags.DEFINE_integer('seed', 0, 'Seed of the environment and the policy.')
+flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.')
+
+PSI_BETA = {'turf': 0.8, 'sokoban': 0.9}
+PHI_BETA = {'turf': 0.2}
+CARTPOLE_POLE_LENGTH = 1.0  # gym's `length` (0.5) is half the pole
+
+
+class EvaluateError(ValueError):
+  """Bad argument or input, reported as one line."""
+
+
+def default_betas(env_name: str, beta: Optional[float], phi_beta: Optional[float]):
+  psi_b = beta if beta is not None else PSI_BETA.get(env_name, 0.7)
+  if phi_beta is not None:
+    phi_b = phi_beta
+  else:
+    phi_b = beta if beta is not None else PHI_BETA.get(env_name, 0.4)
+  return float(psi_b), float(phi_b)
+
+
+def collect_transitions(env, num: int, seed: int = 0, with_states: bool = True) -> Dict[str, Any]:
+  """`num` transitions of a uniformly random policy: obs, next_obs, actions, states (before each
+  action, when `with_states`), `terminal` (the step ended the episode with discount 0)."""
+  import numpy as np
+  rng = np.random.default_rng(seed)
+  num_actions = int(env.action_spec().num_values)
+  obs, next_obs, actions, states, terminal = [], [], [], [], []
+  ts = env.reset()
+  episodes = 1
+  while len(actions) < num:
+    if with_states:
+      states.append(env.get_state())
+    a = int(rng.integers(num_actions))
+    nxt = env.step(a)
+    obs.append(np.asarray(ts.observation))
+    next_obs.append(np.asarray(nxt.observation))
+    actions.append(a)
+    terminal.append(bool(nxt.last() and nxt.discount is not None and float(nxt.discount) == 0.0))
+    if nxt.last():
+      ts = env.reset()
+      if len(actions) < num:
+        episodes += 1
+    else:
+      ts = nxt
+  return {'obs': np.stack(obs), 'next_obs': np.stack(next_obs),
+          'actions': np.asarray(actions, np.int32), 'states': states if with_states else None,
+          'terminal': np.asarray(terminal, bool), 'episodes': episodes,
+          'num_actions': num_actions}
+
+
+def _finite(x):
+  """JSON-safe float (NaN/inf -> None)."""
+  if x is None:
+    return None
+  x = float(x)
+  return x if x == x and abs(x) != float('inf') else None
+
+
+def _clean(obj):
+  import numpy as np
+  if isinstance(obj, dict):
+    return {k: _clean(v) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)):
+    return [_clean(v) for v in obj]
+  if isinstance(obj, np.ndarray):
+    return _clean(obj.tolist())
+  if isinstance(obj, (float, np.floating)):
+    return _finite(obj)
+  if isinstance(obj, np.integer):
+    return int(obj)
+  if isinstance(obj, np.bool_):
+    return bool(obj)
+  return obj
+
+
+def score(scores, irreversible, predicted, num_bins: int) -> Dict[str, Any]:
+  """AUROC, precision/recall of `predicted`, best-F1 threshold, calibration bins of `scores`."""
+  import numpy as np
+  from estimators import metrics
+  cal = metrics.calibration_bins(scores, irreversible, num_bins)
+  irr = np.asarray(irreversible, bool)
+  out = {
+      'auroc': metrics.auroc(scores, irreversible),
+      **metrics.precision_recall(predicted, irreversible),
+      'best_f1': metrics.best_f1_threshold(scores, irreversible),
+      'mean_score_irreversible': float(np.mean(scores[irr])) if irr.any() else None,
+      'mean_score_reversible': float(np.mean(scores[~irr])) if (~irr).any() else None,
+      'calibration': {'edges': cal['edges'], 'counts': cal['counts'],
+                      'fraction_irreversible': cal['fraction_positive'],
+                      'mean_score': cal['mean_score']},
+  }
+  return out
+
+
+def _plt():
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  return plt
+
+
+def calibration_plot(path: str, panels: List[Dict[str, Any]], title: str) -> str:
+  """One panel per entry: {'name', 'calibration', 'auroc'}; fraction irreversible per bin (line)
+  over the bin counts (bars, right axis)."""
+  import numpy as np
+  plt = _plt()
+  fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+  for ax, panel in zip(axes[0], panels):
+    cal = panel['calibration']
+    edges = np.asarray(cal['edges'], float)
+    centers = (edges[:-1] + edges[1:]) / 2
+    width = edges[1] - edges[0]
+    counts = np.asarray(cal['counts'], float)
+    frac = np.asarray([np.nan if v is None else v for v in cal['fraction_irreversible']], float)
+    ax2 = ax.twinx()
+    ax2.bar(centers, counts, width=width * 0.9, color='0.85', zorder=0)
+    ax2.set_ylabel('transitions per bin', color='0.4')
+    ax2.set_yscale('log' if counts.max(initial=0) > 50 else 'linear')
+    ax.set_zorder(ax2.get_zorder() + 1)
+    ax.patch.set_visible(False)
+    ok = ~np.isnan(frac)
+    ax.plot(centers[ok], frac[ok], 'o-', color='C3', label='fraction irreversible (oracle)')
+    ax.plot([0, 1], [0, 1], '--', color='0.5', linewidth=1, label='ideal')
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel(panel['name'])
+    ax.set_ylabel('fraction irreversible')
+    auroc = panel.get('auroc')
+    ax.set_title(f"{panel['name']}: AUROC {auroc:.3f}" if auroc is not None else panel['name'])
+    ax.legend(loc='upper left', fontsize=8)
+  fig.suptitle(title)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta: float,
+                      phi_beta: float, out_dir: str, max_expansions: int = 100_000,
+                      seed: int = 0, num_bins: int = 10, batch: int = 4096) -> Dict[str, Any]:
+  import numpy as np
+  import envs
+  from envs import oracle
+  from estimators import predict
+
+  env = envs.make(env_name, seed=seed, **env_options)
+  if not callable(getattr(env, 'get_state', None)) or not callable(getattr(env, 'set_state', None)):
+    raise EvaluateError(f'environment {env_name!r} has no exact oracle (no get_state/set_state)')
+  if not getattr(env, 'deterministic', True):
+    raise EvaluateError(f'environment {env_name!r} with options {env_options} is stochastic: '
+                        'the exact oracle needs a deterministic environment (e.g. cliff wind=0)')
+  predictor = predict.Predictor(ckpt, batch)
+  t0 = time.time()
+  data = collect_transitions(env, num, seed=seed, with_states=True)
+  predictor.check_obs(data['obs'])  # shape mismatch with the checkpoint: fail before the oracle
+  collect_s = time.time() - t0
+
+  t0 = time.time()
+  oracle_env = envs.make(env_name, seed=seed, **env_options)
+  results = oracle.label_transitions(oracle_env, data['states'], data['actions'],
+                                     max_expansions=max_expansions)
+  oracle_s = time.time() - t0
+  status = np.array([r.status for r in results])
+  known = status != oracle.UNKNOWN
+  irreversible = status[known] == oracle.IRREVERSIBLE
+
+  t0 = time.time()
+  psi = predictor.psi(data['obs'][known], data['next_obs'][known])
+  phi_all = predictor.phi(data['obs'][known]) if ckpt.phi_params is not None else None
+  forward_s = time.time() - t0
+
+  report: Dict[str, Any] = {
+      'env': env_name, 'env_options': env_options, 'policy': 'random', 'seed': seed,
+      'transitions': int(num), 'episodes': data['episodes'],
+      'labels': {'reversible': int(np.sum(status == oracle.REVERSIBLE)),
+                 'irreversible': int(np.sum(status == oracle.IRREVERSIBLE)),
+                 'unknown_dropped': int(np.sum(~known))},
+      'evaluated': int(known.sum()),
+      'terminal_transitions': int(data['terminal'].sum()),
+      'max_expansions': max_expansions, 'psi_beta': psi_beta, 'phi_beta': phi_beta,
+      'psi': score(psi, irreversible, psi > psi_beta, num_bins),
+      'phi': None,
+      'seconds': {'collect': collect_s, 'oracle': oracle_s, 'forward': forward_s},
+  }
+  panels = [{'name': 'psi(x, x\')', 'calibration': report['psi']['calibration'],
+             'auroc': _finite(report['psi']['auroc'])}]
+  if phi_all is not None:
+    phi = phi_all[np.arange(len(phi_all)), data['actions'][known]]
+    report['phi'] = score(1.0 - phi, irreversible, phi < phi_beta, num_bins)
+    report['phi']['note'] = 'scores are 1 - phi(x, a); predicted irreversible: phi < phi_beta'
+    panels.append({'name': '1 - phi(x, a)', 'calibration': report['phi']['calibration'],
+                   'auroc': _finite(report['phi']['auroc'])})
+  os.makedirs(out_dir, exist_ok=True)
+  report['calibration_png'] = calibration_plot(
+      os.path.join(out_dir, 'calibration.png'), panels,
+      f'{env_name}: {int(known.sum())} random-policy transitions, '
+      f'{int(irreversible.sum())} irreversible (oracle)')
+  return report
+
+
+def _cartpole_grid(predictor, n: int = 61):
+  import numpy as np
+  theta = np.linspace(-0.21, 0.21, n)
+  theta_dot = np.linspace(-2.0, 2.0, n)
+  tt, dd = np.meshgrid(theta, theta_dot)
+  obs = np.stack([np.zeros(tt.size), np.zeros(tt.size), tt.ravel(), dd.ravel()], axis=1)
+  phi = predictor.phi(obs.astype(np.float32))
+  return theta, theta_dot, phi.reshape(n, n, -1)
+
+
+def evaluate_cartpole(ckpt, env_options: dict, num: int, psi_beta: float, phi_beta: float,
+                      out_dir: str, seed: int = 0, batch: int = 4096) -> Dict[str, Any]:
+  import numpy as np
+  import envs
+  from estimators import metrics
+  from estimators import predict
+  plt = _plt()
+
+  env = envs.make('cartpole', seed=seed, **env_options)
+  predictor = predict.Predictor(ckpt, batch)
+  t0 = time.time()
+  data = collect_transitions(env, num, seed=seed, with_states=False)
+  predictor.check_obs(data['obs'])
+  collect_s = time.time() - t0
+  t0 = time.time()
+  psi = predictor.psi(data['obs'], data['next_obs'])
+  phi = predictor.phi(data['obs']) if ckpt.phi_params is not None else None
+  forward_s = time.time() - t0
+
+  theta = data['obs'][:, 2].astype(np.float64)
+  tip_x = CARTPOLE_POLE_LENGTH * np.sin(theta)
+  tip_y = CARTPOLE_POLE_LENGTH * np.cos(theta)
+  terminal = data['terminal']
+  os.makedirs(out_dir, exist_ok=True)
+  pngs = {}
+
+  def scatter(path, values, label, title, x=tip_x, y=tip_y):
+    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+    sc = ax.scatter(x, y, c=values, s=6, cmap='viridis', vmin=0.0, vmax=1.0, linewidths=0)
+    fig.colorbar(sc, ax=ax, label=label)
+    ax.set_xlabel('pole tip x relative to the cart (l sin theta)')
+    ax.set_ylabel('pole tip y (l cos theta)')
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+  report: Dict[str, Any] = {
+      'env': 'cartpole', 'env_options': env_options, 'policy': 'random', 'seed': seed,
+      'transitions': int(num), 'episodes': data['episodes'],
+      'terminal_transitions': int(terminal.sum()), 'psi_beta': psi_beta, 'phi_beta': phi_beta,
+      'pole_length': CARTPOLE_POLE_LENGTH,
+      'psi': {'mean': float(psi.mean()), 'fraction_above_beta': float(np.mean(psi > psi_beta)),
+              'mean_terminal': float(psi[terminal].mean()) if terminal.any() else None,
+              'mean_non_terminal': float(psi[~terminal].mean()) if (~terminal).any() else None,
+              'terminal_auroc': metrics.auroc(psi, terminal)},
+      'phi': None,
+      'seconds': {'collect': collect_s, 'forward': forward_s},
+  }
+  pngs['psi'] = scatter(os.path.join(out_dir, 'cartpole_psi.png'), psi, "psi(x_t, x_t+1)",
+                        'Cartpole: psi of random-policy transitions')
+  if phi is not None:
+    lean_left, lean_right = theta < 0, theta > 0
+    agree = np.concatenate([phi[lean_left, 0] > phi[lean_left, 1],
+                            phi[lean_right, 1] > phi[lean_right, 0]])
+    phi_taken = phi[np.arange(len(phi)), data['actions']]
+    report['phi'] = {
+        'mean_per_action': phi.mean(axis=0),
+        'fraction_below_beta_per_action': np.mean(phi < phi_beta, axis=0),
+        'lean_agreement': float(agree.mean()) if agree.size else None,
+        'lean_agreement_note': 'fraction of states where pushing the cart towards the side the '
+                               'pole leans to (theta<0: a=0, theta>0: a=1) has the higher phi',
+        'terminal_auroc': metrics.auroc(1.0 - phi_taken, terminal),
+    }
+    for a, name in ((0, 'left'), (1, 'right')):
+      pngs[f'phi_action{a}'] = scatter(
+          os.path.join(out_dir, f'cartpole_phi_action{a}.png'), phi[:, a], f'phi(x, a={a})',
+          f'Cartpole: reversibility of action {a} (push {name})')
+    th, thd, grid = _cartpole_grid(predictor)
+    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+    diff = grid[..., 0] - grid[..., 1]
+    lim = max(1e-6, float(np.abs(diff).max()))
+    im = ax.pcolormesh(th, thd, diff, cmap='RdBu', vmin=-lim, vmax=lim, shading='auto')
+    fig.colorbar(im, ax=ax, label='phi(x, 0) - phi(x, 1)')
+    ax.set_xlabel('theta (rad)')
+    ax.set_ylabel('theta_dot (rad/s)')
+    ax.set_title('Cartpole (x = x_dot = 0): left minus right reversibility')
+    fig.tight_layout()
+    pngs['phi_grid'] = os.path.join(out_dir, 'cartpole_phi_grid.png')
+    fig.savefig(pngs['phi_grid'], dpi=110)
+    plt.close(fig)
+  report['pngs'] = pngs
+  return report
+
+
+def run(f=FLAGS) -> Dict[str, Any]:
+  import envs
+  from envs import render
+  from estimators import checkpoint
+  if not f.checkpoint:
+    raise EvaluateError('--checkpoint is required')
+  if not f.env:
+    raise EvaluateError('--env is required')
+  if f.transitions < 1:
+    raise EvaluateError(f'--transitions must be >= 1, got {f.transitions}')
+  if f.num_bins < 1:
+    raise EvaluateError(f'--num_bins must be >= 1, got {f.num_bins}')
+  options = render.parse_options(f.env_option)
+  envs.env_class(f.env)  # unknown name: EnvError
+  ckpt = checkpoint.load(f.checkpoint)
+  trained_on = ckpt.metadata.get('env_name')
+  if trained_on and trained_on != f.env:
+    print(f'warning: the checkpoint was trained on {trained_on!r}, evaluating on {f.env!r}',
+          file=sys.stderr)
+  psi_beta, phi_beta = default_betas(f.env, f.beta, f.phi_beta)
+  out_dir = f.out or (os.path.abspath(f.checkpoint) + '.eval')
+  if f.env == 'cartpole':
+    report = evaluate_cartpole(ckpt, options, f.transitions, psi_beta, phi_beta, out_dir,
+                               seed=f.seed, batch=f.batch)
+  else:
+    report = evaluate_discrete(ckpt, f.env, options, f.transitions, psi_beta, phi_beta, out_dir,
+                               max_expansions=f.max_expansions, seed=f.seed,
+                               num_bins=f.num_bins, batch=f.batch)
+  report['checkpoint'] = os.path.abspath(f.checkpoint)
+  report['checkpoint_metadata'] = {k: ckpt.metadata.get(k) for k in (
+      'env_name', 'window', 'num_pairs', 'psi_accuracy', 'phi_trained')}
+  report = _clean(report)
+  path = os.path.join(out_dir, 'report.json')
+  with open(path, 'w') as fh:
+    json.dump(report, fh, indent=2)
+  report['report_json'] = path
+  return report
+
+
+def summary_line(report: Dict[str, Any]) -> str:
+  def fmt(v):
+    return 'n/a' if v is None else f'{v:.3f}'
+  if report['env'] == 'cartpole':
+    phi = report.get('phi') or {}
+    return (f"cartpole: {report['transitions']} transitions; psi terminal AUROC "
+            f"{fmt(report['psi'].get('terminal_auroc'))}; phi lean agreement "
+            f"{fmt(phi.get('lean_agreement'))}")
+  phi = report.get('phi') or {}
+  return (f"{report['env']}: {report['evaluated']} labelled transitions "
+          f"({report['labels']['irreversible']} irreversible, {report['labels']['unknown_dropped']} "
+          f"unknown dropped); psi AUROC {fmt(report['psi']['auroc'])}, P/R@{report['psi_beta']} "
+          f"{fmt(report['psi']['precision'])}/{fmt(report['psi']['recall'])}; phi AUROC "
+          f"{fmt(phi.get('auroc'))}")
+
+
+def main(argv):
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+    return 2
+  import envs
+  from estimators.checkpoint import CheckpointError
+  from estimators.predict import PredictError
+  try:
+    report = run()
+  except (EvaluateError, CheckpointError, PredictError, envs.EnvError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  except ValueError as e:  # e.g. the oracle refusing a stochastic env
+    print(f'error: {str(e).splitlines()[0] if str(e) else type(e).__name__}', file=sys.stderr)
+    return 2
+  except OSError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  printable = {k: v for k, v in report.items()}
+  for key in ('psi', 'phi'):
+    if isinstance(printable.get(key), dict):
+      printable[key] = {k: v for k, v in printable[key].items() if k != 'calibration'}
+  print(json.dumps(printable, indent=2))
+  print(summary_line(report))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,136 @@
+r"""Batch predictions of a trained estimator checkpoint on arrays stored in an .npz file.
+
+    python -m estimators.predict --checkpoint ckpt/turf.ckpt --input pairs.npz --output psi.npz
+
+Input keys: `obs` [N, *obs_shape] and optionally `next_obs` [N, *obs_shape].
+  - with `next_obs`: writes `psi` [N] = sigmoid(psi(obs, next_obs)), the probability that obs
+    precedes next_obs (high = irreversible transition);
+  - `obs` only: writes `phi` [N, num_actions] = sigmoid(phi(obs, a)), the estimated
+    reversibility of each action (low = irreversible); needs a checkpoint trained with --phi.
+Errors (missing keys, shape mismatch with the checkpoint, unreadable files) are one line, exit 2.
+"""
+import os
+import sys
+from typing import Optional
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint (estimators.train --out).')
+flags.DEFINE_string('input', None, 'Input .npz with obs (and next_obs).')
+flags.DEFINE_string('output', None, 'Output .npz (psi or phi).')
+flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.')
+
+
+class PredictError(ValueError):
+  """Bad input, reported as one line."""
+
+
+class Predictor:
+  """Jitted, fixed-size batched psi/phi probabilities for one checkpoint (no recompilation for
+  ragged tails: the last chunk is padded)."""
+
+  def __init__(self, ckpt, batch: int = 4096):
+    import jax
+    from estimators import training
+    self.ckpt = ckpt
+    self.batch = max(1, int(batch))
+    est = ckpt.estimators
+    self._psi = jax.jit(lambda p, x, y: training.psi_prob(est, p, x, y))
+    self._phi = jax.jit(lambda p, x: training.phi_prob(est, p, x))
+
+  def check_obs(self, obs, name: str = 'obs'):
+    import numpy as np
+    obs = np.asarray(obs)
+    want = tuple(self.ckpt.obs_shape)
+    if obs.ndim != len(want) + 1 or tuple(obs.shape[1:]) != want:
+      raise PredictError(f'{name} has shape {tuple(obs.shape)}; the checkpoint expects '
+                         f'[N, {", ".join(str(s) for s in want)}]')
+    if obs.dtype != np.dtype(self.ckpt.obs_dtype):
+      if obs.dtype.kind not in 'biuf':
+        raise PredictError(f'{name} has dtype {obs.dtype}; the checkpoint expects {self.ckpt.obs_dtype}')
+      obs = obs.astype(self.ckpt.obs_dtype)
+    return obs
+
+  def _chunks(self, fn, *arrays):
+    import numpy as np
+    n = len(arrays[0])
+    outs = []
+    for s in range(0, n, self.batch):
+      parts = [a[s:s + self.batch] for a in arrays]
+      m = len(parts[0])
+      if m < self.batch and n > self.batch:  # pad the tail to the compiled size
+        parts = [np.concatenate([p, np.repeat(p[-1:], self.batch - m, axis=0)]) for p in parts]
+      outs.append(np.asarray(fn(*parts))[:m])
+    if not outs:
+      return None
+    return np.concatenate(outs)
+
+  def psi(self, obs, next_obs):
+    import numpy as np
+    obs, next_obs = self.check_obs(obs, 'obs'), self.check_obs(next_obs, 'next_obs')
+    if len(obs) != len(next_obs):
+      raise PredictError(f'obs has {len(obs)} rows but next_obs has {len(next_obs)}')
+    out = self._chunks(lambda x, y: self._psi(self.ckpt.psi_params, x, y), obs, next_obs)
+    return np.zeros((0,), np.float32) if out is None else out
+
+  def phi(self, obs):
+    import numpy as np
+    if self.ckpt.phi_params is None:
+      raise PredictError('this checkpoint has no trained phi (train with --phi)')
+    obs = self.check_obs(obs, 'obs')
+    out = self._chunks(lambda x: self._phi(self.ckpt.phi_params, x), obs)
+    return np.zeros((0, self.ckpt.num_actions), np.float32) if out is None else out
+
+
+def predict_file(checkpoint_path: str, input_path: str, output_path: str, batch: int = 4096) -> dict:
+  """Runs the CLI's work; returns {key: shape} of what was written."""
+  import numpy as np
+  from estimators import checkpoint
+
+  if not os.path.isfile(input_path):
+    raise PredictError(f'input file not found: {input_path}')
+  try:
+    with np.load(input_path, allow_pickle=False) as data:
+      arrays = {k: data[k] for k in data.files}
+  except Exception as e:  # zipfile/pickle/ValueError on a non-npz file
+    raise PredictError(f'cannot read {input_path} as .npz ({type(e).__name__})') from e
+  if 'obs' not in arrays:
+    raise PredictError(f"{input_path} has no 'obs' array (keys: {', '.join(sorted(arrays)) or 'none'})")
+  ckpt = checkpoint.load(checkpoint_path)
+  predictor = Predictor(ckpt, batch)
+  if 'next_obs' in arrays:
+    result = {'psi': predictor.psi(arrays['obs'], arrays['next_obs']).astype(np.float32)}
+  else:
+    result = {'phi': predictor.phi(arrays['obs']).astype(np.float32)}
+  directory = os.path.dirname(os.path.abspath(output_path))
+  os.makedirs(directory, exist_ok=True)
+  tmp = os.path.join(directory, f'.tmp-predict-{os.getpid()}.npz')
+  np.savez(tmp, **result)
+  os.replace(tmp, output_path)
+  return {k: v.shape for k, v in result.items()}
+
+
+def main(argv):
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+    return 2
+  from estimators.checkpoint import CheckpointError
+  for name in ('checkpoint', 'input', 'output'):
+    if not getattr(FLAGS, name):
+      print(f'error: --{name} is required', file=sys.stderr)
+      return 2
+  try:
+    shapes = predict_file(FLAGS.checkpoint, FLAGS.input, FLAGS.output, FLAGS.batch)
+  except (PredictError, CheckpointError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  except OSError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  print(f'wrote {FLAGS.output}: ' + ', '.join(f'{k} {list(s)}' for k, s in shapes.items()))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(main)

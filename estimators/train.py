@@ -1,0 +1,367 @@
+r"""Offline training of the precedence estimator psi (and the reversibility estimator phi, RAC)
+from a stored episode dataset, with the same jitted update as the online precedence learner.
+
+    python -m estimators.train --dataset data/cartpole_random --window 200 \
+        --num_pairs 3000000 --batch_size 128 --phi --out ckpt/cartpole.ckpt
+    python -m estimators.train --dataset data/turf_random --window 120 --num_pairs 300000 \
+        --out ckpt/turf.ckpt
+
+Recipe (Appendix C): psi is trained on ceil(num_pairs / batch_size) batches of windowed,
+shuffled pairs; with --phi, phi is then trained (psi frozen) on --phi_transitions (x, a, x')
+transitions of the same dataset, regressed onto psi(x', x) (L2, or --phi_loss bce).
+`--phi_schedule joint` instead trains phi alongside psi, one phi batch per psi batch, as the
+online learner does. The whole flat dataset is put on the device once; each jitted call does
+--steps_per_call steps (lax.scan) to amortise dispatch.
+
+Defaults follow the dataset's environment (`--network_preset`, window, learning rate, weight
+decay): Cartpole/Turf Adam 0.01; Sokoban Adam 5e-4 with weight decay 1e-4, dropout 0.1.
+Errors (missing dataset, bad window...) are printed as one line; the exit code is then 2 and no
+checkpoint is written (an existing one is left untouched).
+"""
+import dataclasses
+import math
+import os
+import sys
+import time
+from typing import Any, Dict, Optional, Tuple
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('dataset', None, 'Episode dataset directory (estimators.dataset / launch.collect).')
+flags.DEFINE_string('out', None, 'Checkpoint file to write (estimators.checkpoint).')
+flags.DEFINE_integer('window', None, 'Precedence window w (default: the preset recipe: '
+                     'cartpole 200, turf 120, sokoban 15, cliff 200).')
+flags.DEFINE_integer('num_pairs', 3_000_000, 'Total psi training pairs (steps = ceil(P / B)).')
+flags.DEFINE_integer('batch_size', 128, 'Pairs per psi step (and transitions per phi step).')
+flags.DEFINE_bool('phi', False, 'Also train the reversibility estimator phi (RAC).')
+flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], "phi loss: 'l2' (paper) or 'bce' (authors' code).")
+flags.DEFINE_integer('phi_transitions', 100_000, 'Transitions fed to phi (steps = ceil(N / B)).')
+flags.DEFINE_enum('phi_schedule', 'after', ['after', 'joint'],
+                  "'after': phi after psi, psi frozen (paper, offline); 'joint': alongside psi.")
+flags.DEFINE_float('learning_rate', None, 'Adam learning rate (default: preset; 0.01, sokoban 5e-4).')
+flags.DEFINE_float('phi_learning_rate', None, 'phi learning rate (default: --learning_rate).')
+flags.DEFINE_float('weight_decay', None, 'AdamW weight decay (default: preset; 0, sokoban 1e-4).')
+flags.DEFINE_enum('network_preset', None, ['cartpole', 'turf', 'sokoban', 'cliff'],
+                  "Network/recipe preset (default: the dataset's environment).")
+flags.DEFINE_list('mlp_sizes', None, 'Override: encoder MLP sizes, e.g. 64,64.')
+flags.DEFINE_list('conv_channels', None, 'Override: encoder conv channels, e.g. 32,64,64 (conv torso).')
+flags.DEFINE_list('conv_strides', None, 'Override: encoder conv strides, e.g. 1,1,1.')
+flags.DEFINE_float('dropout', None, 'Override: dropout in the psi head.')
+flags.DEFINE_integer('steps_per_call', 100, 'Training steps per jitted call (lax.scan).')
+flags.DEFINE_integer('seed', 0, 'Random seed (initialisation and pair sampling).')
+flags.DEFINE_integer('eval_pairs', 10_000, 'Pairs re-sampled from the dataset after training to '
+                     'report psi accuracy without dropout (0: skip).')
+flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')
+
+# Recipe defaults per preset (Appendix C).
+RECIPES = {
+    'cartpole': {'window': 200, 'learning_rate': 1e-2, 'weight_decay': 0.0},
+    'cliff': {'window': 200, 'learning_rate': 1e-2, 'weight_decay': 0.0},
+    'turf': {'window': 120, 'learning_rate': 1e-2, 'weight_decay': 0.0},
+    'sokoban': {'window': 15, 'learning_rate': 5e-4, 'weight_decay': 1e-4},
+}
+
+
+class TrainError(ValueError):
+  """A bad argument or input, reported as one line."""
+
+
+def _ints(values, name) -> Tuple[int, ...]:
+  try:
+    out = tuple(int(v) for v in values)
+  except ValueError as e:
+    raise TrainError(f'--{name} expects comma-separated integers, got {",".join(values)}') from e
+  if any(v < 1 for v in out):
+    raise TrainError(f'--{name} values must be >= 1, got {",".join(values)}')
+  return out
+
+
+def network_config(preset: str, mlp_sizes=None, conv_channels=None, conv_strides=None,
+                   dropout=None):
+  """The preset's NetworkConfig with the given overrides applied."""
+  from estimators import networks as nets
+  config = nets.default_config(preset)
+  changes: Dict[str, Any] = {}
+  if mlp_sizes:
+    changes['mlp_sizes'] = _ints(mlp_sizes, 'mlp_sizes')
+  if conv_channels:
+    changes['conv_channels'] = _ints(conv_channels, 'conv_channels')
+    changes['torso'] = 'conv'
+    if not conv_strides and len(changes['conv_channels']) != len(config.conv_strides):
+      changes['conv_strides'] = (1,) * len(changes['conv_channels'])
+  if conv_strides:
+    changes['conv_strides'] = _ints(conv_strides, 'conv_strides')
+  if dropout is not None:
+    changes['dropout'] = float(dropout)
+  try:
+    return dataclasses.replace(config, **changes)
+  except ValueError as e:
+    raise TrainError(f'bad network: {e}') from e
+
+
+def flat_batch(flat):
+  """The whole flat dataset as one device-resident `training.Batch` (starts = transitions)."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from estimators import training
+  last = np.asarray(flat.last, np.int32)
+  starts = np.flatnonzero(last > np.arange(len(last))).astype(np.int32)
+  if len(starts) == 0:
+    raise TrainError('the dataset has no transitions (every episode has a single observation)')
+  batch = training.Batch(jnp.asarray(flat.observations), jnp.asarray(flat.actions, jnp.int32),
+                         jnp.asarray(last), jnp.asarray(starts), jnp.asarray(len(starts), jnp.int32))
+  return jax.device_put(batch)
+
+
+def run_steps(est, config, state, batch, num_steps: int, steps_per_call: int,
+              items_per_step: int, desc: str, progress: bool = True,
+              metric_keys=('psi_loss', 'psi_accuracy')):
+  """Runs `num_steps` steps of `training.make_update` in calls of `steps_per_call` steps.
+
+  Returns (state, stats): stats has wall seconds (incl. compilation), steady-state items/s
+  (calls after the first, i.e. without compilation) and the mean metrics of the last calls.
+  """
+  import jax
+  import numpy as np
+  from estimators import training
+  from tqdm import tqdm
+
+  k = max(1, min(int(steps_per_call), num_steps))
+  full_calls, rem = divmod(num_steps, k)
+  update = training.make_update(est, config, steps_per_call=k)
+  update_rem = training.make_update(est, config, steps_per_call=rem) if rem else None
+
+  history = []
+  bar = tqdm(total=num_steps * items_per_step, desc=desc, unit='pair', unit_scale=True,
+             disable=not progress, file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
+  start = time.time()
+  first_call_s = None
+  steady_steps, steady_s = 0, 0.0
+  calls = [(update, k)] * full_calls + ([(update_rem, rem)] if rem else [])
+  for i, (fn, n) in enumerate(calls):
+    t0 = time.time()
+    state, metrics = fn(state, batch)
+    metrics = jax.device_get(metrics)
+    dt = time.time() - t0
+    if i == 0:
+      first_call_s = dt
+    elif fn is update:  # the remainder call compiles too: keep it out of the steady rate
+      steady_steps += n
+      steady_s += dt
+    history.append({m: float(v) for m, v in metrics.items()})
+    bar.update(n * items_per_step)
+    rate = (steady_steps * items_per_step / steady_s) if steady_s > 0 else n * items_per_step / dt
+    postfix = {'items/s': f'{rate:,.0f}'}
+    for m in metric_keys:
+      if m in history[-1]:
+        postfix[m.split('_', 1)[1][:4]] = f'{history[-1][m]:.4f}'
+    bar.set_postfix(postfix, refresh=False)
+  bar.close()
+  wall = time.time() - start
+  tail = history[-max(1, min(10, len(history) // 5 or 1)):]
+  final = {m: float(np.mean([h[m] for h in tail])) for m in tail[0]}
+  stats = {
+      'steps': num_steps, 'items': num_steps * items_per_step, 'wall_s': wall,
+      'first_call_s': first_call_s,
+      'items_per_s': num_steps * items_per_step / wall if wall > 0 else float('nan'),
+      'steady_items_per_s': (steady_steps * items_per_step / steady_s) if steady_s > 0 else None,
+      'final': final,
+  }
+  return state, stats
+
+
+def eval_psi_accuracy(est, psi_params, batch, window: int, num_pairs: int, seed: int = 1,
+                      chunk: int = 4096) -> Optional[float]:
+  """psi accuracy (dropout off) on `num_pairs` pairs freshly sampled from `batch`."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from estimators import pairs as pairs_lib
+  from estimators import training
+  if num_pairs <= 0:
+    return None
+  p = pairs_lib.sample_pairs(jax.random.PRNGKey(seed), batch.last, batch.starts, batch.num_starts,
+                             num_pairs, window)
+  prob_fn = jax.jit(lambda params, x, y: training.psi_prob(est, params, x, y))
+  correct = 0
+  first, second, label = (np.asarray(a) for a in (p.first, p.second, p.label))
+  for s in range(0, num_pairs, chunk):
+    x = batch.observations[jnp.asarray(first[s:s + chunk])]
+    y = batch.observations[jnp.asarray(second[s:s + chunk])]
+    prob = np.asarray(prob_fn(psi_params, x, y))
+    correct += int(np.sum((prob > 0.5) == (label[s:s + chunk] > 0.5)))
+  return correct / num_pairs
+
+
+def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bool = False,
+          phi_transitions: int = 100_000, phi_schedule: str = 'after', steps_per_call: int = 100,
+          progress: bool = True, eval_pairs: int = 0):
+  """Trains psi (and phi) on a `dataset.FlatData`. Returns (psi_params, phi_params, summary)."""
+  import jax
+  import numpy as np
+  from estimators import networks as nets
+  from estimators import training
+
+  if num_pairs < 1:
+    raise TrainError(f'--num_pairs must be >= 1, got {num_pairs}')
+  if phi and phi_transitions < 1:
+    raise TrainError(f'--phi_transitions must be >= 1, got {phi_transitions}')
+  if steps_per_call < 1:
+    raise TrainError(f'--steps_per_call must be >= 1, got {steps_per_call}')
+  est = nets.make_estimators(network, num_actions)
+  batch = flat_batch(flat)
+  joint = phi and phi_schedule == 'joint'
+  psi_config = dataclasses.replace(train_config, train_psi=True, train_phi=joint)
+  state = training.init_state(est, psi_config, np.asarray(flat.observations[0]))
+
+  psi_steps = math.ceil(num_pairs / train_config.batch_size)
+  keys = ('psi_loss', 'psi_accuracy') + (('phi_loss',) if joint else ())
+  state, psi_stats = run_steps(est, psi_config, state, batch, psi_steps, steps_per_call,
+                               train_config.batch_size, 'psi', progress, keys)
+  summary = {'psi': psi_stats, 'num_transitions': int(jax.device_get(batch.num_starts)),
+             'num_observations': int(len(flat.last))}
+  if phi and not joint:
+    phi_config = dataclasses.replace(train_config, train_psi=False, train_phi=True)
+    phi_steps = math.ceil(phi_transitions / train_config.phi_batch_size)
+    state, phi_stats = run_steps(est, phi_config, state, batch, phi_steps, steps_per_call,
+                                 train_config.phi_batch_size, 'phi', progress, ('phi_loss',))
+    summary['phi'] = phi_stats
+  if eval_pairs:
+    summary['psi_eval_accuracy'] = eval_psi_accuracy(est, state.psi_params, batch,
+                                                     train_config.window, eval_pairs)
+  return jax.device_get(state.psi_params), jax.device_get(state.phi_params), summary
+
+
+def _check_output(path: str) -> str:
+  path = os.path.abspath(path)
+  if os.path.isdir(path):
+    raise TrainError(f'--out {path} is a directory; give a checkpoint file path')
+  directory = os.path.dirname(path)
+  try:
+    os.makedirs(directory, exist_ok=True)
+  except OSError as e:
+    raise TrainError(f'cannot create the output directory {directory}: {e.strerror}') from e
+  if not os.access(directory, os.W_OK):
+    raise TrainError(f'cannot write to the output directory {directory}')
+  return path
+
+
+def _env_name(meta: dict) -> str:
+  return meta.get('env') or meta.get('env_name') or 'unknown'
+
+
+def run(argv_flags=FLAGS) -> dict:
+  """Runs the CLI with parsed flags; returns the checkpoint metadata. Raises TrainError etc."""
+  import numpy as np
+  from estimators import checkpoint
+  from estimators import dataset as dataset_lib
+  from estimators import training
+
+  f = argv_flags
+  if not f.dataset:
+    raise TrainError('--dataset is required')
+  if not f.out:
+    raise TrainError('--out is required (the checkpoint file to write)')
+  if f.window is not None and f.window < 1:
+    raise TrainError(f'--window must be >= 1, got {f.window}')
+  if f.num_pairs < 1:
+    raise TrainError(f'--num_pairs must be >= 1, got {f.num_pairs}')
+  if f.batch_size < 1:
+    raise TrainError(f'--batch_size must be >= 1, got {f.batch_size}')
+  out = _check_output(f.out)
+
+  meta = dataset_lib.read_metadata(f.dataset)   # fails fast, before loading
+  env_name = _env_name(meta)
+  preset = f.network_preset or (env_name if env_name in RECIPES else 'cartpole')
+  recipe = RECIPES[preset]
+  network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout)
+  window = f.window if f.window is not None else recipe['window']
+  lr = f.learning_rate if f.learning_rate is not None else recipe['learning_rate']
+  wd = f.weight_decay if f.weight_decay is not None else recipe['weight_decay']
+  try:
+    config = training.TrainConfig(
+        window=window, batch_size=f.batch_size, learning_rate=lr, weight_decay=wd,
+        phi_loss=f.phi_loss, phi_batch_size=f.batch_size,
+        phi_learning_rate=f.phi_learning_rate if f.phi_learning_rate is not None else lr,
+        seed=f.seed)
+  except ValueError as e:
+    raise TrainError(str(e)) from e
+
+  t0 = time.time()
+  episodes, meta = dataset_lib.load_episodes(f.dataset)
+  if not episodes:
+    raise TrainError(f'the dataset at {f.dataset} has no episodes')
+  flat = dataset_lib.flatten(episodes)
+  del episodes
+  load_s = time.time() - t0
+  num_actions = int(meta['num_actions'])
+  max_len = int(np.max(flat.lengths)) - 1
+  print(f'dataset {f.dataset}: env {env_name}, {len(flat.lengths):,} episodes, '
+        f'{len(flat.last):,} observations {tuple(flat.observations.shape[1:])} '
+        f'{flat.observations.dtype}, longest episode {max_len} steps (loaded in {load_s:.1f}s)',
+        file=sys.stderr, flush=True)
+
+  psi_params, phi_params, summary = train(
+      flat, network, num_actions, config, f.num_pairs, phi=f.phi,
+      phi_transitions=f.phi_transitions, phi_schedule=f.phi_schedule,
+      steps_per_call=f.steps_per_call, progress=f.progress, eval_pairs=f.eval_pairs)
+
+  psi = summary['psi']
+  metadata = {
+      'env_name': env_name, 'env_options': meta.get('env_options', {}),
+      'dataset': os.path.abspath(f.dataset), 'dataset_episodes': int(len(flat.lengths)),
+      'dataset_observations': int(len(flat.last)), 'dataset_transitions': summary['num_transitions'],
+      'network_preset': preset, 'window': int(window), 'num_pairs': int(psi['items']),
+      'requested_pairs': int(f.num_pairs), 'batch_size': int(f.batch_size),
+      'psi_steps': int(psi['steps']), 'learning_rate': float(lr), 'weight_decay': float(wd),
+      'seed': int(f.seed), 'steps_per_call': int(f.steps_per_call),
+      'psi_loss': psi['final'].get('psi_loss'), 'psi_accuracy': psi['final'].get('psi_accuracy'),
+      'psi_eval_accuracy': summary.get('psi_eval_accuracy'),
+      'psi_train_seconds': psi['wall_s'], 'psi_pairs_per_s': psi['items_per_s'],
+      'psi_steady_pairs_per_s': psi['steady_items_per_s'],
+      'training_seconds': psi['wall_s'] + (summary['phi']['wall_s'] if 'phi' in summary else 0.0),
+      'phi_trained': bool(f.phi), 'train_config': dataclasses.asdict(config),
+      'created': time.strftime('%Y-%m-%dT%H:%M:%S%z'),
+  }
+  if f.phi:
+    metadata.update(phi_loss_kind=f.phi_loss, phi_schedule=f.phi_schedule)
+    if 'phi' in summary:
+      metadata.update(phi_transitions=int(summary['phi']['items']),
+                      phi_loss=summary['phi']['final'].get('phi_loss'),
+                      phi_train_seconds=summary['phi']['wall_s'])
+    else:
+      metadata.update(phi_transitions=int(psi['items']), phi_loss=psi['final'].get('phi_loss'))
+  checkpoint.save(out, network, num_actions, flat.observations.shape[1:], flat.observations.dtype,
+                  psi_params, phi_params if f.phi else None, metadata)
+  eval_acc = metadata['psi_eval_accuracy']
+  print(f"saved {out}: psi loss {metadata['psi_loss']:.4f}, accuracy {metadata['psi_accuracy']:.3f}"
+        + (f' (re-sampled pairs, no dropout: {eval_acc:.3f})' if eval_acc is not None else '')
+        + f", {psi['items']:,} pairs in {psi['wall_s']:.1f}s ({psi['items_per_s']:,.0f} pairs/s)"
+        + (f", phi loss {metadata['phi_loss']:.4f}" if f.phi else ''), flush=True)
+  return metadata
+
+
+def main(argv):
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+    return 2
+  from estimators.checkpoint import CheckpointError
+  from estimators.dataset import DatasetError
+  try:
+    run()
+  except (TrainError, DatasetError, CheckpointError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  except OSError as e:
+    print(f'error: {e.strerror or e}: {getattr(e, "filename", "") or ""}'.rstrip(': '), file=sys.stderr)
+    return 2
+  return 0
+
+
+if __name__ == '__main__':
+  # TensorFlow (behind the dataset reader) must be imported before absl's app.run: imported
+  # inside main, tf.data fails with "Unable to find FunctionDef ... read_one_file" (TF 2.8).
+  import tensorflow  # pylint: disable=unused-import
+  app.run(main)

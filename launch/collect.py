@@ -1,0 +1,487 @@
+r"""Collects episodes of a policy into an RLDS dataset (see estimators/dataset.py).
+
+    python -m launch.collect --env cartpole --env_option max_steps=50000 --policy random \
+        --episodes 100000 --out data/cartpole_plus
+    python -m launch.collect --env turf --episodes 1000 --out data/turf --num_actors 2
+    python -m launch.collect --env turf --episodes 2000 --out data/turf --resume   # add 1000
+
+With --num_actors 1 (default) episodes are collected in this process. With --num_actors K > 1
+a Launchpad program (local_mp) runs a Reverb node with one queue table, K actor nodes that
+each step their own environment and insert batches of whole episodes into the queue, and one
+writer node that drains the queue into the dataset and stops the program once --episodes are
+written. Episodes then appear in arrival order, so the dataset depends on timing, not only on
+--seed (the in-process path is fully determined by --seed).
+
+An existing --out is refused (exit code 2) unless --overwrite (replace it) or --resume (add
+episodes until it holds --episodes; environment and options must match). Writes go to a
+temporary directory renamed into place at the end: an interrupted run leaves --out as it was.
+True environment states (for the exact reversibility oracle) are stored by default for the
+discrete environments (turf, cliff, sokoban), see --store_states.
+"""
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Iterator, List, Optional
+
+import numpy as np
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('env', None, 'Environment name (envs.make).')
+flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable), '
+                          'e.g. max_steps=50000.')
+flags.DEFINE_enum('policy', 'random', ['random'], 'Behaviour policy: uniformly random actions.')
+flags.DEFINE_integer('episodes', None, 'Number of episodes the dataset must hold at the end.')
+flags.DEFINE_string('out', None, 'Output dataset directory.')
+flags.DEFINE_integer('num_actors', 1, '1: collect in this process; K > 1: K Launchpad actor '
+                     'nodes feeding a Reverb queue.')
+flags.DEFINE_integer('seed', 0, 'Random seed (environments and policy).')
+flags.DEFINE_bool('overwrite', False, 'Replace an existing dataset at --out.')
+flags.DEFINE_bool('resume', False, 'Add episodes to an existing dataset at --out until it '
+                  'holds --episodes.')
+flags.DEFINE_bool('store_states', None, 'Store true env states per step (default: yes for '
+                  'turf, cliff and sokoban, no for cartpole).')
+flags.DEFINE_bool('progress', True, 'Show a progress bar / progress lines.')
+
+EPISODE_TABLE = 'episodes'
+STATE_ENVS = ('turf', 'cliff', 'sokoban')   # discrete states: the exact oracle applies
+_ACTOR_BATCH_STEPS = 2000                   # steps per Reverb item (several whole episodes)
+_ACTOR_BATCH_EPISODES = 64
+_QUEUE_ITEMS = 64
+
+
+class CollectError(ValueError):
+  """A one-line reason why collection cannot start (exit code 2)."""
+
+
+# ----------------------------------------------------------------------------------------- #
+# Rollouts
+# ----------------------------------------------------------------------------------------- #
+
+def parse_env_options(pairs) -> dict:
+  options = {}
+  for item in pairs:
+    if '=' not in item:
+      raise CollectError(f'--env_option expects key=value, got {item!r}')
+    key, text = (s.strip() for s in item.split('=', 1))
+    low = text.lower()
+    if low in ('true', 'false'):
+      value = low == 'true'
+    else:
+      value = text
+      for cast in (int, float):
+        try:
+          value = cast(text)
+          break
+        except ValueError:
+          pass
+    options[key] = value
+  return options
+
+
+def random_episode(env, rng: np.random.Generator, num_actions: int, store_states: bool):
+  """One episode of the uniformly random policy, as an `estimators.dataset.Episode`."""
+  from estimators.dataset import Episode
+  ts = env.reset()
+  observations = [np.asarray(ts.observation)]
+  states = [env.get_state()] if store_states else None
+  actions, rewards, discounts = [], [], []
+  while True:
+    action = int(rng.integers(num_actions))
+    ts = env.step(action)
+    observations.append(np.asarray(ts.observation))
+    actions.append(action)
+    rewards.append(0.0 if ts.reward is None else float(ts.reward))
+    discounts.append(1.0 if ts.discount is None else float(ts.discount))
+    if store_states:
+      states.append(env.get_state())
+    if ts.last():
+      break
+  return Episode(np.stack(observations), np.asarray(actions, np.int32),
+                 np.asarray(rewards, np.float32), np.asarray(discounts, np.float32), states)
+
+
+def episode_stream(env_name: str, env_options: dict, seed_words: List[int],
+                   store_states: bool) -> Iterator:
+  """An endless stream of random-policy episodes, determined by `seed_words`."""
+  import envs
+  seq = np.random.SeedSequence(seed_words)
+  env_seed = int(seq.generate_state(1)[0] % (2**31 - 1))
+  env = envs.make(env_name, seed=env_seed, **env_options)
+  rng = np.random.default_rng(seq)
+  num_actions = env.action_spec().num_values
+  while True:
+    yield random_episode(env, rng, num_actions, store_states)
+
+
+# ----------------------------------------------------------------------------------------- #
+# Plan: what to collect, given --out and the flags
+# ----------------------------------------------------------------------------------------- #
+
+def make_plan(env_name: str, env_options: dict, episodes: int, out: str, seed: int,
+              num_actors: int, overwrite: bool, resume: bool,
+              store_states: Optional[bool]) -> dict:
+  """Validates everything before any work starts; raises CollectError (one line)."""
+  import envs
+  from estimators import dataset
+  if not env_name:
+    raise CollectError('--env is required')
+  if not out:
+    raise CollectError('--out is required')
+  if episodes is None or episodes < 1:
+    raise CollectError('--episodes must be a positive integer')
+  if num_actors < 1:
+    raise CollectError('--num_actors must be >= 1')
+  if overwrite and resume:
+    raise CollectError('--overwrite and --resume exclude each other')
+  try:
+    env = envs.make(env_name, seed=0, **env_options)
+  except envs.EnvError as e:
+    raise CollectError(str(e)) from e
+  spec = env.observation_spec()
+  if store_states is None:
+    store_states = env_name in STATE_ENVS
+  if store_states and not hasattr(env, 'get_state'):
+    raise CollectError(f'environment {env_name!r} has no get_state(); use --nostore_states')
+  out = os.path.abspath(out)
+  have, have_transitions = 0, 0
+  occupied = os.path.exists(out) and (not os.path.isdir(out) or bool(os.listdir(out)))
+  if occupied and not (overwrite or resume):
+    raise CollectError(f'{out} already exists; pass --overwrite to replace it or --resume '
+                       f'to add episodes to it')
+  if occupied and resume:
+    try:
+      meta = dataset.read_metadata(out)
+    except dataset.DatasetError as e:
+      raise CollectError(f'cannot resume: {e}') from e
+    mismatch = [k for k, v in (('env', env_name), ('env_options', env_options)) if meta.get(k) != v]
+    if mismatch:
+      raise CollectError(f'cannot resume {out}: it holds {meta.get("env")!r} episodes with '
+                         f'options {meta.get("env_options")}, not {env_name!r} with {env_options}')
+    store_states = bool(meta.get('has_states'))
+    have = int(meta['num_episodes'])
+    have_transitions = int(meta.get('num_transitions', 0))
+  return dict(env=env_name, env_options=dict(env_options), out=out, target=episodes, have=have,
+              have_transitions=have_transitions,
+              need=max(episodes - have, 0), seed=seed, num_actors=num_actors,
+              overwrite=overwrite and occupied, append=resume and occupied,
+              store_states=store_states, num_actions=int(env.action_spec().num_values),
+              obs_spec={'shape': list(spec.shape), 'dtype': np.dtype(spec.dtype).name},
+              run_id=uuid.uuid4().hex)
+
+
+def _write(plan: dict, episodes) -> dict:
+  from estimators import dataset
+  return dataset.write_episodes(
+      plan['out'], episodes, plan['env'], plan['env_options'], plan['num_actions'],
+      plan['obs_spec'], overwrite=plan['overwrite'], append=plan['append'],
+      extra_metadata={'policy': 'random', 'collect_run_id': plan['run_id']})
+
+
+# ----------------------------------------------------------------------------------------- #
+# In-process collection
+# ----------------------------------------------------------------------------------------- #
+
+def collect_in_process(plan: dict, progress: bool = True) -> dict:
+  stream = episode_stream(plan['env'], plan['env_options'], [plan['seed'], plan['have']],
+                          plan['store_states'])
+
+  t0 = []
+
+  def limited():
+    t0.append(time.time())
+    bar = None
+    if progress:
+      from tqdm import tqdm
+      bar = tqdm(total=plan['need'], unit='ep', dynamic_ncols=True, file=sys.stderr)
+    try:
+      for _ in range(plan['need']):
+        ep = next(stream)
+        if bar is not None:
+          bar.update(1)
+          bar.set_postfix(steps=len(ep.actions), refresh=False)
+        yield ep
+    finally:
+      if bar is not None:
+        bar.close()
+
+  meta = _write(plan, limited())
+  return dict(meta, steady_s=time.time() - t0[0])
+
+
+# ----------------------------------------------------------------------------------------- #
+# Distributed collection: Launchpad (local_mp) + Reverb
+# ----------------------------------------------------------------------------------------- #
+
+def _make_tables():
+  import reverb
+  return [reverb.Table.queue(EPISODE_TABLE, max_size=_QUEUE_ITEMS)]
+
+
+def _pack(episodes) -> dict:
+  """Several whole episodes as one Reverb item (flat arrays + per-episode lengths)."""
+  item = {
+      'observations': np.concatenate([ep.observations for ep in episodes]),
+      'actions': np.concatenate([ep.actions for ep in episodes]).astype(np.int32),
+      'rewards': np.concatenate([ep.rewards for ep in episodes]).astype(np.float32),
+      'discounts': np.concatenate([ep.discounts for ep in episodes]).astype(np.float32),
+      'lengths': np.asarray([len(ep.actions) for ep in episodes], np.int32),
+  }
+  if episodes[0].states is not None:
+    from estimators.dataset import encode_state
+    item['states'] = np.asarray(b'[' + b','.join(encode_state(ep.states) for ep in episodes)
+                                + b']', dtype=object)
+  return item
+
+
+def _unpack(item: dict):
+  from estimators.dataset import Episode, decode_state
+  lengths = np.asarray(item['lengths'], np.int64)
+  states = None
+  if 'states' in item:
+    raw = item['states']
+    raw = raw.item() if isinstance(raw, np.ndarray) else raw
+    states = decode_state(raw)
+  a_off = np.concatenate([[0], np.cumsum(lengths)])
+  o_off = np.concatenate([[0], np.cumsum(lengths + 1)])
+  out = []
+  for e, t in enumerate(lengths):
+    out.append(Episode(np.asarray(item['observations'][o_off[e]:o_off[e + 1]]),
+                       np.asarray(item['actions'][a_off[e]:a_off[e + 1]], np.int32),
+                       np.asarray(item['rewards'][a_off[e]:a_off[e + 1]], np.float32),
+                       np.asarray(item['discounts'][a_off[e]:a_off[e + 1]], np.float32),
+                       None if states is None else list(states[e])))
+  return out
+
+
+class EpisodeActor:
+  """Actor node: steps its own environment with the random policy and inserts batches of whole
+  episodes into the Reverb queue (blocking while the queue is full) until the program stops."""
+
+  def __init__(self, replay, plan: dict, actor_id: int):
+    self._replay, self._plan, self._actor_id = replay, plan, actor_id
+
+  def run(self):
+    plan = self._plan
+    stream = episode_stream(plan['env'], plan['env_options'],
+                            [plan['seed'], plan['have'], 1 + self._actor_id], plan['store_states'])
+    writer = self._replay.writer(max_sequence_length=1)
+    batch, steps = [], 0
+    for ep in stream:
+      batch.append(ep)
+      steps += len(ep.actions) + 1
+      if steps >= _ACTOR_BATCH_STEPS or len(batch) >= _ACTOR_BATCH_EPISODES:
+        writer.append(_pack(batch))
+        writer.create_item(EPISODE_TABLE, num_timesteps=1, priority=1.0)
+        batch, steps = [], 0
+
+
+class DatasetWriter:
+  """Writer node: drains the queue into the dataset; stops the program when it is written."""
+
+  def __init__(self, replay, plan: dict, progress_path: str):
+    self._replay, self._plan, self._progress_path = replay, plan, progress_path
+    self._first_at = None
+
+  def _episodes(self):
+    need, written, last_report = self._plan['need'], 0, 0.0
+    while written < need:
+      for sample in self._replay.sample(EPISODE_TABLE, num_samples=1):
+        if self._first_at is None:
+          self._first_at = time.time()
+        data = sample[0].data if isinstance(sample, list) else sample.data
+        item = data if isinstance(data, dict) else dict(zip(
+            sorted(['observations', 'actions', 'rewards', 'discounts', 'lengths'] +
+                   (['states'] if self._plan['store_states'] else [])), data))
+        for ep in _unpack(item):
+          if written >= need:
+            break
+          written += 1
+          yield ep
+      if time.time() - last_report > 2.0 or written >= need:
+        last_report = time.time()
+        with open(self._progress_path, 'w') as f:
+          f.write(str(written))
+
+  def run(self):
+    import launchpad as lp
+    _write(self._plan, self._episodes())
+    with open(self._progress_path + '.done', 'w') as f:
+      json.dump({'run_id': self._plan['run_id'], 'first_item_at': self._first_at,
+                 'written_at': time.time()}, f)
+    lp.stop()
+
+
+def build_program(plan: dict, log_dir: str):
+  import launchpad as lp
+  program = lp.Program(name='collect')
+  with program.group('replay'):
+    replay = program.add_node(lp.ReverbNode(_make_tables))
+  with program.group('writer'):
+    program.add_node(lp.CourierNode(DatasetWriter, replay, plan,
+                                    os.path.join(log_dir, 'progress.txt')))
+  with program.group('actor'):
+    for actor_id in range(plan['num_actors']):
+      program.add_node(lp.CourierNode(EpisodeActor, replay, plan, actor_id))
+  return program
+
+
+def _child_main(plan_path: str):
+  """Runs in the supervised child (its own session): launches the program and waits."""
+  import launchpad as lp
+  with open(plan_path, 'rb') as f:
+    plan, log_dir = pickle.load(f)
+  manager = lp.launch(build_program(plan, log_dir), launch_type='local_mp',
+                      terminal='current_terminal')
+  manager.wait()
+
+
+def _watch_nodes(child: subprocess.Popen, progress=None, grace_s: float = 30.0) -> Optional[str]:
+  """Waits for the child launcher; if a Launchpad node process dies and the program does not
+  end within `grace_s`, stops it and returns why. Only node processes (Launchpad's
+  process_entry.py) count: short-lived helper processes (e.g. ldconfig run by an import) are
+  children too, and must not be taken for dead nodes."""
+  import psutil
+  from launch import launcher
+  seen, died_at, last_progress = set(), None, time.time()
+  while child.poll() is None:
+    try:
+      procs = psutil.Process(child.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+      break
+    nodes = set()
+    for p in procs:
+      try:
+        if any(a.endswith('process_entry.py') for a in p.cmdline()):
+          nodes.add(p.pid)
+      except psutil.Error:
+        pass
+    if seen - nodes and died_at is None:
+      died_at = time.time()
+    if died_at is not None and nodes and time.time() - died_at > grace_s:
+      launcher._signal_group(child.pid, signal.SIGTERM)  # pylint: disable=protected-access
+      try:
+        child.wait(timeout=30)
+      except subprocess.TimeoutExpired:
+        pass
+      return 'a node process exited early and the program was stopped'
+    seen |= nodes
+    if progress is not None and time.time() - last_progress > 10:
+      last_progress = time.time()
+      progress()
+    time.sleep(1.0)
+  return None
+
+
+def collect_distributed(plan: dict, progress: bool = True) -> dict:
+  """Launches the program in a child launcher process and supervises it like launch.launcher
+  does (the child runs in its own session, killed as a whole at the end with launcher's
+  helpers, so no node outlives the run); returns the metadata once the dataset is written."""
+  from estimators import dataset
+  from launch import launcher
+  log_dir = tempfile.mkdtemp(prefix='collect-')
+  plan_path = os.path.join(log_dir, 'plan.pkl')
+  with open(plan_path, 'wb') as f:
+    pickle.dump((plan, log_dir), f)
+  log_path = os.path.join(log_dir, 'launchpad.log')
+  start = time.time()
+
+  def report():
+    try:
+      with open(os.path.join(log_dir, 'progress.txt')) as f:
+        done = int(f.read() or 0)
+    except (OSError, ValueError):
+      done = 0
+    print(f'[{time.time() - start:6.0f}s] episodes {done:>9,}/{plan["need"]:,}', file=sys.stderr,
+          flush=True)
+
+  failure = None
+  with open(log_path, 'ab') as log:
+    child = subprocess.Popen([sys.executable, '-m', 'launch.collect', '--_child', plan_path],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True, cwd=os.getcwd(),
+                             env=dict(os.environ, PYTHONUNBUFFERED='1'))
+    try:
+      failure = _watch_nodes(child, report if progress else None)
+    except KeyboardInterrupt:
+      failure = 'interrupted by the user'
+    finally:
+      launcher._kill_session(child)  # pylint: disable=protected-access
+  done_path = os.path.join(log_dir, 'progress.txt.done')
+  done = {}
+  if os.path.exists(done_path):
+    with open(done_path) as f:
+      done = json.load(f)
+  if done.get('run_id') != plan['run_id']:
+    raise RuntimeError(f'{failure or "the program ended before writing the dataset"}; '
+                       f'node output: {log_path}')
+  meta = dataset.read_metadata(plan['out'])
+  shutil.rmtree(log_dir, ignore_errors=True)
+  # From the first Reverb item to the dataset written: collection without program start-up.
+  return dict(meta, steady_s=done['written_at'] - done['first_item_at'],
+              launcher_session=child.pid)
+
+
+# ----------------------------------------------------------------------------------------- #
+# CLI
+# ----------------------------------------------------------------------------------------- #
+
+def run(env: str, episodes: int, out: str, env_options: Optional[dict] = None, seed: int = 0,
+        num_actors: int = 1, overwrite: bool = False, resume: bool = False,
+        store_states: Optional[bool] = None, progress: bool = True) -> dict:
+  """Programmatic entry point; returns the dataset metadata. Raises CollectError."""
+  plan = make_plan(env, env_options or {}, episodes, out, seed, num_actors, overwrite, resume,
+                   store_states)
+  if plan['need'] == 0:
+    from estimators import dataset
+    print(f'{plan["out"]} already holds {plan["have"]} episodes (>= {episodes}); nothing to do',
+          file=sys.stderr)
+    return dataset.read_metadata(plan['out'])
+  start = time.time()
+  if num_actors == 1:
+    meta = collect_in_process(plan, progress)
+  else:
+    meta = collect_distributed(plan, progress)
+  wall = time.time() - start
+  new_steps = meta['num_transitions'] - (plan['have_transitions'] if plan['append'] else 0)
+  steady = meta.pop('steady_s')
+  print(f'wrote {plan["need"]} episodes ({new_steps} steps) to {plan["out"]} in {wall:.1f}s; '
+        f'{plan["need"] / steady:.0f} episodes/s, {new_steps / steady:.0f} steps/s after '
+        f'start-up; the dataset holds {meta["num_episodes"]} episodes, '
+        f'{meta["num_transitions"]} transitions', flush=True)
+  return dict(meta, collect_wall_s=wall, collect_steady_s=steady, collected_episodes=plan['need'],
+              collected_transitions=new_steps)
+
+
+def _terminate_gracefully(signum, frame):
+  raise KeyboardInterrupt   # SIGTERM stops a run like Ctrl-C: nodes stopped, --out untouched
+
+
+def main(argv):
+  signal.signal(signal.SIGTERM, _terminate_gracefully)
+  if len(argv) > 1:
+    print(f'error: unexpected arguments {argv[1:]}', file=sys.stderr)
+    sys.exit(2)
+  try:
+    run(FLAGS.env, FLAGS.episodes, FLAGS.out, parse_env_options(FLAGS.env_option), FLAGS.seed,
+        FLAGS.num_actors, FLAGS.overwrite, FLAGS.resume, FLAGS.store_states, FLAGS.progress)
+  except CollectError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  except RuntimeError as e:
+    print(f'error: collection failed: {e}', file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == '__main__':
+  if len(sys.argv) == 3 and sys.argv[1] == '--_child':
+    _child_main(sys.argv[2])
+  else:
+    app.run(main)

@@ -1,0 +1,201 @@
+"""Offline episode datasets (RLDS via TFDS) and the collect CLI."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import envs
+from estimators import dataset
+from estimators import pairs
+from launch import collect
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+
+
+def _episodes(name, n, seed=0, store_states=True, **options):
+  stream = collect.episode_stream(name, options, [seed], store_states)
+  return [next(stream) for _ in range(n)]
+
+
+def _write(path, eps, name='cartpole', **kw):
+  env = envs.make(name)
+  return dataset.write_episodes(str(path), eps, name, {}, env.action_spec().num_values,
+                                env.observation_spec(), **kw)
+
+
+def _assert_same(a, b):
+  assert len(a) == len(b)
+  for x, y in zip(a, b):
+    assert x.observations.dtype == y.observations.dtype
+    np.testing.assert_array_equal(x.observations, y.observations)
+    np.testing.assert_array_equal(x.actions, y.actions)
+    assert y.actions.dtype == np.int32
+    np.testing.assert_array_equal(x.rewards, y.rewards)
+    np.testing.assert_array_equal(x.discounts, y.discounts)
+    assert x.states == y.states
+
+
+@pytest.mark.parametrize('name,store_states', [('cartpole', False), ('cartpole', True),
+                                               ('turf', True)])
+def test_round_trip(tmp_path, name, store_states):
+  eps = _episodes(name, 6, store_states=store_states)
+  meta = _write(tmp_path / 'ds', eps, name)
+  back, meta2 = dataset.load_episodes(str(tmp_path / 'ds'))
+  _assert_same(eps, back)
+  assert meta2['num_episodes'] == 6 == meta['num_episodes']
+  assert meta2['num_transitions'] == sum(len(e.actions) for e in eps)
+  assert meta2['env'] == name and meta2['has_states'] == store_states
+  if store_states:   # states come back hashable and equal, usable as oracle keys
+    assert {s for e in back for s in e.states} == {s for e in eps for s in e.states}
+  with open(tmp_path / 'ds' / dataset.METADATA_FILE) as f:
+    assert json.load(f)['created']
+
+
+def test_tf_dataset_follows_rlds(tmp_path):
+  eps = _episodes('turf', 3)
+  _write(tmp_path / 'ds', eps, 'turf')
+  ds = dataset.as_tf_dataset(str(tmp_path / 'ds'))
+  episodes = list(ds)
+  assert len(episodes) == 3
+  for ep, ref in zip(episodes, eps):
+    steps = list(ep['steps'].as_numpy_iterator())
+    assert len(steps) == len(ref.actions) + 1
+    assert set(steps[0]) >= {'observation', 'action', 'reward', 'discount', 'is_first',
+                             'is_last', 'is_terminal', 'state'}
+    assert steps[0]['observation'].dtype == np.uint8 and steps[0]['observation'].shape == (10, 10, 3)
+    assert [s['is_first'] for s in steps] == [True] + [False] * len(ref.actions)
+    assert [s['is_last'] for s in steps] == [False] * len(ref.actions) + [True]
+    assert steps[-1]['action'] == 0 and steps[-1]['reward'] == 0
+    np.testing.assert_array_equal(steps[-1]['observation'], ref.observations[-1])
+    np.testing.assert_array_equal([s['action'] for s in steps[:-1]], ref.actions)
+    terminated = ref.discounts[-1] == 0
+    assert steps[-1]['is_terminal'] == terminated
+    assert not any(s['is_terminal'] for s in steps[:-1])
+
+
+def test_flatten_layout():
+  eps = _episodes('cartpole', 4)
+  flat = dataset.flatten(eps)
+  lengths = [len(e.observations) for e in eps]
+  np.testing.assert_array_equal(flat.lengths, lengths)
+  last, _ = pairs.episode_layout(flat.lengths)
+  np.testing.assert_array_equal(flat.last, last)
+  assert flat.observations.shape == (sum(lengths), 4)
+  start = 0
+  for e in eps:
+    n = len(e.observations)
+    np.testing.assert_array_equal(flat.observations[start:start + n], e.observations)
+    np.testing.assert_array_equal(flat.actions[start:start + n - 1], e.actions)
+    assert flat.actions[start + n - 1] == 0
+    assert (flat.last[start:start + n] == start + n - 1).all()
+    start += n
+  assert flat.actions.dtype == np.int32 and flat.last.dtype == np.int32
+  states = dataset.flat_states(eps)
+  assert len(states) == sum(lengths) and states[0] == eps[0].states[0]
+
+
+def test_refuses_to_overwrite_and_keeps_old_data_on_failure(tmp_path):
+  out = tmp_path / 'ds'
+  eps = _episodes('cartpole', 3, store_states=False)
+  _write(out, eps)
+  with pytest.raises(dataset.DatasetExistsError, match=str(out)):
+    _write(out, eps)
+
+  def broken():   # an interrupted write must leave the old dataset intact
+    yield eps[0]
+    raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    _write(out, broken(), overwrite=True)
+  _assert_same(eps, dataset.load_episodes(str(out))[0])
+  assert sorted(os.listdir(tmp_path)) == ['ds']       # no temp dir left behind
+  _write(out, eps[:1], overwrite=True)
+  assert dataset.load_episodes(str(out))[1]['num_episodes'] == 1
+  other = tmp_path / 'other'                   # never replace a directory that is no dataset
+  other.mkdir()
+  (other / 'notes.txt').write_text('keep me')
+  with pytest.raises(dataset.DatasetError, match='not an episode dataset'):
+    _write(other, eps, overwrite=True)
+  assert (other / 'notes.txt').read_text() == 'keep me'
+  empty = tmp_path / 'empty'                   # an empty directory is a free output
+  empty.mkdir()
+  assert _write(empty, eps)['num_episodes'] == 3
+
+
+def test_append(tmp_path):
+  out = tmp_path / 'ds'
+  eps = _episodes('turf', 5)
+  _write(out, eps[:2], 'turf')
+  meta = _write(out, eps[2:], 'turf', append=True)
+  assert meta['num_episodes'] == 5
+  _assert_same(eps, dataset.load_episodes(str(out))[0])
+  with pytest.raises(dataset.DatasetError, match='cannot append'):
+    _write(out, _episodes('cartpole', 1, store_states=False), 'cartpole', append=True)
+
+
+def test_errors_name_the_path(tmp_path):
+  with pytest.raises(dataset.DatasetError, match='does not exist'):
+    dataset.load_episodes(str(tmp_path / 'missing'))
+  (tmp_path / 'empty').mkdir()
+  with pytest.raises(dataset.DatasetError, match='not an episode dataset'):
+    dataset.load_episodes(str(tmp_path / 'empty'))
+  out = tmp_path / 'ds'
+  _write(out, _episodes('turf', 4), 'turf')
+  shard = [f for f in os.listdir(out) if '.tfrecord-' in f][0]
+  size = os.path.getsize(out / shard)
+  with open(out / shard, 'r+b') as f:
+    f.truncate(size // 2)
+  with pytest.raises(dataset.DatasetError, match=f'corrupt dataset at {out}'):
+    dataset.load_episodes(str(out))
+  os.remove(out / shard)
+  with pytest.raises(dataset.DatasetError, match=f'corrupt dataset at {out}'):
+    dataset.load_episodes(str(out))
+
+
+def test_collect_in_process_resume_and_refusal(tmp_path):
+  out = str(tmp_path / 'c')
+  meta = collect.run('turf', 5, out, progress=False)
+  assert meta['num_episodes'] == 5 and meta['has_states']
+  with pytest.raises(collect.CollectError, match='already exists'):
+    collect.run('turf', 5, out, progress=False)
+  with pytest.raises(collect.CollectError, match='cannot resume'):
+    collect.run('cliff', 8, out, resume=True, progress=False)
+  meta = collect.run('turf', 8, out, resume=True, progress=False)
+  assert meta['num_episodes'] == 8 and meta['collected_episodes'] == 3
+  eps, _ = dataset.load_episodes(out)
+  assert len(eps) == 8
+  # Resumed episodes come from a different seed stream, not repeats of the first ones.
+  assert not np.array_equal(eps[5].actions, eps[0].actions)
+  meta = collect.run('turf', 2, out, overwrite=True, progress=False)
+  assert meta['num_episodes'] == 2
+
+
+def test_collect_cli(tmp_path):
+  out = str(tmp_path / 'cp')
+  cmd = [sys.executable, '-m', 'launch.collect', '--env', 'cartpole', '--env_option',
+         'max_steps=50000', '--episodes', '20', '--out', out, '--seed', '3']
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  eps, meta = dataset.load_episodes(out)
+  assert len(eps) == 20 and meta['env_options'] == {'max_steps': 50000}
+  assert not meta['has_states'] and meta['num_actions'] == 2
+  assert all(len(e.actions) >= 1 and e.observations.shape[1:] == (4,) for e in eps)
+  again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert again.returncode == 2
+  errors = [l for l in again.stderr.splitlines() if l.startswith('error:')]
+  assert len(errors) == 1 and 'already exists' in errors[0]
+
+
+@pytest.mark.slow
+def test_collect_distributed(tmp_path):
+  from launch import launcher
+  out = str(tmp_path / 'dist')
+  meta = collect.run('cliff', 150, out, num_actors=2, progress=False)
+  assert meta['num_episodes'] == 150
+  assert launcher.leftover_processes(meta['launcher_session']) == []
+  eps, meta = dataset.load_episodes(out)
+  assert len(eps) == 150 and meta['has_states']
+  assert all(len(e.states) == len(e.observations) for e in eps)
