@@ -1,6 +1,8 @@
 r"""Env steps/s of the distributed program with --mode none vs --mode rae, same settings.
 
-    python -m bench.throughput --max_steps 60000 --out results/throughput.json
+    python -m bench.throughput --max_steps 150000 --out results/throughput.json
+
+All of launch.train's flags apply to both runs (--env, --num_actors, --max_steps, ...).
 
 Throughput is measured from the actors' episode logs between the first episode that ends after
 `--warmup_steps` and the last one (start-up and jit compilation excluded): total actor steps
@@ -15,12 +17,10 @@ import time
 from absl import app, flags
 
 from launch import summary
+from launch import train  # defines the run flags (--env, --num_actors, --max_steps, ...)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer('max_steps', 60_000, 'Actor steps per run.')
 flags.DEFINE_integer('warmup_steps', 10_000, 'Steps excluded from the measurement.')
-flags.DEFINE_integer('num_actors', 2, 'Actors.')
-flags.DEFINE_string('env', 'cartpole', 'Environment.')
 flags.DEFINE_list('modes', ['none', 'rae'], 'Modes to compare (first is the baseline).')
 flags.DEFINE_string('out', 'results/throughput.json', 'JSON output.')
 flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
@@ -38,10 +38,7 @@ def steps_per_second(run_dir: str, warmup: int) -> dict:
 
 
 def run_mode(mode: str, run_dir: str) -> dict:
-  from launch import train
-  argv = ['train', f'--env={FLAGS.env}', f'--mode={mode}', f'--num_actors={FLAGS.num_actors}',
-          f'--max_steps={FLAGS.max_steps}', f'--run_dir={run_dir}']
-  train.FLAGS(argv, known_only=True)
+  FLAGS.mode, FLAGS.run_dir = mode, run_dir
   cfg = train.config_from_flags()
   start = time.time()
   s = train.run(cfg)

@@ -276,7 +276,6 @@ def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
   add these; env, options, num_actions and observation spec must match).
   `obs_spec`: anything with .shape/.dtype (a dm_env spec, an array), or {'shape', 'dtype'}.
   """
-  import tensorflow_datasets as tfds
   out_dir = os.path.abspath(out_dir)
   obs_shape, obs_dtype = _obs_shape_dtype(obs_spec)
   if os.path.exists(out_dir) and not os.path.isdir(out_dir):

@@ -37,18 +37,25 @@ from typing import Any, Dict, List, Optional
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint (estimators.train --out).')
-flags.DEFINE_string('env', None, 'Environment name (envs.make): turf, cliff, sokoban, cartpole.')
-flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable).')
-flags.DEFINE_integer('transitions', 2000, 'Transitions to collect with the policy.')
-flags.DEFINE_float('beta', None, 'Threshold of "psi > beta" (irreversible).')
-flags.DEFINE_float('phi_beta', None, 'Threshold of "phi < phi_beta" (irreversible).')
-flags.DEFINE_string('out', None, 'Output directory (default: CHECKPOINT.eval).')
-flags.DEFINE_enum('policy', 'random', ['random'], 'Policy collecting the transitions.')
-flags.DEFINE_integer('max_expansions', 100_000, 'Oracle search budget per transition.')
-flags.DEFINE_integer('num_bins', 10, 'Calibration bins.')
-flags.DEFINE_integer('seed', 0, 'Seed of the environment and the policy.')
-flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.')
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the CLI flags (on the global FLAGS when run as a script, on a private
+  FlagValues in tests; several CLIs share flag names, so none defines them at import)."""
+  fv = flag_values
+  flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint (estimators.train --out).', flag_values=fv)
+  flags.DEFINE_string('env', None, 'Environment name (envs.make): turf, cliff, sokoban, cartpole.', flag_values=fv)
+  flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable).', flag_values=fv)
+  flags.DEFINE_integer('transitions', 2000, 'Transitions to collect with the policy.', flag_values=fv)
+  flags.DEFINE_float('beta', None, 'Threshold of "psi > beta" (irreversible).', flag_values=fv)
+  flags.DEFINE_float('phi_beta', None, 'Threshold of "phi < phi_beta" (irreversible).', flag_values=fv)
+  flags.DEFINE_string('out', None, 'Output directory (default: CHECKPOINT.eval).', flag_values=fv)
+  flags.DEFINE_enum('policy', 'random', ['random'], 'Policy collecting the transitions.', flag_values=fv)
+  flags.DEFINE_integer('max_expansions', 100_000, 'Oracle search budget per transition.', flag_values=fv)
+  flags.DEFINE_integer('num_bins', 10, 'Calibration bins.', flag_values=fv)
+  flags.DEFINE_integer('seed', 0, 'Seed of the environment and the policy.', flag_values=fv)
+  flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.', flag_values=fv)
+
 
 PSI_BETA = {'turf': 0.8, 'sokoban': 0.9}
 PHI_BETA = {'turf': 0.2}
@@ -284,14 +291,22 @@ def evaluate_cartpole(ckpt, env_options: dict, num: int, psi_beta: float, phi_be
   os.makedirs(out_dir, exist_ok=True)
   pngs = {}
 
-  def scatter(path, values, label, title, x=tip_x, y=tip_y):
-    fig, ax = plt.subplots(figsize=(5.6, 4.4))
-    sc = ax.scatter(x, y, c=values, s=6, cmap='viridis', vmin=0.0, vmax=1.0, linewidths=0)
-    fig.colorbar(sc, ax=ax, label=label)
-    ax.set_xlabel('pole tip x relative to the cart (l sin theta)')
-    ax.set_ylabel('pole tip y (l cos theta)')
-    ax.set_title(title)
-    fig.tight_layout()
+  theta_dot = data['obs'][:, 3].astype(np.float64)
+
+  def scatter(path, values, label, title):
+    """Left: the paper's view (pole tip relative to the cart); right: (theta, theta_dot), where
+    states with the same angle but different angular velocities no longer overlap."""
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.3))
+    order = np.argsort(np.abs(values - 0.5))  # extreme values drawn last, on top
+    for ax, (x, y, xl, yl) in zip(axes, (
+        (tip_x, tip_y, 'pole tip x relative to the cart (l sin theta)', 'pole tip y (l cos theta)'),
+        (theta, theta_dot, 'theta (rad)', 'theta_dot (rad/s)'))):
+      sc = ax.scatter(x[order], y[order], c=values[order], s=5, cmap='viridis', vmin=0.0,
+                      vmax=1.0, linewidths=0)
+      ax.set_xlabel(xl)
+      ax.set_ylabel(yl)
+    fig.colorbar(sc, ax=axes, label=label)
+    fig.suptitle(title)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -399,7 +414,16 @@ def summary_line(report: Dict[str, Any]) -> str:
           f"{fmt(phi.get('auroc'))}")
 
 
+def _quiet_logs(flag_values=FLAGS):
+  """Library INFO/WARNING chatter (jax backend probing, tfds deprecations) off, unless the user
+  asked for a --verbosity; keeps errors to one line."""
+  from absl import logging
+  if not flag_values['verbosity'].present:
+    logging.set_verbosity(logging.ERROR)
+
+
 def main(argv):
+  _quiet_logs()
   if len(argv) > 1:
     print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
     return 2
@@ -427,4 +451,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

@@ -16,10 +16,16 @@ from typing import Optional
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint (estimators.train --out).')
-flags.DEFINE_string('input', None, 'Input .npz with obs (and next_obs).')
-flags.DEFINE_string('output', None, 'Output .npz (psi or phi).')
-flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.')
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the CLI flags (on the global FLAGS when run as a script, on a private
+  FlagValues in tests; several CLIs share flag names, so none defines them at import)."""
+  fv = flag_values
+  flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint (estimators.train --out).', flag_values=fv)
+  flags.DEFINE_string('input', None, 'Input .npz with obs (and next_obs).', flag_values=fv)
+  flags.DEFINE_string('output', None, 'Output .npz (psi or phi).', flag_values=fv)
+  flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.', flag_values=fv)
 
 
 class PredictError(ValueError):
@@ -111,7 +117,16 @@ def predict_file(checkpoint_path: str, input_path: str, output_path: str, batch:
   return {k: v.shape for k, v in result.items()}
 
 
+def _quiet_logs(flag_values=FLAGS):
+  """Library INFO/WARNING chatter (jax backend probing, tfds deprecations) off, unless the user
+  asked for a --verbosity; keeps errors to one line."""
+  from absl import logging
+  if not flag_values['verbosity'].present:
+    logging.set_verbosity(logging.ERROR)
+
+
 def main(argv):
+  _quiet_logs()
   if len(argv) > 1:
     print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
     return 2
@@ -133,4 +148,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

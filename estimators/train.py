@@ -28,31 +28,38 @@ from typing import Any, Dict, Optional, Tuple
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('dataset', None, 'Episode dataset directory (estimators.dataset / launch.collect).')
-flags.DEFINE_string('out', None, 'Checkpoint file to write (estimators.checkpoint).')
-flags.DEFINE_integer('window', None, 'Precedence window w (default: the preset recipe: '
-                     'cartpole 200, turf 120, sokoban 15, cliff 200).')
-flags.DEFINE_integer('num_pairs', 3_000_000, 'Total psi training pairs (steps = ceil(P / B)).')
-flags.DEFINE_integer('batch_size', 128, 'Pairs per psi step (and transitions per phi step).')
-flags.DEFINE_bool('phi', False, 'Also train the reversibility estimator phi (RAC).')
-flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], "phi loss: 'l2' (paper) or 'bce' (authors' code).")
-flags.DEFINE_integer('phi_transitions', 100_000, 'Transitions fed to phi (steps = ceil(N / B)).')
-flags.DEFINE_enum('phi_schedule', 'after', ['after', 'joint'],
-                  "'after': phi after psi, psi frozen (paper, offline); 'joint': alongside psi.")
-flags.DEFINE_float('learning_rate', None, 'Adam learning rate (default: preset; 0.01, sokoban 5e-4).')
-flags.DEFINE_float('phi_learning_rate', None, 'phi learning rate (default: --learning_rate).')
-flags.DEFINE_float('weight_decay', None, 'AdamW weight decay (default: preset; 0, sokoban 1e-4).')
-flags.DEFINE_enum('network_preset', None, ['cartpole', 'turf', 'sokoban', 'cliff'],
-                  "Network/recipe preset (default: the dataset's environment).")
-flags.DEFINE_list('mlp_sizes', None, 'Override: encoder MLP sizes, e.g. 64,64.')
-flags.DEFINE_list('conv_channels', None, 'Override: encoder conv channels, e.g. 32,64,64 (conv torso).')
-flags.DEFINE_list('conv_strides', None, 'Override: encoder conv strides, e.g. 1,1,1.')
-flags.DEFINE_float('dropout', None, 'Override: dropout in the psi head.')
-flags.DEFINE_integer('steps_per_call', 100, 'Training steps per jitted call (lax.scan).')
-flags.DEFINE_integer('seed', 0, 'Random seed (initialisation and pair sampling).')
-flags.DEFINE_integer('eval_pairs', 10_000, 'Pairs re-sampled from the dataset after training to '
-                     'report psi accuracy without dropout (0: skip).')
-flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the CLI flags (on the global FLAGS when run as a script, on a private
+  FlagValues in tests; several CLIs share flag names, so none defines them at import)."""
+  fv = flag_values
+  flags.DEFINE_string('dataset', None, 'Episode dataset directory (estimators.dataset / launch.collect).', flag_values=fv)
+  flags.DEFINE_string('out', None, 'Checkpoint file to write (estimators.checkpoint).', flag_values=fv)
+  flags.DEFINE_integer('window', None, 'Precedence window w (default: the preset recipe: '
+                       'cartpole 200, turf 120, sokoban 15, cliff 200).', flag_values=fv)
+  flags.DEFINE_integer('num_pairs', 3_000_000, 'Total psi training pairs (steps = ceil(P / B)).', flag_values=fv)
+  flags.DEFINE_integer('batch_size', 128, 'Pairs per psi step (and transitions per phi step).', flag_values=fv)
+  flags.DEFINE_bool('phi', False, 'Also train the reversibility estimator phi (RAC).', flag_values=fv)
+  flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], "phi loss: 'l2' (paper) or 'bce' (authors' code).", flag_values=fv)
+  flags.DEFINE_integer('phi_transitions', 100_000, 'Transitions fed to phi (steps = ceil(N / B)).', flag_values=fv)
+  flags.DEFINE_enum('phi_schedule', 'after', ['after', 'joint'],
+                    "'after': phi after psi, psi frozen (paper, offline); 'joint': alongside psi.", flag_values=fv)
+  flags.DEFINE_float('learning_rate', None, 'Adam learning rate (default: preset; 0.01, sokoban 5e-4).', flag_values=fv)
+  flags.DEFINE_float('phi_learning_rate', None, 'phi learning rate (default: --learning_rate).', flag_values=fv)
+  flags.DEFINE_float('weight_decay', None, 'AdamW weight decay (default: preset; 0, sokoban 1e-4).', flag_values=fv)
+  flags.DEFINE_enum('network_preset', None, ['cartpole', 'turf', 'sokoban', 'cliff'],
+                    "Network/recipe preset (default: the dataset's environment).", flag_values=fv)
+  flags.DEFINE_list('mlp_sizes', None, 'Override: encoder MLP sizes, e.g. 64,64.', flag_values=fv)
+  flags.DEFINE_list('conv_channels', None, 'Override: encoder conv channels, e.g. 32,64,64 (conv torso).', flag_values=fv)
+  flags.DEFINE_list('conv_strides', None, 'Override: encoder conv strides, e.g. 1,1,1.', flag_values=fv)
+  flags.DEFINE_float('dropout', None, 'Override: dropout in the psi head.', flag_values=fv)
+  flags.DEFINE_integer('steps_per_call', 100, 'Training steps per update call (one lax.scan; conv nets on CPU loop).', flag_values=fv)
+  flags.DEFINE_integer('seed', 0, 'Random seed (initialisation and pair sampling).', flag_values=fv)
+  flags.DEFINE_integer('eval_pairs', 10_000, 'Pairs re-sampled from the dataset after training to '
+                       'report psi accuracy without dropout (0: skip).', flag_values=fv)
+  flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.', flag_values=fv)
+
 
 # Recipe defaults per preset (Appendix C).
 RECIPES = {
@@ -61,6 +68,9 @@ RECIPES = {
     'turf': {'window': 120, 'learning_rate': 1e-2, 'weight_decay': 0.0},
     'sokoban': {'window': 15, 'learning_rate': 5e-4, 'weight_decay': 1e-4},
 }
+
+
+_SHORT = {'psi_loss': 'loss', 'psi_accuracy': 'acc', 'phi_loss': 'phi_loss'}
 
 
 class TrainError(ValueError):
@@ -117,7 +127,7 @@ def flat_batch(flat):
 
 def run_steps(est, config, state, batch, num_steps: int, steps_per_call: int,
               items_per_step: int, desc: str, progress: bool = True,
-              metric_keys=('psi_loss', 'psi_accuracy')):
+              metric_keys=('psi_loss', 'psi_accuracy'), unit: str = 'pair'):
   """Runs `num_steps` steps of `training.make_update` in calls of `steps_per_call` steps.
 
   Returns (state, stats): stats has wall seconds (incl. compilation), steady-state items/s
@@ -134,12 +144,13 @@ def run_steps(est, config, state, batch, num_steps: int, steps_per_call: int,
   update_rem = training.make_update(est, config, steps_per_call=rem) if rem else None
 
   history = []
-  bar = tqdm(total=num_steps * items_per_step, desc=desc, unit='pair', unit_scale=True,
+  bar = tqdm(total=num_steps * items_per_step, desc=desc, unit=unit, unit_scale=True,
              disable=not progress, file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
   start = time.time()
   first_call_s = None
   steady_steps, steady_s = 0, 0.0
   calls = [(update, k)] * full_calls + ([(update_rem, rem)] if rem else [])
+  last_log, log_every_s = start, 30.0
   for i, (fn, n) in enumerate(calls):
     t0 = time.time()
     state, metrics = fn(state, batch)
@@ -153,11 +164,17 @@ def run_steps(est, config, state, batch, num_steps: int, steps_per_call: int,
     history.append({m: float(v) for m, v in metrics.items()})
     bar.update(n * items_per_step)
     rate = (steady_steps * items_per_step / steady_s) if steady_s > 0 else n * items_per_step / dt
-    postfix = {'items/s': f'{rate:,.0f}'}
+    postfix = {f'{unit}s/s': f'{rate:,.0f}'}
     for m in metric_keys:
       if m in history[-1]:
-        postfix[m.split('_', 1)[1][:4]] = f'{history[-1][m]:.4f}'
+        postfix[_SHORT.get(m, m)] = f'{history[-1][m]:.4f}'
     bar.set_postfix(postfix, refresh=False)
+    if not progress and (time.time() - last_log > log_every_s or i == len(calls) - 1):
+      last_log = time.time()
+      done = sum(c[1] for c in calls[:i + 1]) * items_per_step
+      print(f'{desc}: {done:,}/{num_steps * items_per_step:,} {unit}s, {rate:,.0f} {unit}s/s, '
+            + ', '.join(f'{name} {v}' for name, v in postfix.items() if not name.endswith('/s')),
+            file=sys.stderr, flush=True)
   bar.close()
   wall = time.time() - start
   tail = history[-max(1, min(10, len(history) // 5 or 1)):]
@@ -226,7 +243,8 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
     phi_config = dataclasses.replace(train_config, train_psi=False, train_phi=True)
     phi_steps = math.ceil(phi_transitions / train_config.phi_batch_size)
     state, phi_stats = run_steps(est, phi_config, state, batch, phi_steps, steps_per_call,
-                                 train_config.phi_batch_size, 'phi', progress, ('phi_loss',))
+                                 train_config.phi_batch_size, 'phi', progress, ('phi_loss',),
+                                 unit='transition')
     summary['phi'] = phi_stats
   if eval_pairs:
     summary['psi_eval_accuracy'] = eval_psi_accuracy(est, state.psi_params, batch,
@@ -343,7 +361,16 @@ def run(argv_flags=FLAGS) -> dict:
   return metadata
 
 
+def _quiet_logs(flag_values=FLAGS):
+  """Library INFO/WARNING chatter (jax backend probing, tfds deprecations) off, unless the user
+  asked for a --verbosity; keeps errors to one line."""
+  from absl import logging
+  if not flag_values['verbosity'].present:
+    logging.set_verbosity(logging.ERROR)
+
+
 def main(argv):
+  _quiet_logs()
   if len(argv) > 1:
     print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
     return 2
@@ -361,7 +388,9 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   # TensorFlow (behind the dataset reader) must be imported before absl's app.run: imported
   # inside main, tf.data fails with "Unable to find FunctionDef ... read_one_file" (TF 2.8).
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   import tensorflow  # pylint: disable=unused-import
   app.run(main)

@@ -34,21 +34,27 @@ import numpy as np
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('env', None, 'Environment name (envs.make).')
-flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable), '
-                          'e.g. max_steps=50000.')
-flags.DEFINE_enum('policy', 'random', ['random'], 'Behaviour policy: uniformly random actions.')
-flags.DEFINE_integer('episodes', None, 'Number of episodes the dataset must hold at the end.')
-flags.DEFINE_string('out', None, 'Output dataset directory.')
-flags.DEFINE_integer('num_actors', 1, '1: collect in this process; K > 1: K Launchpad actor '
-                     'nodes feeding a Reverb queue.')
-flags.DEFINE_integer('seed', 0, 'Random seed (environments and policy).')
-flags.DEFINE_bool('overwrite', False, 'Replace an existing dataset at --out.')
-flags.DEFINE_bool('resume', False, 'Add episodes to an existing dataset at --out until it '
-                  'holds --episodes.')
-flags.DEFINE_bool('store_states', None, 'Store true env states per step (default: yes for '
-                  'turf, cliff and sokoban, no for cartpole).')
-flags.DEFINE_bool('progress', True, 'Show a progress bar / progress lines.')
+
+
+def define_flags():
+  """Defines the CLI flags; only when run as a program, so that importing this module next
+  to launch.train (which defines --env, --seed, ...) does not clash."""
+  flags.DEFINE_string('env', None, 'Environment name (envs.make).')
+  flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable), '
+                            'e.g. max_steps=50000.')
+  flags.DEFINE_enum('policy', 'random', ['random'], 'Behaviour policy: uniformly random actions.')
+  flags.DEFINE_integer('episodes', None, 'Number of episodes the dataset must hold at the end.')
+  flags.DEFINE_string('out', None, 'Output dataset directory.')
+  flags.DEFINE_integer('num_actors', 1, '1: collect in this process; K > 1: K Launchpad actor '
+                       'nodes feeding a Reverb queue.')
+  flags.DEFINE_integer('seed', 0, 'Random seed (environments and policy).')
+  flags.DEFINE_bool('overwrite', False, 'Replace an existing dataset at --out.')
+  flags.DEFINE_bool('resume', False, 'Add episodes to an existing dataset at --out until it '
+                    'holds --episodes.')
+  flags.DEFINE_bool('store_states', None, 'Store true env states per step (default: yes for '
+                    'turf, cliff and sokoban, no for cartpole).')
+  flags.DEFINE_bool('progress', True, 'Show a progress bar / progress lines.')
+
 
 EPISODE_TABLE = 'episodes'
 STATE_ENVS = ('turf', 'cliff', 'sokoban')   # discrete states: the exact oracle applies
@@ -156,13 +162,14 @@ def make_plan(env_name: str, env_options: dict, episodes: int, out: str, seed: i
   if occupied and not (overwrite or resume):
     raise CollectError(f'{out} already exists; pass --overwrite to replace it or --resume '
                        f'to add episodes to it')
+  if occupied and overwrite and not dataset.dataset_exists(out):
+    raise CollectError(f'{out} is not an episode dataset; refusing to overwrite it')
   if occupied and resume:
     try:
       meta = dataset.read_metadata(out)
     except dataset.DatasetError as e:
       raise CollectError(f'cannot resume: {e}') from e
-    mismatch = [k for k, v in (('env', env_name), ('env_options', env_options)) if meta.get(k) != v]
-    if mismatch:
+    if meta.get('env') != env_name or meta.get('env_options') != env_options:
       raise CollectError(f'cannot resume {out}: it holds {meta.get("env")!r} episodes with '
                          f'options {meta.get("env_options")}, not {env_name!r} with {env_options}')
     store_states = bool(meta.get('has_states'))
@@ -278,8 +285,14 @@ class EpisodeActor:
       batch.append(ep)
       steps += len(ep.actions) + 1
       if steps >= _ACTOR_BATCH_STEPS or len(batch) >= _ACTOR_BATCH_EPISODES:
-        writer.append(_pack(batch))
-        writer.create_item(EPISODE_TABLE, num_timesteps=1, priority=1.0)
+        try:
+          writer.append(_pack(batch))
+          writer.create_item(EPISODE_TABLE, num_timesteps=1, priority=1.0)
+        except RuntimeError as e:   # the Reverb server stopped: the program is ending
+          print(f'actor {self._actor_id}: replay closed ({str(e).splitlines()[0][:80]}); '
+                f'stopping', flush=True)
+          # Exit at once: closing the Reverb writer after its server is gone aborts in gRPC.
+          os._exit(0)  # pylint: disable=protected-access
         batch, steps = [], 0
 
 
@@ -343,43 +356,6 @@ def _child_main(plan_path: str):
   manager.wait()
 
 
-def _watch_nodes(child: subprocess.Popen, progress=None, grace_s: float = 30.0) -> Optional[str]:
-  """Waits for the child launcher; if a Launchpad node process dies and the program does not
-  end within `grace_s`, stops it and returns why. Only node processes (Launchpad's
-  process_entry.py) count: short-lived helper processes (e.g. ldconfig run by an import) are
-  children too, and must not be taken for dead nodes."""
-  import psutil
-  from launch import launcher
-  seen, died_at, last_progress = set(), None, time.time()
-  while child.poll() is None:
-    try:
-      procs = psutil.Process(child.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-      break
-    nodes = set()
-    for p in procs:
-      try:
-        if any(a.endswith('process_entry.py') for a in p.cmdline()):
-          nodes.add(p.pid)
-      except psutil.Error:
-        pass
-    if seen - nodes and died_at is None:
-      died_at = time.time()
-    if died_at is not None and nodes and time.time() - died_at > grace_s:
-      launcher._signal_group(child.pid, signal.SIGTERM)  # pylint: disable=protected-access
-      try:
-        child.wait(timeout=30)
-      except subprocess.TimeoutExpired:
-        pass
-      return 'a node process exited early and the program was stopped'
-    seen |= nodes
-    if progress is not None and time.time() - last_progress > 10:
-      last_progress = time.time()
-      progress()
-    time.sleep(1.0)
-  return None
-
-
 def collect_distributed(plan: dict, progress: bool = True) -> dict:
   """Launches the program in a child launcher process and supervises it like launch.launcher
   does (the child runs in its own session, killed as a whole at the end with launcher's
@@ -404,16 +380,18 @@ def collect_distributed(plan: dict, progress: bool = True) -> dict:
 
   failure = None
   with open(log_path, 'ab') as log:
-    child = subprocess.Popen([sys.executable, '-m', 'launch.collect', '--_child', plan_path],
+    # Imported as a module (not run as __main__), so nodes are pickled by reference.
+    child = subprocess.Popen([sys.executable, '-c', 'import sys; from launch import collect; '
+                              'collect._child_main(sys.argv[1])', plan_path],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True, cwd=os.getcwd(),
                              env=dict(os.environ, PYTHONUNBUFFERED='1'))
     try:
-      failure = _watch_nodes(child, report if progress else None)
+      failure = launcher.watch(child, report if progress else None)
     except KeyboardInterrupt:
       failure = 'interrupted by the user'
     finally:
-      launcher._kill_session(child)  # pylint: disable=protected-access
+      launcher.kill_session(child)
   done_path = os.path.join(log_dir, 'progress.txt.done')
   done = {}
   if os.path.exists(done_path):
@@ -481,7 +459,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  if len(sys.argv) == 3 and sys.argv[1] == '--_child':
-    _child_main(sys.argv[2])
-  else:
-    app.run(main)
+  define_flags()
+  app.run(main)

@@ -39,36 +39,38 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
     f.write(str(child.pid))   # the session id of every node process of this run
   failure = None
   try:
-    failure = _watch(child, progress)
+    failure = watch(child, progress)
   except KeyboardInterrupt:
     failure = 'interrupted by the user'
-    _signal_group(child.pid, signal.SIGTERM)
+    signal_group(child.pid, signal.SIGTERM)
     try:
       child.wait(timeout=20)
     except subprocess.TimeoutExpired:
       pass
   finally:
-    _kill_session(child)
+    kill_session(child)
     log.close()
   if failure:
     raise RunFailed(failure)
   return time.time() - start
 
 
-def _watch(child: subprocess.Popen, progress=None) -> Optional[str]:
+def watch(child: subprocess.Popen, progress=None) -> Optional[str]:
+  """Waits for the child launcher. If a node process dies and the others have not followed
+  within NODE_DEATH_GRACE_S, stops the program and returns why; calls `progress()` every 10 s."""
   seen = {}
   last_progress = time.time()
   died_at = None
   while child.poll() is None:
     try:
-      workers = {p.pid: ' '.join(p.cmdline()[-3:]) for p in psutil.Process(child.pid).children(recursive=True)}
+      workers = node_processes(child.pid)
     except psutil.NoSuchProcess:
       break
     gone = [pid for pid in seen if pid not in workers]
     if gone and died_at is None:
       died_at = time.time()
     if died_at is not None and workers and time.time() - died_at > NODE_DEATH_GRACE_S:
-      _signal_group(child.pid, signal.SIGTERM)
+      signal_group(child.pid, signal.SIGTERM)
       child.wait(timeout=30)
       return ('a node process exited early and the run was stopped; '
               'see launchpad.log in the run directory')
@@ -80,22 +82,39 @@ def _watch(child: subprocess.Popen, progress=None) -> Optional[str]:
   return None
 
 
-def _signal_group(pid: int, sig):
+def node_processes(launcher_pid: int, min_age_s: float = 5.0):
+  """pid -> command of the Launchpad node processes under `launcher_pid`. Only processes alive
+  for `min_age_s` count: a node that forks (before exec'ing a helper such as ldconfig) briefly
+  has a child with the node's own command line, which must not be taken for a node."""
+  nodes = {}
+  now = time.time()
+  for p in psutil.Process(launcher_pid).children(recursive=True):
+    try:
+      cmd = ' '.join(p.cmdline())
+      old_enough = now - p.create_time() >= min_age_s
+    except psutil.Error:
+      continue
+    if 'process_entry' in cmd and old_enough:
+      nodes[p.pid] = cmd
+  return nodes
+
+
+def signal_group(pid: int, sig):
   try:
     os.killpg(pid, sig)
   except (ProcessLookupError, PermissionError):
     pass
 
 
-def _kill_session(child: subprocess.Popen):
+def kill_session(child: subprocess.Popen):
   """Kills whatever is left of the child's session (there should be nothing)."""
   if child.poll() is None:
-    _signal_group(child.pid, signal.SIGTERM)
+    signal_group(child.pid, signal.SIGTERM)
     try:
       child.wait(timeout=15)
     except subprocess.TimeoutExpired:
       pass
-  _signal_group(child.pid, signal.SIGKILL)
+  signal_group(child.pid, signal.SIGKILL)
   try:
     child.wait(timeout=5)
   except subprocess.TimeoutExpired:

@@ -70,8 +70,20 @@ class PrecedenceLearner(acme.Learner):
     self._published = self._to_numpy()
 
 
-def make_window_iterator(client: reverb.Client, window_batch: int):
+def make_window_iterator(client: reverb.Client, window_batch: int, length: int):
+  """Batches of `window_batch` windows, each zero-padded to exactly `length` steps (a fixed
+  shape, so the jitted update compiles once)."""
+  import tensorflow as tf
+
+  def pad(sample):
+    def pad_leaf(x):
+      n = tf.shape(x)[0]
+      padding = [[0, length - n]] + [[0, 0]] * (len(x.shape) - 1)
+      return tf.ensure_shape(tf.pad(x, padding), [length] + x.shape[1:].as_list())
+    return sample._replace(data=tf.nest.map_structure(pad_leaf, sample.data))
+
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=client.server_address, table=PRECEDENCE_TABLE,
       max_in_flight_samples_per_worker=2 * window_batch)
-  return dataset.batch(window_batch, drop_remainder=True).as_numpy_iterator()
+  dataset = dataset.map(pad).batch(window_batch, drop_remainder=True)
+  return dataset.as_numpy_iterator()

@@ -59,7 +59,7 @@ def make_tables(cfg: RunConfig) -> List[reverb.Table]:
         adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
         remover=reverb.selectors.Fifo(), max_size=cfg.precedence.table_max_windows,
         rate_limiter=reverb.rate_limiters.MinSize(cfg.precedence.min_windows),
-        signature=adders.PrecedenceWindowAdder.signature(spec, 2 * cfg.window)))
+        signature=adders.PrecedenceWindowAdder.signature(spec)))
   return tables
 
 
@@ -122,7 +122,7 @@ def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter):
   obs_example = np.zeros(spec.observations.shape, spec.observations.dtype)
   learner = PrecedenceLearner(
       make_estimators(cfg, spec), cfg.estimator_train, period=cfg.window,
-      iterator=make_window_iterator(replay, cfg.precedence.window_batch),
+      iterator=make_window_iterator(replay, cfg.precedence.window_batch, 2 * cfg.window),
       obs_example=obs_example, env_steps_per_update=cfg.precedence.env_steps_per_update,
       counter=counting.Counter(counter, 'precedence'), logger=make_logger(cfg, 'precedence', 1.0))
   return savers.CheckpointingRunner(learner, key='precedence', subdirectory='precedence',
@@ -139,7 +139,7 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
   if cfg.agent == 'impala':
     forward = agent_networks.make_networks(spec).forward_fn
     policy_client = variable_utils.VariableClient(
-        learner, key='policy', update_period=cfg.impala.policy_update_period)
+        learner, key='policy', update_period=cfg.impala.policy_update_period, device='cpu')
   estimators, estimator_client, frozen = None, None, None
   if cfg.uses_estimators:
     if cfg.estimator_checkpoint:
@@ -148,7 +148,8 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
     else:
       estimators = make_estimators(cfg, spec)
       estimator_client = variable_utils.VariableClient(
-          precedence, key=['psi', 'phi'], update_period=cfg.precedence.estimator_update_period)
+          precedence, key=['psi', 'phi'], update_period=cfg.precedence.estimator_update_period,
+          device='cpu')
   adder = None
   if replay is not None and not evaluator:
     children = []

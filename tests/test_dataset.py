@@ -199,3 +199,8 @@ def test_collect_distributed(tmp_path):
   eps, meta = dataset.load_episodes(out)
   assert len(eps) == 150 and meta['has_states']
   assert all(len(e.states) == len(e.observations) for e in eps)
+
+
+def test_collect_imports_next_to_train():
+  from launch import train   # both define --env/--seed: collect's flags exist only as a program
+  assert train.FLAGS is collect.FLAGS
