@@ -28,6 +28,7 @@ Thresholds: --beta (psi) defaults to the paper's value for the env (turf 0.8, so
 others 0.7); --phi_beta defaults to --beta when that is given, else the paper's RAC value
 (turf 0.2, others 0.4).
 """
+import hashlib
 import json
 import os
 import sys
@@ -55,6 +56,9 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer('num_bins', 10, 'Calibration bins.', flag_values=fv)
   flags.DEFINE_integer('seed', 0, 'Seed of the environment and the policy.', flag_values=fv)
   flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.', flag_values=fv)
+  flags.DEFINE_string('labels_cache', None, 'Directory caching the oracle labels of the collected '
+                      'transitions (same env, options, seed, count): re-evaluations skip the '
+                      'search.', flag_values=fv)
 
 
 PSI_BETA = {'turf': 0.8, 'sokoban': 0.9}
@@ -194,7 +198,8 @@ def calibration_plot(path: str, panels: List[Dict[str, Any]], title: str) -> str
 
 def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta: float,
                       phi_beta: float, out_dir: str, max_expansions: int = 100_000,
-                      seed: int = 0, num_bins: int = 10, batch: int = 4096) -> Dict[str, Any]:
+                      seed: int = 0, num_bins: int = 10, batch: int = 4096,
+                      labels_cache: Optional[str] = None) -> Dict[str, Any]:
   import numpy as np
   import envs
   from envs import oracle
@@ -213,11 +218,29 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
   collect_s = time.time() - t0
 
   t0 = time.time()
-  oracle_env = envs.make(env_name, seed=seed, **env_options)
-  results = oracle.label_transitions(oracle_env, data['states'], data['actions'],
-                                     max_expansions=max_expansions)
+  cache_path = None
+  status = None
+  if labels_cache:
+    # Collection is deterministic given (env, options, seed, num): cache the oracle's labels.
+    key = hashlib.sha1(json.dumps([env_name, env_options, num, seed, max_expansions, 'random'],
+                                  sort_keys=True, default=str).encode()).hexdigest()[:16]
+    cache_path = os.path.join(labels_cache, f'oracle-{env_name}-{key}.npz')
+    if os.path.isfile(cache_path):
+      with np.load(cache_path, allow_pickle=False) as cached:
+        if np.array_equal(cached['actions'], data['actions']):
+          status = cached['status']
+  cached_labels = status is not None
+  if status is None:
+    oracle_env = envs.make(env_name, seed=seed, **env_options)
+    results = oracle.label_transitions(oracle_env, data['states'], data['actions'],
+                                       max_expansions=max_expansions)
+    status = np.array([r.status for r in results])
+    if cache_path:
+      os.makedirs(labels_cache, exist_ok=True)
+      tmp = cache_path + f'.tmp-{os.getpid()}.npz'
+      np.savez(tmp, status=status, actions=data['actions'])
+      os.replace(tmp, cache_path)
   oracle_s = time.time() - t0
-  status = np.array([r.status for r in results])
   known = status != oracle.UNKNOWN
   irreversible = status[known] == oracle.IRREVERSIBLE
 
@@ -238,6 +261,7 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
       'psi': score(psi, irreversible, psi > psi_beta, num_bins),
       'phi': None,
       'seconds': {'collect': collect_s, 'oracle': oracle_s, 'forward': forward_s},
+      'oracle_labels_cached': cached_labels,
   }
   panels = [{'name': 'psi(x, x\')', 'calibration': report['psi']['calibration'],
              'auroc': _finite(report['psi']['auroc'])}]
@@ -386,7 +410,7 @@ def run(f=FLAGS) -> Dict[str, Any]:
   else:
     report = evaluate_discrete(ckpt, f.env, options, f.transitions, psi_beta, phi_beta, out_dir,
                                max_expansions=f.max_expansions, seed=f.seed,
-                               num_bins=f.num_bins, batch=f.batch)
+                               num_bins=f.num_bins, batch=f.batch, labels_cache=f.labels_cache)
   report['checkpoint'] = os.path.abspath(f.checkpoint)
   report['checkpoint_metadata'] = {k: ckpt.metadata.get(k) for k in (
       'env_name', 'window', 'num_pairs', 'psi_accuracy', 'phi_trained')}

@@ -119,13 +119,17 @@ def kill_session(child: subprocess.Popen):
     child.wait(timeout=5)
   except subprocess.TimeoutExpired:
     pass
+  deadline = time.time() + 10  # SIGKILL is asynchronous: wait until the session is empty
+  while leftover_processes(child.pid) and time.time() < deadline:
+    time.sleep(0.1)
 
 
 def leftover_processes(session_id: int):
+  """Live (non-zombie) processes of session `session_id`."""
   out = []
-  for p in psutil.process_iter(['pid']):
+  for p in psutil.process_iter(['pid', 'status']):
     try:
-      if os.getsid(p.pid) == session_id:
+      if os.getsid(p.pid) == session_id and p.info['status'] != psutil.STATUS_ZOMBIE:
         out.append(p.pid)
     except (ProcessLookupError, PermissionError, psutil.Error):
       pass
