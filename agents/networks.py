@@ -45,7 +45,9 @@ def make_networks(env_spec: specs.EnvironmentSpec) -> impala_networks.IMPALANetw
   image = len(env_spec.observations.shape) == 3
 
   def forward_fn(obs, state):
-    return PolicyValueNet(num_actions, image)(obs), state
+    # Actors pass one unbatched observation; the torso expects a leading batch axis.
+    logits, value = PolicyValueNet(num_actions, image)(obs[None])
+    return (logits[0], value[0]), state
 
   def initial_state_fn(batch_size=None):
     del batch_size

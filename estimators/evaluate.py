@@ -225,9 +225,15 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
     key = hashlib.sha1(json.dumps([env_name, env_options, num, seed, max_expansions, 'random'],
                                   sort_keys=True, default=str).encode()).hexdigest()[:16]
     cache_path = os.path.join(labels_cache, f'oracle-{env_name}-{key}.npz')
+    # The labels are reused only for the very same transitions (e.g. not after a level set of
+    # the environment changed): the digest covers every observation and action.
+    digest = hashlib.sha1()
+    for part in (data['obs'], data['next_obs'], data['actions']):
+      digest.update(np.ascontiguousarray(part).tobytes())
+    digest = digest.hexdigest()
     if os.path.isfile(cache_path):
       with np.load(cache_path, allow_pickle=False) as cached:
-        if np.array_equal(cached['actions'], data['actions']):
+        if str(cached['digest']) == digest and len(cached['status']) == len(data['actions']):
           status = cached['status']
   cached_labels = status is not None
   if status is None:
@@ -238,7 +244,7 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
     if cache_path:
       os.makedirs(labels_cache, exist_ok=True)
       tmp = cache_path + f'.tmp-{os.getpid()}.npz'
-      np.savez(tmp, status=status, actions=data['actions'])
+      np.savez(tmp, status=status, digest=np.array(digest))
       os.replace(tmp, cache_path)
   oracle_s = time.time() - t0
   known = status != oracle.UNKNOWN

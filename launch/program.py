@@ -75,7 +75,7 @@ class StepLimiter:
   """Stops the whole program once the actors have taken `max_steps` steps. Polls every 0.25 s
   (Acme's StepsLimiter polls every 10 s, overshooting by ~20k steps at 2k steps/s)."""
 
-  def __init__(self, counter, replay: reverb.Client, max_steps: int, run_dir: str,
+  def __init__(self, counter, replay: Optional[reverb.Client], max_steps: int, run_dir: str,
                poll_s: float = 0.25):
     self._counter, self._replay, self._max_steps = counter, replay, max_steps
     self._run_dir, self._poll_s = run_dir, poll_s
@@ -91,10 +91,12 @@ class StepLimiter:
 
   def _write_final_state(self, counts):
     """Records the counters and what each Reverb table received, for summaries and tests."""
-    tables = {name: {'current_size': info.current_size, 'num_inserts':
-                     info.rate_limiter_info.insert_stats.completed,
-                     'num_samples': info.rate_limiter_info.sample_stats.completed}
-              for name, info in self._replay.server_info().items()}
+    tables = {}
+    if self._replay is not None:
+      tables = {name: {'current_size': info.current_size, 'num_inserts':
+                       info.rate_limiter_info.insert_stats.completed,
+                       'num_samples': info.rate_limiter_info.sample_stats.completed}
+                for name, info in self._replay.server_info().items()}
     with open(os.path.join(self._run_dir, 'final_state.json'), 'w') as f:
       json.dump({'counts': counts, 'tables': tables}, f, indent=2)
 
@@ -173,8 +175,10 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
 def build_program(cfg: RunConfig) -> lp.Program:
   program = lp.Program(name='noturningback')
   key = jax.random.PRNGKey(cfg.seed)
-  with program.group('replay'):
-    replay = program.add_node(lp.ReverbNode(functools.partial(make_tables, cfg)))
+  replay = None
+  if cfg.agent == 'impala' or cfg.online_estimators:  # otherwise no node writes or samples data
+    with program.group('replay'):
+      replay = program.add_node(lp.ReverbNode(functools.partial(make_tables, cfg)))
   with program.group('counter'):
     counter = program.add_node(lp.CourierNode(Counter))
   with program.group('coordinator'):

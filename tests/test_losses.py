@@ -94,3 +94,21 @@ def test_masked_vtrace_ignores_filler_step_exactly():
   # Acme's unmasked loss differs (it trains on the filler step).
   unmasked = _reference_loss(logits, values, behaviour, actions, rewards_, discounts, 0.9, 0.5, 0.01)
   assert float(jnp.mean(sum(unmasked))) != pytest.approx(float(loss), rel=1e-3)
+
+
+def test_policy_network_forward_matches_unroll_for_images_and_vectors():
+  """The actor's single-observation forward pass and the learner's unroll use one set of params."""
+  import dm_env
+  from acme import specs
+  from agents import networks
+  for shape, dtype in (((4,), np.float32), ((10, 10, 3), np.uint8)):
+    spec = specs.EnvironmentSpec(
+        observations=specs.Array(shape, dtype), actions=specs.DiscreteArray(4, dtype=np.int32),
+        rewards=specs.Array((), np.float32), discounts=specs.BoundedArray((), np.float32, 0., 1.))
+    net = networks.make_networks(spec)
+    params = net.unroll_init_fn(jax.random.PRNGKey(0), networks.DUMMY_CORE_STATE)
+    obs = np.asarray(np.random.default_rng(0).integers(0, 255, size=(3,) + shape), dtype)
+    (logits_seq, values_seq), _ = net.unroll_fn(params, obs, networks.DUMMY_CORE_STATE)
+    (logits_1, value_1), _ = net.forward_fn(params, obs[1], networks.DUMMY_CORE_STATE)
+    np.testing.assert_allclose(logits_1, logits_seq[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(value_1, values_seq[1], rtol=1e-5, atol=1e-5)
