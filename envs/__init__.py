@@ -11,7 +11,7 @@ Deterministic discrete ones also provide `get_state()` (hashable, the *true* sta
 """
 import importlib
 import inspect
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import dm_env
 
@@ -37,6 +37,30 @@ def env_class(name: str):
     raise EnvError(f'unknown environment {name!r}; known: {", ".join(names())}')
   module, cls = _REGISTRY[name]
   return getattr(importlib.import_module(module), cls)
+
+
+def parse_value(text: str) -> Any:
+  """'true'/'false' -> bool, then int, then float, else the string itself."""
+  text = text.strip()
+  if text.lower() in ('true', 'false'):
+    return text.lower() == 'true'
+  for cast in (int, float):
+    try:
+      return cast(text)
+    except ValueError:
+      pass
+  return text
+
+
+def parse_options(items: Sequence[str], flag: str = '--env_option') -> Dict[str, Any]:
+  """['wind=0.2', 'max_steps=50000'] -> {'wind': 0.2, 'max_steps': 50000} (command-line options)."""
+  options = {}
+  for item in items or ():
+    key, sep, value = item.partition('=')
+    if not sep or not key.strip():
+      raise EnvError(f'{flag} expects key=value, got {item!r}')
+    options[key.strip()] = parse_value(value)
+  return options
 
 
 def make(name: str, seed: int = 0, **options: Any) -> dm_env.Environment:

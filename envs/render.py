@@ -17,26 +17,8 @@ from PIL import Image
 import envs
 
 
-def parse_value(text: str) -> Any:
-  low = text.strip().lower()
-  if low in ('true', 'false'):
-    return low == 'true'
-  for cast in (int, float):
-    try:
-      return cast(text)
-    except ValueError:
-      pass
-  return text
-
-
 def parse_options(items: Sequence[str]) -> Dict[str, Any]:
-  options = {}
-  for item in items or ():
-    key, sep, value = item.partition('=')
-    if not sep or not key.strip():
-      raise envs.EnvError(f'--option expects key=value, got {item!r}')
-    options[key.strip()] = parse_value(value)
-  return options
+  return envs.parse_options(items, flag='--option')
 
 
 def random_frames(env, episodes: int, seed: int, max_frames: int) -> List[np.ndarray]:

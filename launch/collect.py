@@ -72,24 +72,11 @@ class CollectError(ValueError):
 # ----------------------------------------------------------------------------------------- #
 
 def parse_env_options(pairs) -> dict:
-  options = {}
-  for item in pairs:
-    if '=' not in item:
-      raise CollectError(f'--env_option expects key=value, got {item!r}')
-    key, text = (s.strip() for s in item.split('=', 1))
-    low = text.lower()
-    if low in ('true', 'false'):
-      value = low == 'true'
-    else:
-      value = text
-      for cast in (int, float):
-        try:
-          value = cast(text)
-          break
-        except ValueError:
-          pass
-    options[key] = value
-  return options
+  import envs
+  try:
+    return envs.parse_options(pairs)
+  except envs.EnvError as e:
+    raise CollectError(str(e)) from e
 
 
 def random_episode(env, rng: np.random.Generator, num_actions: int, store_states: bool):

@@ -52,28 +52,6 @@ flags.DEFINE_integer('batch_size', 16, 'IMPALA batch size (sequences).')
 flags.DEFINE_integer('sequence_length', 20, 'IMPALA unroll length.')
 
 
-def _parse_value(text: str):
-  low = text.lower()
-  if low in ('true', 'false'):
-    return low == 'true'
-  for cast in (int, float):
-    try:
-      return cast(text)
-    except ValueError:
-      pass
-  return text
-
-
-def parse_env_options(pairs):
-  options = {}
-  for item in pairs:
-    if '=' not in item:
-      raise ValueError(f'--env_option expects key=value, got {item!r}')
-    k, v = item.split('=', 1)
-    options[k.strip()] = _parse_value(v.strip())
-  return options
-
-
 def config_from_flags():
   """Parses flags once into a typed RunConfig; raises ValueError with a one-line message."""
   import envs
@@ -82,7 +60,7 @@ def config_from_flags():
   from estimators.training import TrainConfig
   from launch import config as cfg_lib
 
-  options = parse_env_options(FLAGS.env_option)
+  options = envs.parse_options(FLAGS.env_option)
   if FLAGS.env == 'cartpole':
     options.setdefault('reward_free', FLAGS.reward_free)
   if FLAGS.episode_steps is not None:

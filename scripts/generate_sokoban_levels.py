@@ -61,7 +61,7 @@ def generate_one(index: int, seed: int, dim=(10, 10), num_boxes=4, max_tries=100
   raise RuntimeError(f'level {index}: generator failed {max_tries} times')
 
 
-def existing_levels(path: str):
+def existing_levels(path: str, first: int = 0):
   """Complete levels already in `path` (rewriting the file without a partial tail)."""
   if not os.path.exists(path):
     return 0
@@ -77,7 +77,7 @@ def existing_levels(path: str):
     except levels_lib.LevelFileError:
       break
   for i, level in enumerate(good):
-    if level.name != f'; {i}':
+    if level.name != f'; {first + i}':
       good = good[:i]
       break
   kept = ''.join(levels_lib.format_level(level) for level in good)
@@ -95,6 +95,9 @@ def main(argv=None):
   parser.add_argument('--boxes', type=int, default=4)
   parser.add_argument('--size', type=int, default=10)
   parser.add_argument('--fresh', action='store_true', help='overwrite instead of resuming')
+  parser.add_argument('--first', type=int, default=0,
+                      help='index of the first level in --out (to generate a shard of the set in '
+                           'parallel: level i depends only on (seed, i); concatenate shards after)')
   args = parser.parse_args(argv)
 
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
@@ -102,7 +105,7 @@ def main(argv=None):
   os.makedirs(os.path.dirname(out), exist_ok=True)
   if args.fresh and os.path.exists(out):
     os.remove(out)
-  done = existing_levels(out)
+  done = args.first + existing_levels(out, args.first)
   if done >= args.num_levels:
     print(f'{out}: already has {done} levels')
     return 0
