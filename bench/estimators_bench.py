@@ -51,6 +51,8 @@ flags.DEFINE_integer('eval_transitions', 2000, 'Oracle-labelled transitions per 
 flags.DEFINE_integer('sokoban_eval_transitions', 4000, 'Sokoban evaluation transitions (its '
                      'irreversible transitions are rare).')
 flags.DEFINE_bool('reuse_data', True, 'Reuse a dataset already collected in --workdir.')
+flags.DEFINE_bool('reuse_checkpoints', False, 'Reuse a checkpoint already trained in --workdir '
+                  '(same env, window, pairs, episodes): only evaluate.')
 
 PY = sys.executable
 
@@ -367,7 +369,7 @@ def end_to_end(env: str, episodes: int, window: int, pairs: int, transitions: in
   work = os.path.join(FLAGS.workdir, env)
   os.makedirs(work, exist_ok=True)
   data = os.path.join(work, f'{env}_random_{episodes}')
-  ckpt = os.path.join(work, f'{env}_w{window}_{pairs}.ckpt')
+  ckpt = os.path.join(work, f'{env}_{episodes}ep_w{window}_{pairs}.ckpt')
   eval_dir = os.path.join(work, f'eval_{transitions}')
   steps: Dict[str, Any] = {}
   if FLAGS.reuse_data and dataset.dataset_exists(data):
@@ -376,12 +378,16 @@ def end_to_end(env: str, episodes: int, window: int, pairs: int, transitions: in
     steps['collect'] = _run([PY, '-m', 'launch.collect', f'--env={env}', '--policy=random',
                              f'--episodes={episodes}', f'--out={data}', '--overwrite',
                              '--progress=false'], os.path.join(work, 'collect.log'))
-  steps['train'] = _run([PY, '-m', 'estimators.train', f'--dataset={data}', f'--window={window}',
-                         f'--num_pairs={pairs}', '--batch_size=128', '--phi',
-                         '--phi_transitions=100000', f'--out={ckpt}', '--progress=false']
-                        + list(extra_train), os.path.join(work, 'train.log'))
+  train_cmd = [PY, '-m', 'estimators.train', f'--dataset={data}', f'--window={window}',
+               f'--num_pairs={pairs}', '--batch_size=128', '--phi', '--phi_transitions=100000',
+               f'--out={ckpt}', '--progress=false'] + list(extra_train)
+  if FLAGS.reuse_checkpoints and os.path.isfile(ckpt):
+    steps['train'] = {'reused': ckpt, 'command': ' '.join(shlex.quote(c) for c in train_cmd)}
+  else:
+    steps['train'] = _run(train_cmd, os.path.join(work, 'train.log'))
   steps['evaluate'] = _run([PY, '-m', 'estimators.evaluate', f'--checkpoint={ckpt}',
-                            f'--env={env}', f'--transitions={transitions}', f'--out={eval_dir}'],
+                            f'--env={env}', f'--transitions={transitions}', f'--out={eval_dir}',
+                            f'--labels_cache={os.path.join(FLAGS.workdir, "labels")}'],
                            os.path.join(work, 'evaluate.log'))
   from estimators import checkpoint
   meta = checkpoint.load(ckpt).metadata

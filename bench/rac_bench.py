@@ -3,8 +3,9 @@ r"""Per-step cost of the RAC shield in the actor versus no shield (same actor cl
     python -m bench.rac_bench --env cartpole --steps 20000 --out results/rac_bench.json
 
 Runs the real `ReversibilityAwareActor` in an Acme `EnvironmentLoop`-equivalent loop (no
-Reverb, no learner): random policy with mode none, then with mode rac and frozen estimator
-parameters (one batched phi pass + shield per step). Reports steps/s and the ratio.
+Reverb, no learner), for the random policy and the IMPALA policy network: mode none, then mode
+rac with frozen estimator parameters (one batched phi pass + shield per step), then rae (one psi
+pass per step). Reports steps/s, microseconds per step and the ratios.
 """
 import json
 import os
@@ -45,16 +46,38 @@ def measure(env_name: str, steps: int, repeats: int) -> dict:
   est = nets.make_estimators(nets.default_config(env_name), num_actions)
   state = training.init_state(est, training.TrainConfig(), np.zeros(spec.shape, spec.dtype))
   frozen = (state.psi_params, state.phi_params)
-  results = {}
-  for mode in ('none', 'rac', 'rae'):
-    actor = ReversibilityAwareActor(num_actions, ReversibilityConfig(mode=mode, beta=0.4), seed=0,
-                                    estimators=est if mode != 'none' else None,
-                                    frozen_estimator_params=frozen if mode != 'none' else None)
-    _loop(env, actor, 500)  # compile
-    results[mode] = max(_loop(env, actor, steps) for _ in range(repeats))
-  return {'env': env_name, 'steps': steps, 'steps_per_s': results,
-          'ratio_rac_over_none': results['rac'] / results['none'],
-          'ratio_rae_over_none': results['rae'] / results['none']}
+
+  # The IMPALA policy network (untrained parameters: the cost does not depend on their values).
+  import jax
+  from acme import specs, wrappers
+  from agents import networks as agent_networks
+  env_spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(env))
+  nets_impala = agent_networks.make_networks(env_spec)
+  policy_params = nets_impala.unroll_init_fn(jax.random.PRNGKey(0), agent_networks.DUMMY_CORE_STATE)
+
+  class _FixedParams:
+    params = policy_params
+
+    def update(self, wait=False):
+      pass
+
+  out = {'env': env_name, 'steps': steps}
+  for policy in ('random', 'impala'):
+    results = {}
+    for mode in ('none', 'rac', 'rae'):
+      actor = ReversibilityAwareActor(
+          num_actions, ReversibilityConfig(mode=mode, beta=0.4), seed=0,
+          policy_forward=nets_impala.forward_fn if policy == 'impala' else None,
+          policy_client=_FixedParams() if policy == 'impala' else None,
+          estimators=est if mode != 'none' else None,
+          frozen_estimator_params=frozen if mode != 'none' else None)
+      _loop(env, actor, 500)  # compile
+      results[mode] = max(_loop(env, actor, steps) for _ in range(repeats))
+    out[policy] = {'steps_per_s': results,
+                   'us_per_step': {m: 1e6 / v for m, v in results.items()},
+                   'ratio_rac_over_none': results['rac'] / results['none'],
+                   'ratio_rae_over_none': results['rae'] / results['none']}
+  return out
 
 
 def main(argv):
