@@ -16,7 +16,8 @@ Sections (each writes its own key of the JSON; an existing JSON keeps the other 
                    on fewer pairs and extrapolates (said so in the JSON).
   turf_e2e         launch.collect (random, --turf_episodes) -> estimators.train (w=120) ->
                    estimators.evaluate (oracle, --eval_transitions): psi/phi AUROC.
-  sokoban_e2e      the same for Sokoban (w=15, the paper's Sokoban net and optimiser).
+  sokoban_e2e      the same for Sokoban (w=15, the paper's Sokoban net and optimiser, 20M pairs).
+  sokoban_wide_e2e Sokoban with a wider encoder (convs 16,16, strides 1,1), --sokoban_wide_pairs.
 The end-to-end sections run the real CLIs as subprocesses and record their exact commands.
 The machine's load average is recorded with each timing: other jobs share the 2 cores.
 """
@@ -34,7 +35,8 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('out', 'results/estimators_bench.json', 'JSON output (sections are merged).')
-flags.DEFINE_list('sections', ['throughput', 'cartpole_recipe', 'turf_e2e', 'sokoban_e2e'],
+flags.DEFINE_list('sections', ['throughput', 'cartpole_recipe', 'turf_e2e', 'sokoban_e2e',
+                                'sokoban_wide_e2e'],
                   'Sections to run.')
 flags.DEFINE_string('workdir', '/tmp/estimators_bench', 'Datasets, checkpoints, evaluations.')
 flags.DEFINE_float('seconds', 6.0, 'Target measuring time per throughput configuration.')
@@ -45,11 +47,14 @@ flags.DEFINE_integer('cartpole_pairs', 3_000_000, 'Cartpole+ recipe: psi pairs.'
 flags.DEFINE_integer('max_recipe_seconds', 300, 'Above this projected time, extrapolate.')
 flags.DEFINE_integer('turf_episodes', 3000, 'Turf: random episodes collected.')
 flags.DEFINE_integer('turf_pairs', 300_000, 'Turf: psi pairs.')
-flags.DEFINE_integer('sokoban_episodes', 3000, 'Sokoban: random episodes collected.')
-flags.DEFINE_integer('sokoban_pairs', 2_000_000, 'Sokoban: psi pairs (paper: 20M).')
+flags.DEFINE_integer('sokoban_episodes', 20_000, 'Sokoban: random episodes collected (paper: 100k).')
+flags.DEFINE_integer('sokoban_pairs', 20_000_000, 'Sokoban: psi pairs (paper: 20M).')
 flags.DEFINE_integer('eval_transitions', 2000, 'Oracle-labelled transitions per evaluation.')
 flags.DEFINE_integer('sokoban_eval_transitions', 4000, 'Sokoban evaluation transitions (its '
                      'irreversible transitions are rare).')
+flags.DEFINE_string('sokoban_levels', None, 'Sokoban level file for collection and evaluation '
+                    '(default: the env default set); pin it while the default set is changing.')
+flags.DEFINE_integer('sokoban_wide_pairs', 5_000_000, 'sokoban_wide_e2e: psi pairs.')
 flags.DEFINE_bool('reuse_data', True, 'Reuse a dataset already collected in --workdir.')
 flags.DEFINE_bool('reuse_checkpoints', False, 'Reuse a checkpoint already trained in --workdir '
                   '(same env, window, pairs, episodes): only evaluate.')
@@ -364,31 +369,35 @@ def _run(cmd: List[str], log: str) -> Dict[str, Any]:
 
 
 def end_to_end(env: str, episodes: int, window: int, pairs: int, transitions: int,
-               extra_train: List[str] = ()) -> Dict[str, Any]:
+               extra_train: List[str] = (), env_options: List[str] = (),
+               tag: str = '') -> Dict[str, Any]:
   from estimators import dataset
   work = os.path.join(FLAGS.workdir, env)
   os.makedirs(work, exist_ok=True)
   data = os.path.join(work, f'{env}_random_{episodes}')
-  ckpt = os.path.join(work, f'{env}_{episodes}ep_w{window}_{pairs}.ckpt')
-  eval_dir = os.path.join(work, f'eval_{transitions}')
+  ckpt = os.path.join(work, f'{env}_{episodes}ep_w{window}_{pairs}{tag}.ckpt')
+  eval_dir = os.path.join(work, f'eval_{transitions}{tag}')
+  options = [f'--env_option={o}' for o in env_options]
   steps: Dict[str, Any] = {}
+  collect_cmd = [PY, '-m', 'launch.collect', f'--env={env}', '--policy=random',
+                 f'--episodes={episodes}', f'--out={data}', '--overwrite',
+                 '--progress=false'] + options
   if FLAGS.reuse_data and dataset.dataset_exists(data):
-    steps['collect'] = {'reused': data, 'metadata': dataset.read_metadata(data)}
+    steps['collect'] = {'reused': data, 'metadata': dataset.read_metadata(data),
+                        'command': ' '.join(shlex.quote(c) for c in collect_cmd)}
   else:
-    steps['collect'] = _run([PY, '-m', 'launch.collect', f'--env={env}', '--policy=random',
-                             f'--episodes={episodes}', f'--out={data}', '--overwrite',
-                             '--progress=false'], os.path.join(work, 'collect.log'))
+    steps['collect'] = _run(collect_cmd, os.path.join(work, 'collect.log'))
   train_cmd = [PY, '-m', 'estimators.train', f'--dataset={data}', f'--window={window}',
                f'--num_pairs={pairs}', '--batch_size=128', '--phi', '--phi_transitions=100000',
                f'--out={ckpt}', '--progress=false'] + list(extra_train)
   if FLAGS.reuse_checkpoints and os.path.isfile(ckpt):
     steps['train'] = {'reused': ckpt, 'command': ' '.join(shlex.quote(c) for c in train_cmd)}
   else:
-    steps['train'] = _run(train_cmd, os.path.join(work, 'train.log'))
+    steps['train'] = _run(train_cmd, os.path.join(work, f'train{tag}.log'))
   steps['evaluate'] = _run([PY, '-m', 'estimators.evaluate', f'--checkpoint={ckpt}',
                             f'--env={env}', f'--transitions={transitions}', f'--out={eval_dir}',
-                            f'--labels_cache={os.path.join(FLAGS.workdir, "labels")}'],
-                           os.path.join(work, 'evaluate.log'))
+                            f'--labels_cache={os.path.join(FLAGS.workdir, "labels")}'] + options,
+                           os.path.join(work, f'evaluate{tag}.log'))
   from estimators import checkpoint
   meta = checkpoint.load(ckpt).metadata
   with open(os.path.join(eval_dir, 'report.json')) as f:
@@ -417,13 +426,26 @@ def section_turf_e2e():
                     ['--steps_per_call=20'])
 
 
+def _sokoban_options():
+  return [f'levels={FLAGS.sokoban_levels}'] if FLAGS.sokoban_levels else []
+
+
 def section_sokoban_e2e():
   return end_to_end('sokoban', FLAGS.sokoban_episodes, 15, FLAGS.sokoban_pairs,
-                    FLAGS.sokoban_eval_transitions, ['--steps_per_call=20'])
+                    FLAGS.sokoban_eval_transitions, ['--steps_per_call=50'], _sokoban_options())
+
+
+def section_sokoban_wide_e2e():
+  """The paper's Sokoban recipe with a wider encoder: two 3x3 convs of 16, both stride 1."""
+  return end_to_end('sokoban', FLAGS.sokoban_episodes, 15, FLAGS.sokoban_wide_pairs,
+                    FLAGS.sokoban_eval_transitions,
+                    ['--steps_per_call=50', '--conv_channels=16,16', '--conv_strides=1,1'],
+                    _sokoban_options(), tag='_c16s1')
 
 
 SECTIONS = {'throughput': section_throughput, 'cartpole_recipe': section_cartpole_recipe,
-            'turf_e2e': section_turf_e2e, 'sokoban_e2e': section_sokoban_e2e}
+            'turf_e2e': section_turf_e2e, 'sokoban_e2e': section_sokoban_e2e,
+            'sokoban_wide_e2e': section_sokoban_wide_e2e}
 
 
 def _jsonable(o):
