@@ -55,6 +55,7 @@ flags.DEFINE_integer('sokoban_eval_transitions', 4000, 'Sokoban evaluation trans
 flags.DEFINE_string('sokoban_levels', None, 'Sokoban level file for collection and evaluation '
                     '(default: the env default set); pin it while the default set is changing.')
 flags.DEFINE_integer('sokoban_wide_pairs', 5_000_000, 'sokoban_wide_e2e: psi pairs.')
+flags.DEFINE_string('note', None, 'Free text stored with each section run (e.g. provenance).')
 flags.DEFINE_bool('reuse_data', True, 'Reuse a dataset already collected in --workdir.')
 flags.DEFINE_bool('reuse_checkpoints', False, 'Reuse a checkpoint already trained in --workdir '
                   '(same env, window, pairs, episodes): only evaluate.')
@@ -384,14 +385,14 @@ def end_to_end(env: str, episodes: int, window: int, pairs: int, transitions: in
                  '--progress=false'] + options
   if FLAGS.reuse_data and dataset.dataset_exists(data):
     steps['collect'] = {'reused': data, 'metadata': dataset.read_metadata(data),
-                        'command': ' '.join(shlex.quote(c) for c in collect_cmd)}
+                        'command_to_recollect': ' '.join(shlex.quote(c) for c in collect_cmd)}
   else:
     steps['collect'] = _run(collect_cmd, os.path.join(work, 'collect.log'))
   train_cmd = [PY, '-m', 'estimators.train', f'--dataset={data}', f'--window={window}',
                f'--num_pairs={pairs}', '--batch_size=128', '--phi', '--phi_transitions=100000',
                f'--out={ckpt}', '--progress=false'] + list(extra_train)
   if FLAGS.reuse_checkpoints and os.path.isfile(ckpt):
-    steps['train'] = {'reused': ckpt, 'command': ' '.join(shlex.quote(c) for c in train_cmd)}
+    steps['train'] = {'reused': ckpt, 'command_that_trained_it': ' '.join(shlex.quote(c) for c in train_cmd)}
   else:
     steps['train'] = _run(train_cmd, os.path.join(work, f'train{tag}.log'))
   steps['evaluate'] = _run([PY, '-m', 'estimators.evaluate', f'--checkpoint={ckpt}',
@@ -483,6 +484,8 @@ def main(argv):
     except Exception as e:  # record and go on with the other sections
       results[name] = {'error': f'{type(e).__name__}: {e}'[:3000]}
     results[name]['section_seconds'] = time.time() - t0
+    if FLAGS.note:
+      results[name]['note'] = FLAGS.note
     results[name]['measured_at'] = time.strftime('%Y-%m-%dT%H:%M:%S%z')
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
     with open(FLAGS.out, 'w') as f:

@@ -76,6 +76,14 @@ def config_from_flags():
   mode = FLAGS.mode
   beta = FLAGS.beta if FLAGS.beta is not None else (0.4 if mode == 'rac' else pick('beta'))
   network = est_nets.default_config(FLAGS.env)
+  if FLAGS.estimator_checkpoint:
+    # Validate here, in the launcher, so a bad checkpoint is one line and not a dead node.
+    from estimators import checkpoint as est_checkpoint
+    ckpt = est_checkpoint.load(FLAGS.estimator_checkpoint)
+    if mode == 'rac' and ckpt.phi_params is None:
+      raise ValueError(f'{FLAGS.estimator_checkpoint} holds no phi (train it with --phi) '
+                       'and --mode rac needs phi')
+    network = ckpt.network
   run_dir = FLAGS.run_dir or os.path.join('runs', f'{FLAGS.env}-{FLAGS.agent}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')
   return cfg_lib.RunConfig(
       env=FLAGS.env, env_options=options, agent=FLAGS.agent, num_actors=FLAGS.num_actors,
