@@ -41,6 +41,8 @@ from typing import Any, Dict, List, Optional
 
 from absl import app, flags
 
+from estimators import cli
+
 FLAGS = flags.FLAGS
 
 
@@ -447,18 +449,9 @@ def summary_line(report: Dict[str, Any]) -> str:
           f"{fmt(phi.get('auroc'))}")
 
 
-def _quiet_logs(flag_values=FLAGS):
-  """Library INFO/WARNING chatter (jax backend probing, tfds deprecations) off, unless the user
-  asked for a --verbosity; keeps errors to one line."""
-  from absl import logging
-  if not flag_values['verbosity'].present:
-    logging.set_verbosity(logging.ERROR)
-
-
 def main(argv):
-  _quiet_logs()
-  if len(argv) > 1:
-    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+  cli.quiet_logs()
+  if cli.unexpected_arguments(argv):
     return 2
   import envs
   from estimators.checkpoint import CheckpointError

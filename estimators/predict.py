@@ -15,6 +15,8 @@ from typing import Optional
 
 from absl import app, flags
 
+from estimators import cli
+
 FLAGS = flags.FLAGS
 
 
@@ -117,18 +119,9 @@ def predict_file(checkpoint_path: str, input_path: str, output_path: str, batch:
   return {k: v.shape for k, v in result.items()}
 
 
-def _quiet_logs(flag_values=FLAGS):
-  """Library INFO/WARNING chatter (jax backend probing, tfds deprecations) off, unless the user
-  asked for a --verbosity; keeps errors to one line."""
-  from absl import logging
-  if not flag_values['verbosity'].present:
-    logging.set_verbosity(logging.ERROR)
-
-
 def main(argv):
-  _quiet_logs()
-  if len(argv) > 1:
-    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+  cli.quiet_logs()
+  if cli.unexpected_arguments(argv):
     return 2
   from estimators.checkpoint import CheckpointError
   for name in ('checkpoint', 'input', 'output'):

@@ -27,6 +27,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from absl import app, flags
 
+from estimators import cli
+
 FLAGS = flags.FLAGS
 
 
@@ -361,18 +363,9 @@ def run(argv_flags=FLAGS) -> dict:
   return metadata
 
 
-def _quiet_logs(flag_values=FLAGS):
-  """Library INFO/WARNING chatter (jax backend probing, tfds deprecations) off, unless the user
-  asked for a --verbosity; keeps errors to one line."""
-  from absl import logging
-  if not flag_values['verbosity'].present:
-    logging.set_verbosity(logging.ERROR)
-
-
 def main(argv):
-  _quiet_logs()
-  if len(argv) > 1:
-    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+  cli.quiet_logs()
+  if cli.unexpected_arguments(argv):
     return 2
   from estimators.checkpoint import CheckpointError
   from estimators.dataset import DatasetError

@@ -1,0 +1,20 @@
+"""Shared command-line plumbing of the estimator tools (train, evaluate, predict)."""
+import sys
+
+from absl import flags
+
+
+def quiet_logs(flag_values=flags.FLAGS):
+  """Library INFO/WARNING chatter (jax backend probing, tfds deprecations) off, unless the user
+  asked for a --verbosity; keeps errors to one line."""
+  from absl import logging
+  if not flag_values['verbosity'].present:
+    logging.set_verbosity(logging.ERROR)
+
+
+def unexpected_arguments(argv) -> bool:
+  """Prints a one-line error for positional arguments (the tools take flags only)."""
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+    return True
+  return False
