@@ -16,6 +16,7 @@ from typing import Dict, Sequence
 import numpy as np
 
 import envs
+from bench import common
 
 # Paper App. D, Table 1 (threshold 0 column): random-policy mean score per wind probability p.
 PAPER_CLIFF_RANDOM = {0.0: 57.5, 0.1: 29.8, 0.2: 18.6, 0.3: 13.4, 0.4: 10.5}
@@ -119,9 +120,7 @@ def main(argv: Sequence[str] = None) -> int:
     for key, row in table.items():
       print(f"cliff p={key}: paper {row['paper']:.1f}  ours {row['mean']:.1f} "
             f"(+-{row['stderr']:.1f}, {100 * row['rel_err']:+.1f}%)")
-  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  with open(args.out, 'w') as f:
-    json.dump(results, f, indent=2)
+  common.write_json(args.out, results)
   print(f'wrote {args.out}')
   return 0
 

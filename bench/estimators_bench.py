@@ -32,6 +32,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 from absl import app, flags
+from bench import common
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('out', 'results/estimators_bench.json', 'JSON output (sections are merged).')
@@ -487,9 +488,7 @@ def main(argv):
     if FLAGS.note:
       results[name]['note'] = FLAGS.note
     results[name]['measured_at'] = time.strftime('%Y-%m-%dT%H:%M:%S%z')
-    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-    with open(FLAGS.out, 'w') as f:
-      json.dump(_jsonable(results), f, indent=2)
+    common.write_json(FLAGS.out, _jsonable(results))
     print(json.dumps(_jsonable(results[name]), indent=2)[:4000], flush=True)
   return 0
 

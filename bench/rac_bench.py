@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 from absl import app, flags
+from bench import common
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('env', 'cartpole', 'Environment.')
@@ -83,9 +84,7 @@ def measure(env_name: str, steps: int, repeats: int) -> dict:
 def main(argv):
   del argv
   out = measure(FLAGS.env, FLAGS.steps, FLAGS.repeats)
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  with open(FLAGS.out, 'w') as f:
-    json.dump(out, f, indent=2)
+  common.write_json(FLAGS.out, out)
   print(json.dumps(out, indent=2))
 
 

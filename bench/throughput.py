@@ -18,6 +18,7 @@ from absl import app, flags
 
 from launch import summary
 from launch import train  # defines the run flags (--env, --num_actors, --max_steps, ...)
+from bench import common
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer('warmup_steps', 10_000, 'Steps excluded from the measurement.')
@@ -59,9 +60,7 @@ def main(argv):
   base = results['runs'][FLAGS.modes[0]]['env_steps_per_s']
   for mode in FLAGS.modes[1:]:
     results[f'ratio_{mode}_over_{FLAGS.modes[0]}'] = results['runs'][mode]['env_steps_per_s'] / base
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  with open(FLAGS.out, 'w') as f:
-    json.dump(results, f, indent=2)
+  common.write_json(FLAGS.out, results)
   print(json.dumps(results, indent=2))
 
 

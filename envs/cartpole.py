@@ -10,6 +10,7 @@ import numpy as np
 from dm_env import specs
 from gym.envs.classic_control import cartpole as gym_cartpole
 from PIL import Image, ImageDraw
+from envs import base
 
 
 class CartPole(dm_env.Environment):
@@ -40,13 +41,7 @@ class CartPole(dm_env.Environment):
     self._t += 1
     reward = 0.0 if self._reward_free else 1.0
     obs = self._observation()
-    if terminated:
-      self._needs_reset = True
-      return dm_env.termination(reward, obs)
-    if self._t >= self._max_steps:
-      self._needs_reset = True
-      return dm_env.truncation(reward, obs)
-    return dm_env.transition(reward, obs)
+    return base.finish_step(self, reward, obs, terminated)
 
   def observation_spec(self):
     return specs.Array((4,), np.float32, 'observation')

@@ -44,6 +44,7 @@ from typing import Tuple
 import dm_env
 import numpy as np
 from dm_env import specs
+from envs import base
 
 ROWS, COLS = 6, 8
 START = (0, 0)
@@ -103,13 +104,8 @@ class WindyCliff(dm_env.Environment):
     self._pos = (r, c)
     self._t += 1
     obs = self._observation()
-    if is_cliff(r, c):
-      self._needs_reset = True
-      return dm_env.termination(0.0, obs)
-    if self._t >= self._max_steps:
-      self._needs_reset = True
-      return dm_env.truncation(1.0, obs)
-    return dm_env.transition(1.0, obs)
+    fell = is_cliff(r, c)
+    return base.finish_step(self, 0.0 if fell else 1.0, obs, fell)
 
   def observation_spec(self):
     return specs.Array((ROWS * COLS,), np.float32, 'observation')

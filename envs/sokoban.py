@@ -33,6 +33,7 @@ import numpy as np
 from dm_env import specs
 
 from envs import levels as levels_lib
+from envs import base
 
 DEFAULT_LEVELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data',
                               'sokoban_1000.txt')
@@ -167,13 +168,7 @@ class Sokoban(dm_env.Environment):
                                                 observation_mode='tiny_rgb_array')
     self._t += 1
     reward = float(reward)
-    if done and info.get('all_boxes_on_target', False):
-      self._needs_reset = True
-      return dm_env.termination(reward, obs)
-    if self._t >= self._max_steps:
-      self._needs_reset = True
-      return dm_env.truncation(reward, obs)
-    return dm_env.transition(reward, obs)
+    return base.finish_step(self, reward, obs, bool(done and info.get('all_boxes_on_target', False)))
 
   def observation_spec(self):
     return specs.BoundedArray(self._shape + (3,), np.uint8, 0, 255, 'observation')

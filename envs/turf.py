@@ -39,6 +39,7 @@ from typing import Tuple
 import dm_env
 import numpy as np
 from dm_env import specs
+from envs import base
 
 SIZE = 10
 LAYOUT = (
@@ -130,13 +131,8 @@ class Turf(dm_env.Environment):
         self._canvas[r, c] = RUINED
     self._t += 1
     obs = self._observation()
-    if self._pos == GOAL_POS:
-      self._needs_reset = True
-      return dm_env.termination(1.0, obs)
-    if self._t >= self._max_steps:
-      self._needs_reset = True
-      return dm_env.truncation(0.0, obs)
-    return dm_env.transition(0.0, obs)
+    at_goal = self._pos == GOAL_POS
+    return base.finish_step(self, 1.0 if at_goal else 0.0, obs, at_goal)
 
   def observation_spec(self):
     return specs.Array((SIZE, SIZE, 3), np.uint8, 'observation')
