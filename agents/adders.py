@@ -37,7 +37,8 @@ class PrecedenceWindowAdder(adders.Adder):
   (`launch.precedence_learner.make_window_iterator`), so an item is a valid prefix followed by
   zeros; the 'valid' extra marks real steps. The step that closes an episode (Acme's filler,
   which holds the episode's final observation) has valid = 0, so an observation at t is real iff
-  valid[t] or valid[t-1] (see `observation_mask`).
+  valid[t] or valid[t-1] (`estimators.pairs.observed_steps`). Windows start at multiples of
+  `period`; `estimators.pairs.window_layout` says which window owns which pairs.
   """
 
   def __init__(self, client, length: int, period: int):
@@ -60,10 +61,3 @@ class PrecedenceWindowAdder(adders.Adder):
   def reset(self):
     self._inner.reset()
 
-
-def observation_mask(valid: np.ndarray) -> np.ndarray:
-  """[..., L] bool: which steps of a window hold a real observation (see the class docstring)."""
-  valid = np.asarray(valid) > 0
-  shifted = np.zeros_like(valid)
-  shifted[..., 1:] = valid[..., :-1]
-  return valid | shifted

@@ -2,16 +2,24 @@
 
 Data of any origin (Reverb windows online, stored episodes offline) is laid out *flat*: position
 k holds one observation and `last[k]` is the flat index of the last observation of the segment
-(episode or episode piece) that contains k, or -1 when k is padding. A pair (i, j) is drawn with
-i uniform over allowed start positions that have a successor, and j = i + d, d uniform in
-[1, min(w, last[i] - i)], so pairs never cross a segment boundary and are at most w apart.
-The pair is then shuffled: label 1 means "first element precedes the second".
+(episode or episode piece) that contains k, or -1 when k is padding. A start i may be restricted
+(`start_ok`) so that a pair reachable from several overlapping windows is owned by exactly one.
+
+The valid pairs are {(i, j): i an allowed start, j in i's segment, 0 < j - i <= w}; start i owns
+n_i = min(w, last[i] - i) of them. `sample_pairs` draws uniformly from that set (the paper samples
+pairs "uniformly in a sliding window"), then shuffles each pair: label 1 means "first element
+precedes the second".
 """
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+# Proposals per pair and round of the rejection sampler. The acceptance rate is mean(n_i) / w, so
+# one round almost always suffices unless segments are much shorter than the window (random
+# Cartpole: episodes of ~20 steps with w = 200 accept ~5% and need ~3 rounds for 128 pairs).
+PROPOSALS_PER_ROUND = 32
 
 
 class Pairs(NamedTuple):
@@ -30,12 +38,38 @@ def start_indices(last: jnp.ndarray, start_ok: jnp.ndarray):
 
 def sample_pairs(key: jnp.ndarray, last: jnp.ndarray, starts: jnp.ndarray, num_starts,
                  num_pairs: int, window: int) -> Pairs:
-  """Samples `num_pairs` shuffled pairs; i is uniform over starts[:num_starts]."""
-  k_start, k_gap, k_swap = jax.random.split(key, 3)
-  i = starts[jax.random.randint(k_start, (num_pairs,), 0, jnp.maximum(num_starts, 1))]
-  span = jnp.minimum(window, last[i] - i)  # >= 1 for every allowed start
-  d = 1 + jnp.floor(jax.random.uniform(k_gap, (num_pairs,)) * span).astype(jnp.int32)
-  d = jnp.minimum(d, span)
+  """Samples `num_pairs` shuffled pairs, each uniform over the valid pairs (see module doc).
+
+  Exact rejection sampling: propose a start i uniform over starts[:num_starts] and a gap d uniform
+  on [1, w]; accept when d <= n_i. P(i, d accepted) = 1 / (num_starts * w) for every valid pair, so
+  an accepted pair is uniform over them. Rounds of proposals repeat until every pair slot holds
+  an accepted proposal (each round accepts with probability >= 1 / w per proposal).
+  """
+  last, starts = jnp.asarray(last), jnp.asarray(starts)
+  k_loop, k_swap = jax.random.split(key)
+  n = jnp.maximum(num_starts, 1)
+  rows = jnp.arange(num_pairs)
+
+  def propose(k):
+    k_i, k_d = jax.random.split(k)
+    shape = (num_pairs, PROPOSALS_PER_ROUND)
+    i = starts[jax.random.randint(k_i, shape, 0, n)]
+    d = jax.random.randint(k_d, shape, 1, window + 1)
+    ok = d <= last[i] - i
+    first_ok = jnp.argmax(ok, axis=1)
+    return i[rows, first_ok], d[rows, first_ok], jnp.any(ok, axis=1)
+
+  def body(carry):
+    k, i, d, done = carry
+    k, sub = jax.random.split(k)
+    new_i, new_d, accepted = propose(sub)
+    take = accepted & ~done
+    return k, jnp.where(take, new_i, i), jnp.where(take, new_d, d), done | accepted
+
+  zeros = jnp.zeros((num_pairs,), jnp.int32)
+  # No start at all: nothing can be sampled; return (0, 0) pairs instead of looping forever.
+  done = jnp.full((num_pairs,), num_starts == 0)
+  _, i, d, _ = jax.lax.while_loop(lambda c: ~jnp.all(c[3]), body, (k_loop, zeros, zeros, done))
   j = i + d
   in_order = jax.random.bernoulli(k_swap, 0.5, (num_pairs,))
   first = jnp.where(in_order, i, j)
@@ -43,31 +77,36 @@ def sample_pairs(key: jnp.ndarray, last: jnp.ndarray, starts: jnp.ndarray, num_s
   return Pairs(first, second, in_order.astype(jnp.float32))
 
 
-def window_layout(valid: np.ndarray, period: int):
-  """Flat layout for a batch of fixed-length windows [B, L] (Reverb 'precedence' items).
+def observed_steps(step_valid: jnp.ndarray) -> jnp.ndarray:
+  """[..., L] bool: which steps of a Reverb window hold a real observation.
 
-  valid[b, t] says whether step t of window b holds a real observation (padding after an
-  episode end is invalid). Starts are restricted to the first `period` steps of each window:
-  windows overlap by L - period steps, so every (start, gap <= L - period) pair of an episode is
-  then reachable from exactly one window.
-  Returns (last [B*L], start_ok [B*L]).
+  The adder marks every real step with valid = 1. The step that closes an episode (Acme's filler,
+  holding the episode's final observation) has valid = 0, and so has padding; an observation at t
+  is therefore real iff valid[t] or valid[t - 1].
   """
-  valid = np.asarray(valid, dtype=bool)
-  b, l = valid.shape
-  n_valid = valid.sum(axis=1)                           # windows are valid-prefix + padding
-  offsets = np.arange(b)[:, None] * l
-  last = np.where(valid, offsets + (n_valid - 1)[:, None], -1)
-  start_ok = valid & (np.arange(l)[None, :] < period)
-  return last.reshape(-1), start_ok.reshape(-1)
+  real = jnp.asarray(step_valid) > 0
+  shifted = jnp.concatenate([jnp.zeros_like(real[..., :1]), real[..., :-1]], axis=-1)
+  return real | shifted
 
 
-def window_layout_jnp(valid: jnp.ndarray, period: int):
-  """`window_layout` in jax, for use inside a jitted training step."""
-  b, l = valid.shape
-  n_valid = jnp.sum(valid, axis=1)
+def window_layout(step_valid: jnp.ndarray, period: int):
+  """Flat layout for a batch of Reverb 'precedence' windows [B, L] (jittable).
+
+  step_valid: the adder's 'valid' extra. Windows start every `period` steps and overlap by
+  L - period = period steps. A window owns the pairs that start in its first `period` steps; the
+  window that ends an episode (it holds the final observation) owns every start it contains,
+  since no later window covers them. With L = 2 * period every valid pair of an episode (gap <=
+  period) is then owned by exactly one window (tests/test_pair_coverage.py checks this on a real
+  Reverb table). Returns (last [B*L], start_ok [B*L]).
+  """
+  step_valid = jnp.asarray(step_valid)
+  b, l = step_valid.shape
+  observed = observed_steps(step_valid)
+  n_obs = jnp.sum(observed, axis=1)
+  ends_episode = n_obs > jnp.sum(step_valid > 0, axis=1)   # the filler's observation is there
   offsets = jnp.arange(b)[:, None] * l
-  last = jnp.where(valid, offsets + (n_valid - 1)[:, None], -1)
-  start_ok = valid & (jnp.arange(l)[None, :] < period)
+  last = jnp.where(observed, offsets + (n_obs - 1)[:, None], -1)
+  start_ok = observed & ((jnp.arange(l)[None, :] < period) | ends_episode[:, None])
   return last.reshape(-1), start_ok.reshape(-1)
 
 
@@ -82,7 +121,9 @@ def episode_layout(lengths: np.ndarray):
   return last.astype(np.int32), np.ones_like(last, dtype=bool)
 
 
-def transition_layout(last: np.ndarray):
-  """Indices k whose successor k+1 is in the same segment: the (x, a, x') transitions."""
-  k = np.arange(len(last))
-  return k[np.asarray(last) > k]
+def valid_pairs(last: np.ndarray, start_ok: np.ndarray, window: int):
+  """Every valid (i, j) of a flat layout, enumerated on the host (tests and coverage figures)."""
+  last, start_ok = np.asarray(last), np.asarray(start_ok)
+  return [(i, j) for i in np.flatnonzero(start_ok)
+          for j in range(i + 1, min(i + window, int(last[i])) + 1)]
+

@@ -164,10 +164,10 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
   return update
 
 
-def windows_to_batch(observations, actions, valid, period: int) -> Batch:
-  """Flat Batch from Reverb windows [B, L, ...] (jittable)."""
-  b, l = valid.shape
-  last, start_ok = pairs_lib.window_layout_jnp(valid, period)
+def windows_to_batch(observations, actions, step_valid, period: int) -> Batch:
+  """Flat Batch from Reverb windows [B, L, ...] and their 'valid' extra (jittable)."""
+  b, l = step_valid.shape
+  last, start_ok = pairs_lib.window_layout(step_valid, period)
   starts, count = pairs_lib.start_indices(last, start_ok)
   obs = observations.reshape((b * l,) + observations.shape[2:])
   return Batch(obs, actions.reshape(b * l), last, starts, count)

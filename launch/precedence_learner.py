@@ -9,7 +9,7 @@ import numpy as np
 import reverb
 from acme.utils import counting, loggers
 
-from agents.adders import PRECEDENCE_TABLE, observation_mask
+from agents.adders import PRECEDENCE_TABLE
 from estimators import networks as est_nets
 from estimators import training
 
@@ -48,8 +48,7 @@ class PrecedenceLearner(acme.Learner):
     self._wait_for_budget()
     sample = next(self._iterator)
     data = sample.data
-    valid = observation_mask(data.extras['valid'])
-    batch = self._to_batch(data.observation, data.action, valid, self._period)
+    batch = self._to_batch(data.observation, data.action, data.extras['valid'], self._period)
     start = time.time()
     self._state, metrics = self._update(self._state, batch)
     self._published = self._to_numpy()

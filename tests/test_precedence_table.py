@@ -7,6 +7,7 @@ from acme import specs, wrappers
 
 import envs
 from agents import adders
+from estimators import pairs
 from launch.precedence_learner import make_window_iterator
 
 
@@ -39,7 +40,7 @@ def test_windows_stay_inside_episodes_and_pad_to_fixed_length():
     for _ in range(n_items):
       data = next(iterator).data
       valid = data.extras['valid'][0]
-      mask = adders.observation_mask(valid)
+      mask = np.asarray(pairs.observed_steps(valid))
       n = int(mask.sum())
       assert mask[:n].all() and not mask[n:].any()            # valid prefix, then padding
       assert data.observation.shape == (1, length, 4)
