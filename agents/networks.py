@@ -2,8 +2,12 @@
 
 Acme's IMPALA expects a recurrent core; ours are feed-forward (they learned Cartpole where an
 LSTM did not, see ARCHITECTURE.md), so the "core state" is a dummy scalar carried unchanged.
+
+The architecture is a typed `PolicyNetConfig`; `default_policy_config(env_name, image)` gives the
+paper's agent network for each environment (Appendix C).
 """
-from typing import Tuple
+import dataclasses
+from typing import Optional, Tuple
 
 import haiku as hk
 import jax
@@ -15,38 +19,114 @@ from acme.agents.jax.impala import networks as impala_networks
 DUMMY_CORE_STATE = jnp.zeros((), jnp.float32)
 
 
-class PolicyValueNet(hk.Module):
-  """Torso (MLP for vectors, CNN for images) + policy logits and value heads."""
+@dataclasses.dataclass(frozen=True)
+class PolicyNetConfig:
+  """Torso -> shared hidden layers -> separate policy and value heads.
 
-  def __init__(self, num_actions: int, image: bool, hidden: Tuple[int, ...] = (64, 64)):
+  torso='conv': 3x3 convs (conv_channels/conv_strides/conv_paddings), ReLU after each except
+  possibly the last, flattened; torso='mlp': the observation flattened. Then `shared_hidden`
+  (ReLU) for both heads, then for each head its own `head_hidden` (ReLU) and a final linear layer
+  (num_actions logits / one value).
+  """
+  torso: str = 'mlp'
+  conv_channels: Tuple[int, ...] = ()
+  conv_strides: Tuple[int, ...] = ()
+  conv_paddings: Tuple[str, ...] = ()
+  relu_after_last_conv: bool = True
+  shared_hidden: Tuple[int, ...] = (64, 64)
+  head_hidden: Tuple[int, ...] = ()
+
+  def __post_init__(self):
+    if self.torso not in ('mlp', 'conv'):
+      raise ValueError(f"policy torso must be 'mlp' or 'conv', got {self.torso!r}")
+    n = len(self.conv_channels)
+    if self.torso == 'conv' and (not n or len(self.conv_strides) != n or
+                                 len(self.conv_paddings) != n):
+      raise ValueError('conv policy torso needs conv_channels, conv_strides and conv_paddings '
+                       'of equal, non-zero length')
+    if any(p not in ('VALID', 'SAME') for p in self.conv_paddings):
+      raise ValueError(f"conv_paddings must be 'VALID' or 'SAME', got {self.conv_paddings}")
+
+
+# Appendix C agent networks, by environment.
+POLICY_DEFAULTS = {
+    # C.3 (Sokoban): convs 8/16/16, 3x3, strides 2/1/1, ReLU except after the last; 2 shared FC
+    # layers of 64 + ReLU; policy and value each get their own FC layer of 64 + ReLU. Boxoban
+    # rooms are 10x10: VALID, VALID gives 4x4 then 2x2, so the last conv is SAME (2x2x16) --
+    # a third VALID conv would leave nothing.
+    'sokoban': PolicyNetConfig(torso='conv', conv_channels=(8, 16, 16), conv_strides=(2, 1, 1),
+                               conv_paddings=('VALID', 'VALID', 'SAME'),
+                               relu_after_last_conv=False, shared_hidden=(64, 64),
+                               head_hidden=(64,)),
+    # C.2 (Turf PPO agent): convs 32/64/64, flatten, FC 512, ReLU after every layer, linear
+    # policy and value. The observation is a 10x10x3 image: 3x3 stride-1 VALID convs give
+    # 8x8 -> 6x6 -> 4x4 (1024 features), the same convs as the Turf psi/phi encoder; SAME would
+    # keep 10x10 and make the 512 layer ~6x larger for no gain in receptive field.
+    'turf': PolicyNetConfig(torso='conv', conv_channels=(32, 64, 64), conv_strides=(1, 1, 1),
+                            conv_paddings=('VALID',) * 3, relu_after_last_conv=True,
+                            shared_hidden=(512,), head_hidden=()),
+    # C.4 (Cartpole PPO): "both the policy network and the value network are composed of two
+    # hidden layers of size 64": two separate 2x64 MLPs, nothing shared. Cliff (vector
+    # observation, not specified in the paper) uses the same.
+    'cartpole': PolicyNetConfig(torso='mlp', shared_hidden=(), head_hidden=(64, 64)),
+    'cliff': PolicyNetConfig(torso='mlp', shared_hidden=(), head_hidden=(64, 64)),
+}
+
+
+def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
+  """The paper's agent network for `env_name`; unknown envs: Sokoban's for images, else
+  Cartpole's."""
+  config = POLICY_DEFAULTS.get(env_name)
+  if config is None or (config.torso == 'conv') != image:
+    config = POLICY_DEFAULTS['sokoban' if image else 'cartpole']
+  return config
+
+
+def is_image_spec(env_spec: specs.EnvironmentSpec) -> bool:
+  return len(env_spec.observations.shape) == 3
+
+
+class PolicyValueNet(hk.Module):
+  """Torso + shared hidden layers + separate policy-logits and value heads."""
+
+  def __init__(self, num_actions: int, config: PolicyNetConfig):
     super().__init__(name='policy_value')
     self._num_actions = num_actions
-    self._image = image
-    self._hidden = hidden
+    self._config = config
 
   def __call__(self, obs):
-    x = obs
-    if self._image:
-      x = x.astype(jnp.float32) / 255.0
-      # Sokoban agent of App. C.3: convs 8/16/16 (3x3, strides 2,1,1), ReLU except the last.
-      x = jax.nn.relu(hk.Conv2D(8, 3, stride=2, padding='VALID')(x))
-      x = jax.nn.relu(hk.Conv2D(16, 3, stride=1, padding='VALID')(x))
-      x = hk.Conv2D(16, 3, stride=1, padding='SAME')(x)
-    x = hk.Flatten()(x.astype(jnp.float32))
-    for size in self._hidden:
-      x = jax.nn.relu(hk.Linear(size)(x))
-    logits = hk.Linear(self._num_actions, name='policy')(x)
-    value = hk.Linear(1, name='value')(x)[..., 0]
+    c = self._config
+    x = obs.astype(jnp.float32)
+    if c.torso == 'conv':
+      x = x / 255.0  # image observations are RGB bytes
+      n = len(c.conv_channels)
+      for i, (ch, st, pad) in enumerate(zip(c.conv_channels, c.conv_strides, c.conv_paddings)):
+        x = hk.Conv2D(ch, 3, stride=st, padding=pad, name=f'conv_{i}')(x)
+        if i < n - 1 or c.relu_after_last_conv:
+          x = jax.nn.relu(x)
+    x = hk.Flatten()(x)
+    for i, size in enumerate(c.shared_hidden):
+      x = jax.nn.relu(hk.Linear(size, name=f'shared_{i}')(x))
+    p, v = x, x
+    for i, size in enumerate(c.head_hidden):
+      p = jax.nn.relu(hk.Linear(size, name=f'policy_hidden_{i}')(p))
+      v = jax.nn.relu(hk.Linear(size, name=f'value_hidden_{i}')(v))
+    logits = hk.Linear(self._num_actions, name='policy')(p)
+    value = hk.Linear(1, name='value')(v)[..., 0]
     return logits, value
 
 
-def make_networks(env_spec: specs.EnvironmentSpec) -> impala_networks.IMPALANetworks:
+def make_networks(env_spec: specs.EnvironmentSpec,
+                  config: Optional[PolicyNetConfig] = None) -> impala_networks.IMPALANetworks:
+  """IMPALA networks for `env_spec`. Pass `default_policy_config(env_name, ...)`; without a
+  config the network is chosen by observation kind only (Sokoban's for images, else Cartpole's)."""
   num_actions = env_spec.actions.num_values
-  image = len(env_spec.observations.shape) == 3
+  if config is None:
+    config = default_policy_config(None, is_image_spec(env_spec))
 
   def forward_fn(obs, state):
     # Actors pass one unbatched observation; the torso expects a leading batch axis.
-    logits, value = PolicyValueNet(num_actions, image)(obs[None])
+    logits, value = PolicyValueNet(num_actions, config)(obs[None])
     return (logits[0], value[0]), state
 
   def initial_state_fn(batch_size=None):
@@ -55,7 +135,7 @@ def make_networks(env_spec: specs.EnvironmentSpec) -> impala_networks.IMPALANetw
 
   def unroll_fn(obs_sequence, state):
     # Feed-forward: the leading (time) axis is just a batch axis.
-    logits, values = PolicyValueNet(num_actions, image)(obs_sequence)
+    logits, values = PolicyValueNet(num_actions, config)(obs_sequence)
     return (logits, values), state
 
   return impala_networks.make_haiku_networks(

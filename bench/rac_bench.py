@@ -53,7 +53,8 @@ def measure(env_name: str, steps: int, repeats: int) -> dict:
   from acme import specs, wrappers
   from agents import networks as agent_networks
   env_spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(env))
-  nets_impala = agent_networks.make_networks(env_spec)
+  nets_impala = agent_networks.make_networks(env_spec, agent_networks.default_policy_config(
+      env_name, agent_networks.is_image_spec(env_spec)))
   policy_params = nets_impala.unroll_init_fn(jax.random.PRNGKey(0), agent_networks.DUMMY_CORE_STATE)
 
   class _FixedParams:

@@ -2,7 +2,9 @@
 
 psi is Siamese: one encoder embeds each observation, the two embeddings are concatenated and a
 head maps them to one logit (sigmoid(logit) = probability that x comes before x').
-phi encodes one observation and outputs one logit per action (sigmoid = reversibility of a in x).
+phi encodes one observation and outputs one logit per action (sigmoid = reversibility of a in x);
+by default (`phi_encoder='torso'`, the paper's form) its own encoder is psi's conv layers only
+(separate weights; nothing for vectors), without psi's MLP/embedding layers.
 
 The architecture is described by a typed `NetworkConfig`, stored in checkpoints so that a saved
 estimator can be rebuilt with one call. Defaults per observation kind follow Appendix C.
@@ -14,6 +16,9 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+
+PHI_ENCODERS = ('torso', 'full')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +33,10 @@ class NetworkConfig:
   psi_head_sizes: Tuple[int, ...] = ()         # hidden layers after the concatenation
   phi_hidden_sizes: Tuple[int, ...] = (64,)    # phi: hidden layers after the encoder
   dropout: float = 0.0                         # in the psi head (Sokoban: 0.1)
+  # What phi's encoder is. 'torso' (the paper, App. C.4/C.6): the conv layers only, flattened
+  # (torso='conv'), or nothing but a flatten (torso='mlp'); no mlp_sizes, no embedding
+  # projection. 'full': psi's whole encoder (convs/MLP + embedding), the pre-field behaviour.
+  phi_encoder: str = 'torso'
 
   def __post_init__(self):
     if self.torso not in ('mlp', 'conv'):
@@ -37,6 +46,8 @@ class NetworkConfig:
       raise ValueError('conv torso needs conv_channels and conv_strides of equal, non-zero length')
     if not 0.0 <= self.dropout < 1.0:
       raise ValueError(f'dropout must be in [0, 1), got {self.dropout}')
+    if self.phi_encoder not in PHI_ENCODERS:
+      raise ValueError(f"phi_encoder must be one of {PHI_ENCODERS}, got {self.phi_encoder!r}")
 
   def to_dict(self):
     return dataclasses.asdict(self)
@@ -47,20 +58,27 @@ class NetworkConfig:
     unknown = set(d) - fields
     if unknown:
       raise ValueError(f'unknown network config field(s): {sorted(unknown)}')
+    d = dict(d)
+    # Checkpoints written before `phi_encoder` existed used psi's whole encoder for phi.
+    d.setdefault('phi_encoder', 'full')
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
 # Appendix C defaults, by environment.
 PAPER_DEFAULTS = {
     # C.1 / C.4: two FC layers of 64 + ReLU per observation, concat, linear -> logit;
-    # phi (Cartpole+): one hidden layer of 64.
+    # phi (Cartpole+): "a shallow feed-forward network with a single hidden layer of size 64
+    # followed by a ReLU": input -> 64 -> one logit per action (phi_encoder='torso').
     'cartpole': NetworkConfig(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)),
     'cliff': NetworkConfig(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)),
-    # C.2 / C.6: 3 convs (3x3) of 32/64/64, flatten, linear to 64, concat, linear -> logit.
+    # C.2 / C.6: 3 convs (3x3) of 32/64/64, flatten, linear to 64, concat, linear -> logit;
+    # phi: the same convs, flattened, then one hidden layer of 64 + ReLU -> logits (no
+    # embedding projection: phi_encoder='torso').
     'turf': NetworkConfig(torso='conv', conv_channels=(32, 64, 64), conv_strides=(1, 1, 1),
                           embedding_size=64, phi_hidden_sizes=(64,)),
     # C.3: 2 convs of 8, strides 2 and 1 (no ReLU after the last), 3-layer MLP of 64 with
-    # dropout 0.1, final single neuron.
+    # dropout 0.1, final single neuron. phi is not described in the paper for Sokoban: we keep
+    # the same convs + 3 hidden layers of 64 (no embedding_size, so 'torso' == 'full' here).
     'sokoban': NetworkConfig(torso='conv', conv_channels=(8, 8), conv_strides=(2, 1),
                              relu_after_last_conv=False, psi_head_sizes=(64, 64, 64),
                              phi_hidden_sizes=(64, 64, 64), dropout=0.1),
@@ -74,9 +92,11 @@ def default_config(env_name: str) -> NetworkConfig:
 class Encoder(hk.Module):
   """Embeds a batch of observations [B, ...] into vectors [B, D]."""
 
-  def __init__(self, config: NetworkConfig, name: str = 'encoder'):
+  def __init__(self, config: NetworkConfig, name: str = 'encoder', torso_only: bool = False):
+    """torso_only: convs only (conv torso) / just a flatten (mlp torso), no embedding."""
     super().__init__(name=name)
     self._config = config
+    self._torso_only = torso_only
 
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
     c = self._config
@@ -93,9 +113,11 @@ class Encoder(hk.Module):
       x = hk.Flatten()(x)
     else:
       x = hk.Flatten()(x)
+      if self._torso_only:
+        return x
       for size in c.mlp_sizes:
         x = jax.nn.relu(hk.Linear(size)(x))
-    if c.embedding_size:
+    if c.embedding_size and not self._torso_only:
       x = hk.Linear(c.embedding_size)(x)
     return x
 
@@ -112,7 +134,7 @@ def _psi_logits(config: NetworkConfig, x: jnp.ndarray, x_next: jnp.ndarray,
 
 
 def _phi_logits(config: NetworkConfig, num_actions: int, x: jnp.ndarray) -> jnp.ndarray:
-  h = Encoder(config, name='phi_encoder')(x)
+  h = Encoder(config, name='phi_encoder', torso_only=config.phi_encoder == 'torso')(x)
   for size in config.phi_hidden_sizes:
     h = jax.nn.relu(hk.Linear(size)(h))
   return hk.Linear(num_actions, name='phi_out')(h)

@@ -103,7 +103,8 @@ class StepLimiter:
 
 def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   spec = environment_spec(cfg)
-  networks = agent_networks.make_networks(spec)
+  networks = agent_networks.make_networks(spec, agent_networks.default_policy_config(
+      cfg.env, agent_networks.is_image_spec(spec)))
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=replay.server_address, table=IMPALA_TABLE,
       max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
@@ -139,7 +140,8 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
   spec = specs.make_environment_spec(environment)
   forward, policy_client = None, None
   if cfg.agent == 'impala':
-    forward = agent_networks.make_networks(spec).forward_fn
+    forward = agent_networks.make_networks(spec, agent_networks.default_policy_config(
+        cfg.env, agent_networks.is_image_spec(spec))).forward_fn
     policy_client = variable_utils.VariableClient(
         learner, key='policy', update_period=cfg.impala.policy_update_period, device='cpu')
   estimators, estimator_client, frozen = None, None, None

@@ -101,11 +101,13 @@ def test_policy_network_forward_matches_unroll_for_images_and_vectors():
   import dm_env
   from acme import specs
   from agents import networks
-  for shape, dtype in (((4,), np.float32), ((10, 10, 3), np.uint8)):
+  for shape, dtype, env_name in (((4,), np.float32, 'cartpole'), ((10, 10, 3), np.uint8, 'sokoban'),
+                                 ((10, 10, 3), np.uint8, 'turf'), ((10, 10, 3), np.uint8, None)):
     spec = specs.EnvironmentSpec(
         observations=specs.Array(shape, dtype), actions=specs.DiscreteArray(4, dtype=np.int32),
         rewards=specs.Array((), np.float32), discounts=specs.BoundedArray((), np.float32, 0., 1.))
-    net = networks.make_networks(spec)
+    config = None if env_name is None else networks.default_policy_config(env_name, len(shape) == 3)
+    net = networks.make_networks(spec, config)
     params = net.unroll_init_fn(jax.random.PRNGKey(0), networks.DUMMY_CORE_STATE)
     obs = np.asarray(np.random.default_rng(0).integers(0, 255, size=(3,) + shape), dtype)
     (logits_seq, values_seq), _ = net.unroll_fn(params, obs, networks.DUMMY_CORE_STATE)

@@ -1,0 +1,157 @@
+"""Network shapes as Appendix C gives them: phi (reversibility estimator) and the IMPALA agent."""
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from acme import specs
+
+from agents import networks as agent_nets
+from estimators import checkpoint
+from estimators import networks as nets
+
+CARTPOLE = ((4,), np.float32, 2)
+IMAGE = ((10, 10, 3), np.uint8, 4)  # turf and sokoban observations
+
+
+def _shapes(params):
+  """{module name: {param name: shape}}."""
+  return {m: {k: tuple(v.shape) for k, v in ps.items()} for m, ps in params.items()}
+
+
+def _phi(config, obs):
+  shape, dtype, num_actions = obs
+  est = nets.make_estimators(config, num_actions)
+  x = np.zeros((3,) + shape, dtype)
+  params = est.phi_init(jax.random.PRNGKey(0), x)
+  assert est.phi_apply(params, x).shape == (3, num_actions)
+  return _shapes(params)
+
+
+def test_cartpole_phi_is_one_hidden_layer_of_64():
+  shapes = _phi(nets.default_config('cartpole'), CARTPOLE)
+  assert shapes == {'linear': {'w': (4, 64), 'b': (64,)},
+                    'phi_out': {'w': (64, 2), 'b': (2,)}}
+
+
+def test_turf_phi_is_convs_then_64_without_embedding():
+  shapes = _phi(nets.default_config('turf'), IMAGE)
+  convs = sorted(m for m in shapes if m.startswith('phi_encoder/'))
+  assert [shapes[m]['w'] for m in convs] == [(3, 3, 3, 32), (3, 3, 32, 64), (3, 3, 64, 64)]
+  assert all('conv2_d' in m for m in convs)  # no embedding projection in phi's encoder
+  # 10x10 -> 8 -> 6 -> 4 (VALID): 4 * 4 * 64 flattened features straight into the hidden layer.
+  assert shapes['linear'] == {'w': (4 * 4 * 64, 64), 'b': (64,)}
+  assert shapes['phi_out'] == {'w': (64, 4), 'b': (4,)}
+  assert len(shapes) == 5
+
+
+def test_sokoban_phi_keeps_convs_and_three_hidden_layers():
+  shapes = _phi(nets.default_config('sokoban'), IMAGE)
+  assert [shapes[m]['w'] for m in ('linear', 'linear_1', 'linear_2')] == [
+      (2 * 2 * 8, 64), (64, 64), (64, 64)]  # 10 -> 4 -> 2 (VALID)
+
+
+def test_psi_is_unchanged_by_phi_encoder():
+  for env, obs in (('cartpole', CARTPOLE), ('turf', IMAGE)):
+    new = nets.default_config(env)
+    old = dataclasses.replace(new, phi_encoder='full')
+    shape, dtype, num_actions = obs
+    x = np.zeros((1,) + shape, dtype)
+    p_new = nets.make_estimators(new, num_actions).psi_init(jax.random.PRNGKey(0), x)
+    p_old = nets.make_estimators(old, num_actions).psi_init(jax.random.PRNGKey(0), x)
+    assert _shapes(p_new) == _shapes(p_old)
+
+
+def test_old_style_config_dict_rebuilds_the_old_phi():
+  d = nets.default_config('cartpole').to_dict()
+  assert d['phi_encoder'] == 'torso'
+  assert nets.NetworkConfig.from_dict(d) == nets.default_config('cartpole')
+  del d['phi_encoder']  # a checkpoint written before the field existed
+  config = nets.NetworkConfig.from_dict(d)
+  assert config.phi_encoder == 'full'
+  shapes = _phi(config, CARTPOLE)  # psi's encoder (2 x 64) then one hidden layer of 64
+  assert shapes == {'phi_encoder/linear': {'w': (4, 64), 'b': (64,)},
+                    'phi_encoder/linear_1': {'w': (64, 64), 'b': (64,)},
+                    'linear': {'w': (64, 64), 'b': (64,)},
+                    'phi_out': {'w': (64, 2), 'b': (2,)}}
+  d = nets.default_config('turf').to_dict()
+  del d['phi_encoder']
+  shapes = _phi(nets.NetworkConfig.from_dict(d), IMAGE)
+  assert shapes['phi_encoder/linear'] == {'w': (4 * 4 * 64, 64), 'b': (64,)}  # the embedding
+  assert shapes['linear'] == {'w': (64, 64), 'b': (64,)}
+
+
+def test_old_checkpoint_loads_and_applies(tmp_path):
+  config = nets.default_config('turf')
+  old_config = dataclasses.replace(config, phi_encoder='full')
+  shape, dtype, num_actions = IMAGE
+  x = np.zeros((2,) + shape, dtype)
+  est = nets.make_estimators(old_config, num_actions)
+  psi = est.psi_init(jax.random.PRNGKey(0), x)
+  phi = est.phi_init(jax.random.PRNGKey(1), x)
+  path = str(tmp_path / 'old.ckpt')
+  checkpoint.save(path, old_config, num_actions, shape, dtype, psi, phi)
+  import pickle
+  with open(path, 'rb') as f:
+    payload = pickle.load(f)
+  del payload['network']['phi_encoder']
+  with open(path, 'wb') as f:
+    pickle.dump(payload, f)
+  ckpt = checkpoint.load(path)
+  assert ckpt.network == old_config
+  np.testing.assert_allclose(ckpt.estimators.phi_apply(ckpt.phi_params, x), est.phi_apply(phi, x))
+
+
+def test_phi_encoder_is_validated():
+  with pytest.raises(ValueError, match='phi_encoder'):
+    nets.NetworkConfig(phi_encoder='convs')
+
+
+def _impala(env_name, obs):
+  shape, dtype, num_actions = obs
+  spec = specs.EnvironmentSpec(
+      observations=specs.Array(shape, dtype), actions=specs.DiscreteArray(num_actions, np.int32),
+      rewards=specs.Array((), np.float32), discounts=specs.BoundedArray((), np.float32, 0., 1.))
+  config = agent_nets.default_policy_config(env_name, len(shape) == 3)
+  net = agent_nets.make_networks(spec, config)
+  params = net.unroll_init_fn(jax.random.PRNGKey(0), agent_nets.DUMMY_CORE_STATE)
+  obs_seq = np.ones((5,) + shape, dtype)
+  (logits, values), _ = net.unroll_fn(params, obs_seq, agent_nets.DUMMY_CORE_STATE)
+  assert logits.shape == (5, num_actions) and values.shape == (5,)
+  (logit, value), _ = net.forward_fn(params, obs_seq[0], agent_nets.DUMMY_CORE_STATE)
+  assert logit.shape == (num_actions,) and value.shape == ()
+  prefix = 'policy_value/'
+  assert all(m.startswith(prefix) for m in params)
+  return {m[len(prefix):]: s['w'] for m, s in _shapes(params).items()}
+
+
+def test_sokoban_impala_shares_two_64_layers_then_separate_64_heads():
+  w = _impala('sokoban', IMAGE)
+  assert w == {
+      'conv_0': (3, 3, 3, 8), 'conv_1': (3, 3, 8, 16), 'conv_2': (3, 3, 16, 16),
+      # 10x10 -stride 2 VALID-> 4x4 -VALID-> 2x2 -SAME-> 2x2, 16 channels.
+      'shared_0': (2 * 2 * 16, 64), 'shared_1': (64, 64),
+      'policy_hidden_0': (64, 64), 'value_hidden_0': (64, 64),
+      'policy': (64, 4), 'value': (64, 1)}
+
+
+def test_turf_impala_is_convs_32_64_64_then_512():
+  w = _impala('turf', IMAGE)
+  assert w == {
+      'conv_0': (3, 3, 3, 32), 'conv_1': (3, 3, 32, 64), 'conv_2': (3, 3, 64, 64),
+      'shared_0': (4 * 4 * 64, 512), 'policy': (512, 4), 'value': (512, 1)}
+
+
+def test_cartpole_impala_is_two_separate_2x64_mlps():
+  w = _impala('cartpole', CARTPOLE)
+  assert w == {
+      'policy_hidden_0': (4, 64), 'policy_hidden_1': (64, 64), 'policy': (64, 2),
+      'value_hidden_0': (4, 64), 'value_hidden_1': (64, 64), 'value': (64, 1)}
+
+
+def test_default_policy_config_falls_back_by_observation_kind():
+  assert agent_nets.default_policy_config('cliff', False).head_hidden == (64, 64)
+  assert agent_nets.default_policy_config('unknown', True) == agent_nets.POLICY_DEFAULTS['sokoban']
+  assert agent_nets.default_policy_config(None, False) == agent_nets.POLICY_DEFAULTS['cartpole']
+  with pytest.raises(ValueError, match='conv'):
+    agent_nets.PolicyNetConfig(torso='conv', conv_channels=(8,), conv_strides=(1,))
