@@ -81,7 +81,8 @@ class ReversibilityAwareActor(core.Actor):
       if rev.mode == 'rac':
         phi = est_training.phi_prob(estimators, phi_params, obs[None])[0]
         out = shield.shield(sub, logits, phi, rev.beta, rev.shield_mode)
-        return out.action, logits, out.rejected, out.fallback, key
+        # Behaviour logits for V-trace: those of pi_bar, the policy that acted.
+        return out.action, out.logits, out.rejected, out.fallback, key
       action = jax.random.categorical(sub, logits).astype(jnp.int32)
       return action, logits, jnp.bool_(False), jnp.bool_(False), key
 

@@ -4,6 +4,9 @@
   When *no* action qualifies (Z = 0) the paper's policy is undefined; we fall back to the most
   reversible action (argmax phi), the least bad choice, and count it as a fallback.
 'replace' (the authors' release): sample a ~ pi; if phi(x, a) < beta, take argmax_a phi(x, a).
+
+The actor writes the logits of the policy that actually acted (`acting_logits`) as IMPALA's
+behaviour logits, so V-trace's importance ratio pi(a|x) / pi_bar(a|x) corrects for the shield.
 """
 from typing import NamedTuple
 
@@ -11,12 +14,16 @@ import jax
 import jax.numpy as jnp
 
 SHIELD_MODES = ('rejection', 'replace')
+# Log-probability standing for "never": finite, so the learner's log-softmax, importance ratios
+# and losses stay finite (exp underflows to exactly 0 against any real logit).
+NEVER = -1e9
 
 
 class ShieldOutput(NamedTuple):
   action: jnp.ndarray       # [] the action taken
   rejected: jnp.ndarray     # [] bool: the policy's choice was (or would have been) overridden
   fallback: jnp.ndarray     # [] bool: no action reached beta, argmax phi was taken
+  logits: jnp.ndarray       # [A] finite logits of pi_bar, the policy that acted
 
 
 def shielded_logits(logits: jnp.ndarray, phi: jnp.ndarray, beta: float) -> jnp.ndarray:
@@ -24,6 +31,26 @@ def shielded_logits(logits: jnp.ndarray, phi: jnp.ndarray, beta: float) -> jnp.n
   ok = phi >= beta
   any_ok = jnp.any(ok, axis=-1, keepdims=True)
   return jnp.where(ok | ~any_ok, logits, -jnp.inf)
+
+
+def acting_logits(logits: jnp.ndarray, phi: jnp.ndarray, beta: float,
+                  mode: str = 'rejection') -> jnp.ndarray:
+  """Finite logits [A] of the shielded policy pi_bar that `shield` samples from.
+
+  'rejection': pi restricted to actions with phi >= beta; when none qualifies, all mass on
+  argmax phi. 'replace': pi(a) on qualifying actions, plus the mass of every rejected action on
+  argmax phi. Actions pi_bar never takes get NEVER.
+  """
+  log_pi = jax.nn.log_softmax(logits)
+  ok = phi >= beta
+  is_best = jnp.arange(logits.shape[-1]) == jnp.argmax(phi)
+  if mode == 'rejection':
+    return jnp.where(jnp.any(ok), jnp.where(ok, log_pi, NEVER), jnp.where(is_best, 0.0, NEVER))
+  if mode == 'replace':
+    pi = jnp.exp(log_pi)
+    p_bar = jnp.where(ok, pi, 0.0) + jnp.where(is_best, jnp.sum(jnp.where(ok, 0.0, pi)), 0.0)
+    return jnp.where(p_bar > 0, jnp.log(jnp.where(p_bar > 0, p_bar, 1.0)), NEVER)
+  raise ValueError(f'unknown RAC shield mode {mode!r}; expected one of {SHIELD_MODES}')
 
 
 def shield(key: jnp.ndarray, logits: jnp.ndarray, phi: jnp.ndarray, beta: float,
@@ -41,4 +68,5 @@ def shield(key: jnp.ndarray, logits: jnp.ndarray, phi: jnp.ndarray, beta: float,
     action = jnp.where(ok[proposed], proposed, best)
   else:
     raise ValueError(f'unknown RAC shield mode {mode!r}; expected one of {SHIELD_MODES}')
-  return ShieldOutput(action.astype(jnp.int32), ~ok[proposed], none_ok)
+  return ShieldOutput(action.astype(jnp.int32), ~ok[proposed], none_ok,
+                      acting_logits(logits, phi, beta, mode))
