@@ -13,8 +13,9 @@ transitions of the same dataset, regressed onto psi(x', x) (L2, or --phi_loss bc
 online learner does. The whole flat dataset is put on the device once; each jitted call does
 --steps_per_call steps (lax.scan) to amortise dispatch.
 
-Defaults follow the dataset's environment (`--network_preset`, window, learning rate, weight
-decay): Cartpole/Turf Adam 0.01; Sokoban Adam 5e-4 with weight decay 1e-4, dropout 0.1.
+Defaults follow the dataset's environment (`--network_preset`; `estimators.recipes`): window,
+learning rate, weight decay, pair and phi budgets. Cartpole/Turf: w 200/120, Adam 0.01, 3M pairs;
+Sokoban: w 15, Adam 5e-4 with weight decay 1e-4, 20M pairs, dropout 0.1.
 Errors (missing dataset, bad window...) are printed as one line; the exit code is then 2 and no
 checkpoint is written (an existing one is left untouched).
 """
@@ -28,6 +29,7 @@ from typing import Any, Dict, Optional, Tuple
 from absl import app, flags
 
 from estimators import cli
+from estimators import recipes
 
 FLAGS = flags.FLAGS
 
@@ -40,11 +42,13 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_string('out', None, 'Checkpoint file to write (estimators.checkpoint).', flag_values=fv)
   flags.DEFINE_integer('window', None, 'Precedence window w (default: the preset recipe: '
                        'cartpole 200, turf 120, sokoban 15, cliff 200).', flag_values=fv)
-  flags.DEFINE_integer('num_pairs', 3_000_000, 'Total psi training pairs (steps = ceil(P / B)).', flag_values=fv)
+  flags.DEFINE_integer('num_pairs', None, 'Total psi training pairs, steps = ceil(P / B) (default: the '
+                       'preset recipe: 3M, sokoban 20M).', flag_values=fv)
   flags.DEFINE_integer('batch_size', 128, 'Pairs per psi step (and transitions per phi step).', flag_values=fv)
   flags.DEFINE_bool('phi', False, 'Also train the reversibility estimator phi (RAC).', flag_values=fv)
   flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], "phi loss: 'l2' (paper) or 'bce' (authors' code).", flag_values=fv)
-  flags.DEFINE_integer('phi_transitions', 100_000, 'Transitions fed to phi (steps = ceil(N / B)).', flag_values=fv)
+  flags.DEFINE_integer('phi_transitions', None, 'Transitions fed to phi, steps = ceil(N / B) '
+                       '(default: the preset recipe, 100k).', flag_values=fv)
   flags.DEFINE_enum('phi_schedule', 'after', ['after', 'joint'],
                     "'after': phi after psi, psi frozen (paper, offline); 'joint': alongside psi.", flag_values=fv)
   flags.DEFINE_float('learning_rate', None, 'Adam learning rate (default: preset; 0.01, sokoban 5e-4).', flag_values=fv)
@@ -61,15 +65,6 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer('eval_pairs', 10_000, 'Pairs re-sampled from the dataset after training to '
                        'report psi accuracy without dropout (0: skip).', flag_values=fv)
   flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.', flag_values=fv)
-
-
-# Recipe defaults per preset (Appendix C).
-RECIPES = {
-    'cartpole': {'window': 200, 'learning_rate': 1e-2, 'weight_decay': 0.0},
-    'cliff': {'window': 200, 'learning_rate': 1e-2, 'weight_decay': 0.0},
-    'turf': {'window': 120, 'learning_rate': 1e-2, 'weight_decay': 0.0},
-    'sokoban': {'window': 15, 'learning_rate': 5e-4, 'weight_decay': 1e-4},
-}
 
 
 _SHORT = {'psi_loss': 'loss', 'psi_accuracy': 'acc', 'phi_loss': 'phi_loss'}
@@ -286,7 +281,7 @@ def run(argv_flags=FLAGS) -> dict:
     raise TrainError('--out is required (the checkpoint file to write)')
   if f.window is not None and f.window < 1:
     raise TrainError(f'--window must be >= 1, got {f.window}')
-  if f.num_pairs < 1:
+  if f.num_pairs is not None and f.num_pairs < 1:
     raise TrainError(f'--num_pairs must be >= 1, got {f.num_pairs}')
   if f.batch_size < 1:
     raise TrainError(f'--batch_size must be >= 1, got {f.batch_size}')
@@ -294,12 +289,14 @@ def run(argv_flags=FLAGS) -> dict:
 
   meta = dataset_lib.read_metadata(f.dataset)   # fails fast, before loading
   env_name = _env_name(meta)
-  preset = f.network_preset or (env_name if env_name in RECIPES else 'cartpole')
-  recipe = RECIPES[preset]
+  preset = f.network_preset or (env_name if env_name in recipes.RECIPES else 'cartpole')
+  recipe = recipes.recipe(preset)
   network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout)
-  window = f.window if f.window is not None else recipe['window']
-  lr = f.learning_rate if f.learning_rate is not None else recipe['learning_rate']
-  wd = f.weight_decay if f.weight_decay is not None else recipe['weight_decay']
+  window = f.window if f.window is not None else recipe.window
+  lr = f.learning_rate if f.learning_rate is not None else recipe.learning_rate
+  wd = f.weight_decay if f.weight_decay is not None else recipe.weight_decay
+  num_pairs = f.num_pairs if f.num_pairs is not None else recipe.num_pairs
+  phi_transitions = f.phi_transitions if f.phi_transitions is not None else recipe.phi_transitions
   try:
     config = training.TrainConfig(
         window=window, batch_size=f.batch_size, learning_rate=lr, weight_decay=wd,
@@ -324,8 +321,8 @@ def run(argv_flags=FLAGS) -> dict:
         file=sys.stderr, flush=True)
 
   psi_params, phi_params, summary = train(
-      flat, network, num_actions, config, f.num_pairs, phi=f.phi,
-      phi_transitions=f.phi_transitions, phi_schedule=f.phi_schedule,
+      flat, network, num_actions, config, num_pairs, phi=f.phi,
+      phi_transitions=phi_transitions, phi_schedule=f.phi_schedule,
       steps_per_call=f.steps_per_call, progress=f.progress, eval_pairs=f.eval_pairs)
 
   psi = summary['psi']
@@ -334,7 +331,7 @@ def run(argv_flags=FLAGS) -> dict:
       'dataset': os.path.abspath(f.dataset), 'dataset_episodes': int(len(flat.lengths)),
       'dataset_observations': int(len(flat.last)), 'dataset_transitions': summary['num_transitions'],
       'network_preset': preset, 'window': int(window), 'num_pairs': int(psi['items']),
-      'requested_pairs': int(f.num_pairs), 'batch_size': int(f.batch_size),
+      'requested_pairs': int(num_pairs), 'batch_size': int(f.batch_size),
       'psi_steps': int(psi['steps']), 'learning_rate': float(lr), 'weight_decay': float(wd),
       'seed': int(f.seed), 'steps_per_call': int(f.steps_per_call),
       'psi_loss': psi['final'].get('psi_loss'), 'psi_accuracy': psi['final'].get('psi_accuracy'),

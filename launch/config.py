@@ -9,36 +9,18 @@ from estimators.training import TrainConfig as EstimatorTrainConfig
 
 AGENTS = ('impala', 'random')
 
-# Per-environment defaults, used for every flag the user leaves unset (like rl-zoo's hyperparams).
-# cartpole (reward-free RAE): beta 0.7 and the hinge reward are the authors' released Cartpole
-# settings, entropy 0.05 is the paper's (App. C.1); discount 0.9 is ours: with 0.99 the IMPALA
-# agent learned to end episodes quickly (every falling step is penalised, so dying early
-# minimises the penalty) -- measured in BUILD_NOTES.md.
-# turf: App. C.2 (-0.1 * 1[psi > 0.8] * psi); sokoban: App. C.3 (lr 5e-4, entropy 0.01, w=15,
-# beta 0.9); cliff: App. D (RAC, beta 0.4 is the best column of Table 2).
-PRESETS = {
-    'cartpole': dict(discount=0.9, entropy_cost=0.05, learning_rate=1e-3, beta=0.7, lam=1.0,
-                     reward_form='hinge', env_steps_per_psi_update=100, window=200),
-    'turf': dict(discount=0.99, entropy_cost=0.05, learning_rate=1e-3, beta=0.8, lam=0.1,
-                 reward_form='paper', env_steps_per_psi_update=100, window=120),
-    'sokoban': dict(discount=0.99, entropy_cost=0.01, learning_rate=5e-4, beta=0.9, lam=0.1,
-                    reward_form='paper', env_steps_per_psi_update=100, window=15),
-    'cliff': dict(discount=0.99, entropy_cost=0.01, learning_rate=1e-3, beta=0.4, lam=1.0,
-                  reward_form='paper', env_steps_per_psi_update=50, window=200),
-}
-
-
-def preset(env: str, name: str):
-  return PRESETS.get(env, PRESETS['cartpole'])[name]
 LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt')
 
 
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig:
-  """IMPALA hyperparameters (feed-forward nets; the Acme/Sokoban-appendix layout of options)."""
+  """IMPALA hyperparameters (feed-forward nets; the Acme/Sokoban-appendix layout of options).
+  Per-environment values: `launch.presets`."""
   batch_size: int = 16
   sequence_length: int = 20
   learning_rate: float = 1e-3
+  adam_b1: float = 0.9
+  adam_b2: float = 0.999
   discount: float = 0.99
   entropy_cost: float = 0.01
   baseline_cost: float = 0.5
@@ -46,15 +28,37 @@ class ImpalaConfig:
   max_queue_size: int = 160         # items; > batch_size + 1
   policy_update_period: int = 100   # actor steps between parameter fetches
 
+  def __post_init__(self):
+    if self.batch_size < 1:
+      raise ValueError(f'IMPALA batch_size must be >= 1, got {self.batch_size}')
+    if self.sequence_length < 2:
+      raise ValueError(f'sequence_length must be >= 2 (V-trace bootstraps from the last step), '
+                       f'got {self.sequence_length}')
+    if self.learning_rate <= 0:
+      raise ValueError(f'IMPALA learning_rate must be > 0, got {self.learning_rate}')
+    if not (0 <= self.adam_b1 < 1 and 0 <= self.adam_b2 < 1):
+      raise ValueError(f'Adam decays must lie in [0, 1), got b1={self.adam_b1}, b2={self.adam_b2}')
+    if not 0 <= self.discount <= 1:
+      raise ValueError(f'discount must lie in [0, 1], got {self.discount}')
+    if self.entropy_cost < 0:
+      raise ValueError(f'entropy_cost must be >= 0, got {self.entropy_cost}')
+    if self.max_queue_size <= self.batch_size + 1:
+      raise ValueError(f'max_queue_size ({self.max_queue_size}) must exceed batch_size + 1')
+
 
 @dataclasses.dataclass(frozen=True)
 class PrecedenceConfig:
   """The precedence-learner node: what it samples and how often it trains."""
   window_batch: int = 16              # windows sampled from the 'precedence' table per update
   env_steps_per_update: int = 50      # throttle: one psi (and phi) update per this many env steps
+  # (the paper: one per 500; ours per env in launch.presets, see BUILD_NOTES.md)
   table_max_windows: int = 20_000     # replay size, in windows of 2w steps
   min_windows: int = 8                # windows needed before training starts
   estimator_update_period: int = 100  # actor steps between psi/phi parameter fetches
+
+  def __post_init__(self):
+    if self.env_steps_per_update < 1:
+      raise ValueError(f'env_steps_per_psi_update must be >= 1, got {self.env_steps_per_update}')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -110,7 +110,8 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
       max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
   iterator = dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator()
   optimizer = optax.chain(optax.clip_by_global_norm(cfg.impala.max_gradient_norm),
-                          optax.adam(cfg.impala.learning_rate))
+                          optax.adam(cfg.impala.learning_rate, b1=cfg.impala.adam_b1,
+                                     b2=cfg.impala.adam_b2))
   learner = learning.IMPALALearner(
       networks, iterator, optimizer, random_key, discount=cfg.impala.discount,
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,

@@ -31,25 +31,32 @@ flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<mod
 flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt'], 'Launchpad launch type.')
 flags.DEFINE_integer('seed', 0, 'Random seed.')
 # Reversibility.
-flags.DEFINE_float('beta', None, 'Threshold (default: per-env preset; 0.4 for RAC).')
-flags.DEFINE_float('lam', None, 'RAE penalty weight lambda (default: per-env preset).')
+flags.DEFINE_float('beta', None, 'Threshold (default: per (env, mode) preset, launch.presets).')
+flags.DEFINE_float('lam', None, 'RAE penalty weight lambda (default: per (env, mode) preset).')
 flags.DEFINE_enum('reward_form', None, ['paper', 'hinge'],
                   "RAE reward: 'paper' -lam*1[psi>beta]*psi, 'hinge' -lam*max(psi-beta,0) "
-                  '(default: per-env preset).')
+                  '(default: per (env, mode) preset).')
 flags.DEFINE_enum('shield', 'rejection', ['rejection', 'replace'],
                   "RAC: 'rejection' (paper) or 'replace' with the most reversible action (authors' code).")
 flags.DEFINE_string('estimator_checkpoint', None, 'Frozen psi/phi checkpoint (offline RAE/RAC).')
-flags.DEFINE_integer('window', None, 'Precedence window w (default: per-env preset, at most the time limit).')
-flags.DEFINE_float('psi_learning_rate', 1e-2, 'Adam learning rate of psi and phi.')
+flags.DEFINE_integer('window', None, 'Precedence window w (default: the env recipe, '
+                     'estimators.recipes, at most the time limit).')
+flags.DEFINE_float('psi_learning_rate', None, 'Adam learning rate of psi and phi (default: the env recipe).')
+flags.DEFINE_float('psi_weight_decay', None, 'AdamW weight decay of psi and phi (default: the env recipe).')
 flags.DEFINE_integer('psi_batch_size', 128, 'Pairs per psi update.')
 flags.DEFINE_integer('env_steps_per_psi_update', None, 'Throttle of the precedence learner (default: preset).')
 flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], 'phi regression loss.')
 # IMPALA.
 flags.DEFINE_float('learning_rate', None, 'IMPALA Adam learning rate (default: preset).')
+flags.DEFINE_float('adam_b1', None, 'IMPALA Adam first-moment decay (default: preset; sokoban 0).')
+flags.DEFINE_float('adam_b2', None, 'IMPALA Adam second-moment decay (default: preset; sokoban 0.99).')
 flags.DEFINE_float('entropy_cost', None, 'IMPALA entropy cost (default: preset).')
 flags.DEFINE_float('discount', None, 'IMPALA discount (default: preset).')
-flags.DEFINE_integer('batch_size', 16, 'IMPALA batch size (sequences).')
-flags.DEFINE_integer('sequence_length', 20, 'IMPALA unroll length.')
+flags.DEFINE_integer('batch_size', None, 'IMPALA batch size in sequences (default: preset; sokoban '
+                     "256, the paper's, which small machines may lower, e.g. 32).")
+flags.DEFINE_integer('sequence_length', None, 'IMPALA unroll length (default: preset, 20).')
+flags.DEFINE_bool('show_config', False, 'Print the resolved configuration (flags + presets) as '
+                  'JSON and exit without launching.')
 
 
 def config_from_flags():
@@ -57,8 +64,10 @@ def config_from_flags():
   import envs
   from agents.acting import ReversibilityConfig
   from estimators import networks as est_nets
+  from estimators import recipes
   from estimators.training import TrainConfig
   from launch import config as cfg_lib
+  from launch import presets
 
   options = envs.parse_options(FLAGS.env_option)
   if FLAGS.env == 'cartpole':
@@ -68,13 +77,16 @@ def config_from_flags():
   envs.make(FLAGS.env, seed=0, **options)  # validates name and options early, in the launcher
   episode_limit = options.get('max_steps', _default_option(FLAGS.env, 'max_steps')) or 200
 
-  def pick(flag_name, preset_name=None):
-    value = getattr(FLAGS, flag_name)
-    return cfg_lib.preset(FLAGS.env, preset_name or flag_name) if value is None else value
-
-  window = FLAGS.window or min(int(episode_limit), pick('window'))
   mode = FLAGS.mode
-  beta = FLAGS.beta if FLAGS.beta is not None else (0.4 if mode == 'rac' else pick('beta'))
+  agent_preset = presets.agent(FLAGS.env)
+  threshold_preset = presets.thresholds(FLAGS.env, mode)
+  recipe = recipes.recipe(FLAGS.env)
+
+  def pick(flag_name, default):
+    value = getattr(FLAGS, flag_name)
+    return default if value is None else value
+
+  window = FLAGS.window if FLAGS.window is not None else min(int(episode_limit), recipe.window)
   network = est_nets.default_config(FLAGS.env)
   if FLAGS.estimator_checkpoint:
     # Validate here, in the launcher, so a bad checkpoint is one line and not a dead node.
@@ -85,19 +97,27 @@ def config_from_flags():
                        'and --mode rac needs phi')
     network = ckpt.network
   run_dir = FLAGS.run_dir or os.path.join('runs', f'{FLAGS.env}-{FLAGS.agent}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')
+  batch_size = pick('batch_size', agent_preset.batch_size)
+  psi_lr = pick('psi_learning_rate', recipe.learning_rate)
   return cfg_lib.RunConfig(
       env=FLAGS.env, env_options=options, agent=FLAGS.agent, num_actors=FLAGS.num_actors,
       max_steps=FLAGS.max_steps, seed=FLAGS.seed, run_dir=os.path.abspath(run_dir),
       launch_type=FLAGS.launch_type,
-      reversibility=ReversibilityConfig(mode=mode, beta=beta, lam=pick('lam'),
-                                        reward_form=pick('reward_form'), shield_mode=FLAGS.shield),
-      impala=cfg_lib.ImpalaConfig(batch_size=FLAGS.batch_size, sequence_length=FLAGS.sequence_length,
-                                  learning_rate=pick('learning_rate'), discount=pick('discount'),
-                                  entropy_cost=pick('entropy_cost')),
-      precedence=cfg_lib.PrecedenceConfig(env_steps_per_update=pick('env_steps_per_psi_update')),
+      reversibility=ReversibilityConfig(
+          mode=mode, beta=pick('beta', threshold_preset.beta), lam=pick('lam', threshold_preset.lam),
+          reward_form=pick('reward_form', threshold_preset.reward_form), shield_mode=FLAGS.shield),
+      impala=cfg_lib.ImpalaConfig(
+          batch_size=batch_size, sequence_length=pick('sequence_length', agent_preset.sequence_length),
+          learning_rate=pick('learning_rate', agent_preset.learning_rate),
+          adam_b1=pick('adam_b1', agent_preset.adam_b1), adam_b2=pick('adam_b2', agent_preset.adam_b2),
+          discount=pick('discount', agent_preset.discount),
+          entropy_cost=pick('entropy_cost', agent_preset.entropy_cost),
+          max_queue_size=max(160, 2 * batch_size)),
+      precedence=cfg_lib.PrecedenceConfig(
+          env_steps_per_update=pick('env_steps_per_psi_update', agent_preset.env_steps_per_psi_update)),
       estimator_train=TrainConfig(window=window, batch_size=FLAGS.psi_batch_size,
-                                  learning_rate=FLAGS.psi_learning_rate,
-                                  phi_learning_rate=FLAGS.psi_learning_rate,
+                                  learning_rate=psi_lr, phi_learning_rate=psi_lr,
+                                  weight_decay=pick('psi_weight_decay', recipe.weight_decay),
                                   train_phi=(mode == 'rac'), phi_loss=FLAGS.phi_loss, seed=FLAGS.seed),
       network=network, estimator_checkpoint=FLAGS.estimator_checkpoint)
 
@@ -157,6 +177,9 @@ def main(argv):
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
+  if FLAGS.show_config:
+    print(json.dumps(_jsonable(cfg), indent=2))
+    return
   try:
     run(cfg)
   except RunFailed as e:
