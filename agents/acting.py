@@ -1,21 +1,19 @@
-"""The actor: IMPALA or random policy, with RAE reward shaping and/or the RAC shield.
+"""The actor: IMPALA or random policy for K environments at once, with RAE reward shaping and/or
+the RAC shield, in one jitted call per step.
 
-Per step, one jitted call selects the action (policy forward pass; with RAC also phi for all
-actions in the same batched pass and the shield). With RAE, one jitted psi(x_t, x_t+1) call in
-`observe` adds r_beta to the reward *written to Reverb*; the environment loop still logs the
-extrinsic return, and the intrinsic return is reported separately.
+Per step, `BatchedActor.step` runs, for all K environments together: the policy forward pass on
+the current observations, with RAC phi for every action and the shield, and with RAE
+psi(x_t-1, x_t) for the transitions just taken (their intrinsic rewards are added to the reward
+*written to Reverb*; the loop logs the extrinsic return and reports the intrinsic one apart).
+Each environment keeps its own PRNG key, split exactly as a single-environment actor with that
+seed would split it, so environment k of a K-actor acts as a 1-actor seeded with seeds[k] would.
 """
 import dataclasses
-import time
-from typing import Dict, Optional
+from typing import NamedTuple, Optional, Sequence
 
-import dm_env
 import jax
 import jax.numpy as jnp
 import numpy as np
-from acme import adders, core
-from acme.jax import variable_utils
-from acme.utils import observers as observers_lib
 
 from agents import rewards, shield
 from agents.networks import DUMMY_CORE_STATE
@@ -46,38 +44,56 @@ class ReversibilityConfig:
     if self.shield_mode not in shield.SHIELD_MODES:
       raise ValueError(f'unknown shield mode {self.shield_mode!r}; expected {shield.SHIELD_MODES}')
 
+  @property
+  def uses_estimators(self) -> bool:
+    return self.mode in ('rae', 'rac')
 
-class ReversibilityAwareActor(core.Actor):
 
-  def __init__(self, num_actions: int, rev: ReversibilityConfig, seed: int,
-               policy_forward=None,                 # IMPALANetworks.forward_fn, None = random policy
-               policy_client: Optional[variable_utils.VariableClient] = None,
+class FixedParams:
+  """A parameter source that never changes (a checkpoint's estimators; benchmarks), with the
+  interface of Acme's VariableClient that the actor uses."""
+
+  def __init__(self, params):
+    self.params = params
+
+  def update(self, wait: bool = False):
+    del wait
+
+
+class StepOutput(NamedTuple):
+  """What one fused call returns, one row per environment (numpy)."""
+  action: np.ndarray       # [K] int32
+  logits: np.ndarray       # [K, A] behaviour logits: pi's, or pi_bar's under RAC
+  rejected: np.ndarray     # [K] bool (RAC)
+  fallback: np.ndarray     # [K] bool (RAC)
+  psi: np.ndarray          # [K] psi(x_t-1, x_t) (RAE)
+  intrinsic: np.ndarray    # [K] r_beta(psi) (RAE)
+
+
+class BatchedActor:
+  """Selects actions for K environments and scores their last transitions in one jitted call."""
+
+  def __init__(self, num_actions: int, rev: ReversibilityConfig, seeds: Sequence[int],
+               policy_forward=None,   # IMPALANetworks.forward_fn (one observation); None = random
+               policy_source=None,    # .params / .update(): Acme VariableClient or FixedParams
                estimators: Optional[est_nets.Estimators] = None,
-               estimator_client: Optional[variable_utils.VariableClient] = None,
-               frozen_estimator_params=None,        # (psi, phi) from a checkpoint, overrides client
-               adder: Optional[adders.Adder] = None):
+               estimator_source=None):  # .params = (psi, phi): VariableClient or FixedParams
+    if rev.uses_estimators and (estimators is None or estimator_source is None):
+      raise ValueError(f'mode {rev.mode!r} needs estimator networks and a parameter source')
+    if policy_forward is not None and policy_source is None:
+      raise ValueError('an IMPALA policy needs a parameter source')
     self._rev = rev
-    self._num_actions = num_actions
-    self._policy_client = policy_client
-    self._estimator_client = estimator_client
-    self._frozen = frozen_estimator_params
-    self._adder = adder
-    self._key = jax.random.PRNGKey(seed)
-    uses_estimators = rev.mode in ('rae', 'rac')
-    if uses_estimators and estimators is None:
-      raise ValueError(f'mode {rev.mode!r} needs estimator networks')
-    if uses_estimators and estimator_client is None and frozen_estimator_params is None:
-      raise ValueError(f'mode {rev.mode!r} needs an estimator source (online node or checkpoint)')
+    self._num_envs = len(seeds)
+    self._policy_source = policy_source
+    self._estimator_source = estimator_source
+    self._keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
 
-    def logits_fn(policy_params, obs):
-      if policy_forward is None:
-        return jnp.zeros((num_actions,), jnp.float32)
-      (logits, _), _ = policy_forward(policy_params, obs, DUMMY_CORE_STATE)
-      return logits
-
-    def select(policy_params, phi_params, key, obs):
+    def select_one(policy_params, phi_params, key, obs):
       key, sub = jax.random.split(key)
-      logits = logits_fn(policy_params, obs)
+      if policy_forward is None:
+        logits = jnp.zeros((num_actions,), jnp.float32)
+      else:
+        (logits, _), _ = policy_forward(policy_params, obs, DUMMY_CORE_STATE)
       if rev.mode == 'rac':
         phi = est_training.phi_prob(estimators, phi_params, obs[None])[0]
         out = shield.shield(sub, logits, phi, rev.beta, rev.shield_mode)
@@ -86,116 +102,64 @@ class ReversibilityAwareActor(core.Actor):
       action = jax.random.categorical(sub, logits).astype(jnp.int32)
       return action, logits, jnp.bool_(False), jnp.bool_(False), key
 
-    def intrinsic(psi_params, obs, next_obs):
-      p = est_training.psi_prob(estimators, psi_params, obs[None], next_obs[None])[0]
-      return rewards.rae_reward(p, rev.beta, rev.lam, rev.reward_form), p
+    def step(policy_params, psi_params, phi_params, keys, obs, psi_from, psi_to):
+      action, logits, rejected, fallback, keys = jax.vmap(
+          select_one, in_axes=(None, None, 0, 0))(policy_params, phi_params, keys, obs)
+      if rev.mode == 'rae':
+        p = est_training.psi_prob(estimators, psi_params, psi_from, psi_to)
+        r = rewards.rae_reward(p, rev.beta, rev.lam, rev.reward_form)
+      else:
+        p = r = jnp.zeros(obs.shape[:1], jnp.float32)
+      return (action, logits, rejected, fallback, p, r), keys
 
-    self._initial_psi = self._last_psi = None
-    self._psi_fetches = 0
-    self._select = jax.jit(select)
-    self._intrinsic = jax.jit(intrinsic)
-    self._prev_obs = None
-    self._prev_logits = None
-    self._reset_episode_stats()
+    self._step = jax.jit(step)
 
-  # Parameters ---------------------------------------------------------------------------------
-  def _policy_params(self):
-    return self._policy_client.params if self._policy_client is not None else None
+  @property
+  def num_envs(self) -> int:
+    return self._num_envs
 
   def estimator_params(self):
-    """(psi_params, phi_params) currently used by this actor."""
-    if self._frozen is not None:
-      return self._frozen
-    if self._estimator_client is None:
+    if self._estimator_source is None:
       return None, None
-    psi, phi = self._estimator_client.params
-    if psi is not self._last_psi:  # a fresh fetch from the precedence learner arrived
-      self._last_psi = psi
-      if self._initial_psi is None:
-        self._initial_psi = psi
-      else:
-        self._psi_fetches += 1
-    return psi, phi
+    return self._estimator_source.params
 
-  # Acme Actor API -----------------------------------------------------------------------------
-  def select_action(self, observation):
-    _, phi = self.estimator_params() if self._rev.mode == 'rac' else (None, None)
-    action, logits, rejected, fallback, self._key = self._select(
-        self._policy_params(), phi, self._key, observation)
-    self._prev_logits = logits
-    if self._rev.mode == 'rac':
-      self._stats['rejections'] += int(rejected)
-      self._stats['shield_fallbacks'] += int(fallback)
-    return np.asarray(action)
-
-  def observe_first(self, timestep: dm_env.TimeStep):
-    self._prev_obs = timestep.observation
-    self._reset_episode_stats()
-    if self._adder is not None:
-      self._adder.add_first(timestep)
-
-  def observe(self, action, next_timestep: dm_env.TimeStep):
-    if self._rev.mode == 'rae':
-      psi_params, _ = self.estimator_params()
-      r_int, p = self._intrinsic(psi_params, self._prev_obs, next_timestep.observation)
-      r_int = float(r_int)
-      self._stats['intrinsic_return'] += r_int
-      self._stats['penalised_steps'] += int(r_int < 0)
-      self._stats['max_psi'] = max(self._stats['max_psi'], float(p))
-      next_timestep = next_timestep._replace(
-          reward=np.asarray(next_timestep.reward + r_int, dtype=np.float32))
-    self._prev_obs = next_timestep.observation
-    if self._adder is not None:
-      self._adder.add(action, next_timestep,
-                      extras={'logits': self._prev_logits, 'core_state': DUMMY_CORE_STATE})
+  def step(self, obs: np.ndarray, psi_from: np.ndarray, psi_to: np.ndarray) -> StepOutput:
+    """obs [K, ...]: the observations to act on. RAE scores the transitions just taken,
+    psi(psi_from, psi_to) [K] (psi_to is obs, except where an episode just ended and obs is
+    already the next episode's first observation); rows with no transition are ignored."""
+    policy = self._policy_source.params if self._policy_source is not None else None
+    psi, phi = self.estimator_params()
+    out, self._keys = self._step(policy, psi, phi, self._keys, obs, psi_from, psi_to)
+    return StepOutput(*jax.device_get(out))
 
   def update(self, wait: bool = False):
-    if self._policy_client is not None:
-      self._policy_client.update(wait)
-    if self._estimator_client is not None and self._frozen is None:
-      self._estimator_client.update(wait)
+    """Fetches fresh parameters (each source applies its own update period)."""
+    if self._policy_source is not None:
+      self._policy_source.update(wait)
+    if self._estimator_source is not None:
+      self._estimator_source.update(wait)
 
-  # Episode statistics (read by ActorStatsObserver) ---------------------------------------------
-  def _reset_episode_stats(self):
-    self._stats = {'intrinsic_return': 0.0, 'penalised_steps': 0, 'max_psi': 0.0,
-                   'rejections': 0, 'shield_fallbacks': 0}
 
-  def episode_stats(self) -> Dict[str, float]:
-    keys = {'rae': ('intrinsic_return', 'penalised_steps', 'max_psi'),
-            'rac': ('rejections', 'shield_fallbacks'), 'none': ()}[self._rev.mode]
-    stats = {k: self._stats[k] for k in keys}
-    if self._estimator_client is not None and self._frozen is None:
-      stats['psi_fetches'] = self._psi_fetches
-      stats['psi_change'] = self.psi_change()
-    return stats
+class ParamChangeTracker:
+  """How far the online psi has moved from the first parameters an actor received (logged per
+  episode as psi_fetches / psi_change, to see the precedence learner reaching the actors)."""
 
-  def psi_change(self) -> float:
-    """L2 norm of (current psi params - first psi params this actor received)."""
-    if self._initial_psi is None or self._last_psi is self._initial_psi:
+  def __init__(self):
+    self._first = self._last = None
+    self.fetches = 0
+
+  def observe(self, params):
+    if params is self._last:
+      return
+    if self._first is None:
+      self._first = params
+    else:
+      self.fetches += 1
+    self._last = params
+
+  def change(self) -> float:
+    if self._first is None or self._last is self._first:
       return 0.0
     diffs = jax.tree_util.tree_map(lambda a, b: np.sum(np.square(np.asarray(a) - np.asarray(b))),
-                                   self._last_psi, self._initial_psi)
+                                   self._last, self._first)
     return float(np.sqrt(sum(jax.tree_util.tree_leaves(diffs))))
-
-
-class EpisodeMetricsObserver(observers_lib.EnvLoopObserver):
-  """Adds the environment's `episode_info()` and the actor's RAE/RAC statistics to episode logs."""
-
-  def __init__(self, actor: Optional[ReversibilityAwareActor] = None):
-    self._actor = actor
-    self._env = None
-
-  def observe_first(self, env, timestep):
-    self._env = env
-
-  def observe(self, env, timestep, action):
-    pass
-
-  def get_metrics(self):
-    metrics = {'unix_time': time.time()}
-    info = getattr(self._env, 'episode_info', None)
-    if info is not None:
-      metrics.update(info())
-    if self._actor is not None:
-      metrics.update(self._actor.episode_stats())
-    return metrics

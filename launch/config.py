@@ -67,6 +67,7 @@ class RunConfig:
   env_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
   agent: str = 'impala'
   num_actors: int = 2
+  envs_per_actor: int = 1      # K environments stepped together by each actor node
   max_steps: int = 100_000
   seed: int = 0
   run_dir: str = 'runs/default'
@@ -85,6 +86,8 @@ class RunConfig:
       raise ValueError(f'unknown launch type {self.launch_type!r}; expected one of {LAUNCH_TYPES}')
     if self.num_actors < 1:
       raise ValueError(f'num_actors must be >= 1, got {self.num_actors}')
+    if self.envs_per_actor < 1:
+      raise ValueError(f'envs_per_actor must be >= 1, got {self.envs_per_actor}')
     if self.max_steps < 1:
       raise ValueError(f'max_steps must be >= 1, got {self.max_steps}')
     if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):

@@ -14,12 +14,12 @@ import optax
 import reverb
 from acme import specs, wrappers
 from acme.adders import reverb as reverb_adders
-from acme.environment_loop import EnvironmentLoop
 from acme.jax import savers, variable_utils
 from acme.utils import counting, loggers
 
 import envs
 from agents import acting, adders, learning
+from agents import loop as loop_lib
 from agents import networks as agent_networks
 from estimators import checkpoint as est_checkpoint
 from estimators import networks as est_nets
@@ -134,45 +134,60 @@ def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter):
                                     add_uid=False, time_delta_minutes=5)
 
 
+def actor_seeds(cfg: RunConfig, actor_id: int) -> List[int]:
+  """Seeds of an actor's environments (and of their action keys): distinct across the run and,
+  with one environment per actor, those of earlier versions (seed * 1000 + actor_id + 1)."""
+  k = cfg.envs_per_actor
+  return [cfg.seed * 1000 + actor_id * k + i + 1 for i in range(k)]
+
+
 def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], learner,
                precedence, counter, evaluator: bool = False):
-  seed = cfg.seed * 1000 + actor_id + 1
-  environment = make_environment(cfg, seed)
-  spec = specs.make_environment_spec(environment)
-  forward, policy_client = None, None
+  seeds = actor_seeds(cfg, actor_id)
+  environments = [make_environment(cfg, s) for s in seeds]
+  spec = specs.make_environment_spec(environments[0])
+  # Acme's VariableClient counts update() calls; the loop calls it once per K env steps.
+  calls = lambda period: max(1, period // cfg.envs_per_actor)
+  forward, policy_source = None, None
   if cfg.agent == 'impala':
     forward = agent_networks.make_networks(spec, agent_networks.default_policy_config(
         cfg.env, agent_networks.is_image_spec(spec))).forward_fn
-    policy_client = variable_utils.VariableClient(
-        learner, key='policy', update_period=cfg.impala.policy_update_period, device='cpu')
-  estimators, estimator_client, frozen = None, None, None
+    policy_source = variable_utils.VariableClient(
+        learner, key='policy', update_period=calls(cfg.impala.policy_update_period), device='cpu')
+  estimators, estimator_source = None, None
   if cfg.uses_estimators:
     if cfg.estimator_checkpoint:
       ckpt = est_checkpoint.load(cfg.estimator_checkpoint)
-      estimators, frozen = ckpt.estimators, (ckpt.psi_params, ckpt.phi_params)
+      estimators = ckpt.estimators
+      estimator_source = acting.FixedParams((ckpt.psi_params, ckpt.phi_params))
     else:
       estimators = make_estimators(cfg, spec)
-      estimator_client = variable_utils.VariableClient(
-          precedence, key=['psi', 'phi'], update_period=cfg.precedence.estimator_update_period,
-          device='cpu')
-  adder = None
+      estimator_source = variable_utils.VariableClient(
+          precedence, key=['psi', 'phi'],
+          update_period=calls(cfg.precedence.estimator_update_period), device='cpu')
+  env_adders = None
   if replay is not None and not evaluator:
-    children = []
-    if cfg.agent == 'impala':
-      children.append(reverb_adders.SequenceAdder(
-          client=replay, priority_fns={IMPALA_TABLE: None},
-          period=cfg.impala.sequence_length - 1, sequence_length=cfg.impala.sequence_length,
-          end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE))
-    if cfg.online_estimators:
-      children.append(adders.PrecedenceWindowAdder(replay, 2 * cfg.window, cfg.window))
-    adder = adders.ForkingAdder(children) if children else None
-  actor = acting.ReversibilityAwareActor(
-      spec.actions.num_values, cfg.reversibility, seed, policy_forward=forward,
-      policy_client=policy_client, estimators=estimators, estimator_client=estimator_client,
-      frozen_estimator_params=frozen, adder=adder)
+    env_adders = [make_adder(cfg, replay) for _ in environments]
+  actor = acting.BatchedActor(
+      spec.actions.num_values, cfg.reversibility, seeds, policy_forward=forward,
+      policy_source=policy_source, estimators=estimators, estimator_source=estimator_source)
   label = 'evaluator' if evaluator else f'actor_{actor_id}'
-  return EnvironmentLoop(environment, actor, counting.Counter(counter, 'actor'),
-                         make_logger(cfg, label), observers=[acting.EpisodeMetricsObserver(actor)])
+  return loop_lib.BatchedEnvironmentLoop(
+      environments, actor, cfg.reversibility.mode, env_adders, counting.Counter(counter, 'actor'),
+      make_logger(cfg, label), track_estimators=cfg.online_estimators)
+
+
+def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.ForkingAdder:
+  """One environment's writes: IMPALA unrolls and/or precedence windows."""
+  children = []
+  if cfg.agent == 'impala':
+    children.append(reverb_adders.SequenceAdder(
+        client=replay, priority_fns={IMPALA_TABLE: None},
+        period=cfg.impala.sequence_length - 1, sequence_length=cfg.impala.sequence_length,
+        end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE))
+  if cfg.online_estimators:
+    children.append(adders.PrecedenceWindowAdder(replay, 2 * cfg.window, cfg.window))
+  return adders.ForkingAdder(children)
 
 
 def build_program(cfg: RunConfig) -> lp.Program:

@@ -26,6 +26,8 @@ flags.DEFINE_multi_string('env_option', [], 'Extra environment option key=value 
 flags.DEFINE_enum('agent', 'impala', ['impala', 'random'], 'Policy: IMPALA or uniform random.')
 flags.DEFINE_enum('mode', 'rae', ['none', 'rae', 'rac'], 'Reversibility use: none, RAE or RAC.')
 flags.DEFINE_integer('num_actors', 2, 'Number of actor nodes.')
+flags.DEFINE_integer('envs_per_actor', 1, 'Environments each actor steps together, with one '
+                     'batched inference call per step.')
 flags.DEFINE_integer('max_steps', 1_200_000, 'Total actor (environment) steps; the run stops there.')
 flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<mode>-<time>).')
 flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt'], 'Launchpad launch type.')
@@ -101,6 +103,7 @@ def config_from_flags():
   psi_lr = pick('psi_learning_rate', recipe.learning_rate)
   return cfg_lib.RunConfig(
       env=FLAGS.env, env_options=options, agent=FLAGS.agent, num_actors=FLAGS.num_actors,
+      envs_per_actor=FLAGS.envs_per_actor,
       max_steps=FLAGS.max_steps, seed=FLAGS.seed, run_dir=os.path.abspath(run_dir),
       launch_type=FLAGS.launch_type,
       reversibility=ReversibilityConfig(

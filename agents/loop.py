@@ -1,0 +1,139 @@
+"""The actor node's loop: K environments stepped in lock-step by one `BatchedActor`.
+
+Per iteration: every environment takes its action (one that ends an episode is reset at once and
+its final timestep kept); one fused call selects the next K actions and scores the K transitions
+just taken; then each environment's transition goes to its own adder, so IMPALA unrolls and
+precedence windows stay per environment with their episode boundaries. Each environment's
+writes are those of Acme's EnvironmentLoop driving a single-environment actor: add_first(x_0),
+then add(a_t, timestep_t+1 [reward + RAE penalty], extras={behaviour logits of a_t}).
+
+Episode logs (one row per finished episode of any environment) keep Acme's fields
+(episode_length, episode_return, steps_per_second, actor_episodes, actor_steps) plus the
+environment's `episode_info()`, the RAE/RAC statistics and the environment's index.
+"""
+import time
+from typing import Dict, List, Optional, Sequence
+
+import dm_env
+import numpy as np
+from acme import adders as acme_adders
+from acme.utils import counting, loggers, signals
+
+from agents.acting import BatchedActor, ParamChangeTracker
+from agents.networks import DUMMY_CORE_STATE
+
+
+class _Episode:
+  """Running statistics of one environment's current episode."""
+
+  def __init__(self):
+    self.start = time.time()
+    self.length = 0
+    self.extrinsic = 0.0
+    self.intrinsic = 0.0
+    self.penalised = 0
+    self.max_psi = 0.0
+    self.rejections = 0
+    self.fallbacks = 0
+
+
+class BatchedEnvironmentLoop:
+
+  def __init__(self, environments: Sequence[dm_env.Environment], actor: BatchedActor,
+               mode: str, adders: Optional[Sequence[acme_adders.Adder]] = None,
+               counter: Optional[counting.Counter] = None,
+               logger: Optional[loggers.Logger] = None, track_estimators: bool = False):
+    if len(environments) != actor.num_envs:
+      raise ValueError(f'{len(environments)} environments for an actor of {actor.num_envs}')
+    if adders is not None and len(adders) != len(environments):
+      raise ValueError('one adder per environment is needed')
+    self._envs = list(environments)
+    self._actor = actor
+    self._mode = mode
+    self._adders = adders
+    self._counter = counter or counting.Counter()
+    self._logger = logger or loggers.make_default_logger('actor')
+    self._psi_tracker = ParamChangeTracker() if track_estimators else None
+
+  def _add(self, k: int, method: str, *args, **kwargs):
+    if self._adders is not None:
+      getattr(self._adders[k], method)(*args, **kwargs)
+
+  def _episode_row(self, k: int, ep: _Episode, info: Dict) -> Dict:
+    counts = self._counter.increment(episodes=1, steps=ep.length)
+    row = {'episode_length': ep.length, 'episode_return': ep.extrinsic,
+           'steps_per_second': ep.length / max(time.time() - ep.start, 1e-9), **counts,
+           'unix_time': time.time(), 'env_index': k, **info}
+    if self._mode == 'rae':
+      row.update(intrinsic_return=ep.intrinsic, penalised_steps=ep.penalised, max_psi=ep.max_psi)
+    elif self._mode == 'rac':
+      row.update(rejections=ep.rejections, shield_fallbacks=ep.fallbacks)
+    if self._psi_tracker is not None:
+      row.update(psi_fetches=self._psi_tracker.fetches, psi_change=self._psi_tracker.change())
+    return row
+
+  def run(self, num_steps: Optional[int] = None, num_episodes: Optional[int] = None) -> int:
+    """Runs until `num_steps` environment steps or `num_episodes` episodes (summed over the
+    environments) have been taken, or forever; returns the number of steps taken."""
+    envs, actor = self._envs, self._actor
+    steps_taken = episodes_done = 0
+    episodes: List[_Episode] = [_Episode() for _ in envs]
+    first = [env.reset() for env in envs]
+    for k, ts in enumerate(first):
+      self._add(k, 'add_first', ts)
+    obs = np.stack([ts.observation for ts in first])
+    out = actor.step(obs, obs, obs)  # no transition yet: the psi values are not used
+    self._count_shield(episodes, out)
+
+    with signals.runtime_terminator():
+      while not ((num_steps is not None and steps_taken >= num_steps) or
+                 (num_episodes is not None and episodes_done >= num_episodes)):
+        actions, logits, prev_obs = out.action, out.logits, obs
+        timesteps, finished = [], {}
+        for k, env in enumerate(envs):
+          ts = env.step(actions[k])
+          timesteps.append(ts)
+          if ts.last():
+            # Read the episode's metrics and start the next one before the fused call, which
+            # then acts on the new first observation.
+            finished[k] = (env.episode_info() if hasattr(env, 'episode_info') else {}, env.reset())
+        obs = np.stack([finished[k][1].observation if k in finished else ts.observation
+                        for k, ts in enumerate(timesteps)])
+        psi_to = obs
+        if finished:
+          psi_to = obs.copy()
+          for k in finished:
+            psi_to[k] = timesteps[k].observation
+        out = actor.step(obs, prev_obs, psi_to)
+        actor.update()
+
+        for k, ts in enumerate(timesteps):
+          ep = episodes[k]
+          ep.length += 1
+          ep.extrinsic += float(ts.reward)
+          if self._mode == 'rae':
+            r_int = float(out.intrinsic[k])
+            ep.intrinsic += r_int
+            ep.penalised += int(r_int < 0)
+            ep.max_psi = max(ep.max_psi, float(out.psi[k]))
+            ts = ts._replace(reward=np.asarray(ts.reward + r_int, dtype=np.float32))
+          self._add(k, 'add', actions[k], ts,
+                    extras={'logits': logits[k], 'core_state': DUMMY_CORE_STATE})
+          if k in finished:
+            info, first_ts = finished[k]
+            self._logger.write(self._episode_row(k, ep, info))
+            episodes_done += 1
+            episodes[k] = _Episode()
+            self._add(k, 'add_first', first_ts)
+        steps_taken += len(envs)
+        self._count_shield(episodes, out)
+    return steps_taken
+
+  def _count_shield(self, episodes: List[_Episode], out):
+    """RAC statistics of the actions just selected, and the psi parameters in use."""
+    if self._mode == 'rac':
+      for k, ep in enumerate(episodes):
+        ep.rejections += int(out.rejected[k])
+        ep.fallbacks += int(out.fallback[k])
+    if self._psi_tracker is not None:
+      self._psi_tracker.observe(self._actor.estimator_params()[0])

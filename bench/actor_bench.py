@@ -1,0 +1,120 @@
+r"""The actor's ceiling on this machine: one process stepping K environments with the real
+`BatchedActor` (one fused jitted call per step) and `BatchedEnvironmentLoop`, no Reverb, no
+learner, for modes none / rae / rac with frozen (untrained) estimators.
+
+    python -m bench.actor_bench --env sokoban --envs 1,8,32 --out results/actor_bench_sokoban.json
+
+Reports env steps/s per (policy, K, mode), the rae/none and rac/none ratios, and a per-step time
+breakdown at the largest K (environment steps, the fused call, the rest of the loop).
+"""
+import json
+import time
+
+import jax
+import numpy as np
+from absl import app, flags
+from acme import specs, wrappers
+from acme.utils import loggers
+
+from agents import acting
+from agents import loop as loop_lib
+from agents import networks as agent_networks
+from bench import common
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('env', 'cartpole', 'Environment.')
+flags.DEFINE_list('envs', ['1', '8', '32'], 'Environments per actor (K) to measure.')
+flags.DEFINE_list('policies', ['impala', 'random'], 'Policies to measure.')
+flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.')
+flags.DEFINE_integer('repeats', 2, 'Measurements per setting (best is kept).')
+flags.DEFINE_string('out', 'results/actor_bench.json', 'JSON output.')
+
+
+class _Timed:
+  """Wraps an object's method to accumulate its wall time (for the breakdown)."""
+
+  def __init__(self, fn):
+    self.fn, self.seconds = fn, 0.0
+
+  def __call__(self, *args, **kwargs):
+    t = time.perf_counter()
+    out = self.fn(*args, **kwargs)
+    self.seconds += time.perf_counter() - t
+    return out
+
+
+def _make_env(env_name, seed):
+  import envs
+  options = {'reward_free': False} if env_name == 'cartpole' else {}
+  return wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=seed, **options))
+
+
+def measure(env_name: str, ks, policies, steps: int, repeats: int) -> dict:
+  from estimators import networks as nets, training
+  env0 = _make_env(env_name, 0)
+  spec = specs.make_environment_spec(env0)
+  num_actions = spec.actions.num_values
+  est = nets.make_estimators(nets.default_config(env_name), num_actions)
+  state = training.init_state(est, training.TrainConfig(), np.zeros(spec.observations.shape,
+                                                                    spec.observations.dtype))
+  estimator_source = acting.FixedParams((state.psi_params, state.phi_params))
+  impala = agent_networks.make_networks(spec, agent_networks.default_policy_config(
+      env_name, agent_networks.is_image_spec(spec)))
+  policy_source = acting.FixedParams(
+      impala.unroll_init_fn(jax.random.PRNGKey(0), agent_networks.DUMMY_CORE_STATE))
+
+  out = {'env': env_name, 'steps': steps, 'results': {}}
+  for policy in policies:
+    for k in ks:
+      row = {}
+      for mode in ('none', 'rae', 'rac'):
+        def make_loop():
+          actor = acting.BatchedActor(
+              num_actions, acting.ReversibilityConfig(mode=mode, beta=0.4), list(range(k)),
+              policy_forward=impala.forward_fn if policy == 'impala' else None,
+              policy_source=policy_source if policy == 'impala' else None,
+              estimators=est if mode != 'none' else None,
+              estimator_source=estimator_source if mode != 'none' else None)
+          environments = [_make_env(env_name, i) for i in range(k)]
+          return loop_lib.BatchedEnvironmentLoop(environments, actor, mode,
+                                                 logger=loggers.NoOpLogger()), actor, environments
+        loop, actor, environments = make_loop()
+        loop.run(num_steps=50 * k)  # compile
+        best, breakdown = 0.0, None
+        for _ in range(repeats):
+          loop, actor, environments = make_loop()
+          actor.step = _Timed(actor.step)
+          timed_envs = [_Timed(e.step) for e in environments]
+          for e, t in zip(environments, timed_envs):
+            e.step = t
+          loop.run(num_steps=50 * k)  # compile for this instance
+          actor.step.seconds = 0.0
+          for t in timed_envs:
+            t.seconds = 0.0
+          start = time.perf_counter()
+          n = loop.run(num_steps=steps)
+          wall = time.perf_counter() - start
+          if n / wall > best:
+            env_s = sum(t.seconds for t in timed_envs)
+            best = n / wall
+            breakdown = {'us_per_step_total': 1e6 * wall / n, 'us_per_step_env': 1e6 * env_s / n,
+                         'us_per_step_fused_call': 1e6 * actor.step.seconds / n,
+                         'us_per_step_loop_rest': 1e6 * (wall - env_s - actor.step.seconds) / n}
+        row[mode] = {'env_steps_per_s': best, 'breakdown': breakdown}
+      row['ratio_rae_over_none'] = row['rae']['env_steps_per_s'] / row['none']['env_steps_per_s']
+      row['ratio_rac_over_none'] = row['rac']['env_steps_per_s'] / row['none']['env_steps_per_s']
+      out['results'][f'{policy}/K={k}'] = row
+      print(f"{env_name} {policy} K={k}: " + ', '.join(
+          f"{m} {row[m]['env_steps_per_s']:,.0f}/s" for m in ('none', 'rae', 'rac')), flush=True)
+  return out
+
+
+def main(argv):
+  del argv
+  out = measure(FLAGS.env, [int(k) for k in FLAGS.envs], FLAGS.policies, FLAGS.steps, FLAGS.repeats)
+  common.write_json(FLAGS.out, out)
+  print(json.dumps(out, indent=2))
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,125 @@
+"""A K-environment actor writes to Reverb exactly what K single-environment actors with the same
+seeds write (real Reverb servers, IMPALA unrolls and precedence windows), and its fused call gives
+the RAE and RAC values of the unfused functions."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reverb
+from acme import specs, wrappers
+from acme.adders import reverb as reverb_adders
+from acme.utils import loggers
+
+import envs
+from agents import acting, adders, rewards, shield
+from agents import loop as loop_lib
+from agents import networks as agent_networks
+from estimators import networks as est_nets
+from estimators import training as est_training
+
+SEQUENCE, WINDOW = 8, 5
+
+
+def _env(seed):
+  return wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=seed, reward_free=False))
+
+
+def _setup(mode):
+  spec = specs.make_environment_spec(_env(0))
+  nets = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))
+  policy = acting.FixedParams(nets.unroll_init_fn(jax.random.PRNGKey(1), agent_networks.DUMMY_CORE_STATE))
+  est = est_nets.make_estimators(est_nets.default_config('cartpole'), 2)
+  state = est_training.init_state(est, est_training.TrainConfig(train_phi=True), np.zeros(4, np.float32))
+  estimator = acting.FixedParams((state.psi_params, state.phi_params))
+  return spec, nets, policy, est, estimator
+
+
+def _server(spec):
+  extras = {'core_state': agent_networks.core_state_spec(), 'logits': np.ones((2,), np.float32)}
+
+  def fifo(name, signature):  # every item read back once, in insertion order
+    return reverb.Table(name, reverb.selectors.Fifo(), reverb.selectors.Fifo(), 100_000,
+                        reverb.rate_limiters.MinSize(1), max_times_sampled=1, signature=signature)
+
+  return reverb.Server([
+      fifo('impala', reverb_adders.SequenceAdder.signature(spec, extras, sequence_length=SEQUENCE)),
+      fifo(adders.PRECEDENCE_TABLE, adders.PrecedenceWindowAdder.signature(spec))])
+
+
+def _adder(client):
+  return adders.ForkingAdder([
+      reverb_adders.SequenceAdder(client=client, priority_fns={'impala': None}, period=SEQUENCE - 1,
+                                  sequence_length=SEQUENCE,
+                                  end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE),
+      adders.PrecedenceWindowAdder(client, 2 * WINDOW, WINDOW)])
+
+
+def _items(server):
+  client = reverb.Client(f'localhost:{server.port}')
+  out = {}
+  for table in ('impala', adders.PRECEDENCE_TABLE):
+    n = client.server_info()[table].current_size
+    out[table] = [s.data for s in client.sample(table, num_samples=n, emit_timesteps=False)] if n else []
+  return out
+
+
+def _run(mode, seeds, servers, steps_per_env):
+  spec, nets, policy, est, estimator = _setup(mode)
+  actor = acting.BatchedActor(2, acting.ReversibilityConfig(mode=mode, beta=0.5), seeds,
+                              policy_forward=nets.forward_fn, policy_source=policy,
+                              estimators=est, estimator_source=estimator)
+  env_adders = [_adder(reverb.Client(f'localhost:{s.port}')) for s in servers]
+  loop = loop_lib.BatchedEnvironmentLoop([_env(s) for s in seeds], actor, mode, env_adders,
+                                         logger=loggers.NoOpLogger())
+  loop.run(num_steps=steps_per_env * len(seeds))
+
+
+@pytest.mark.parametrize('mode', ['rae', 'rac'])
+def test_k_env_actor_writes_what_k_single_env_actors_write(mode):
+  seeds, steps = [11, 12, 13], 120
+  spec = _setup(mode)[0]
+  batched = [_server(spec) for _ in seeds]
+  single = [_server(spec) for _ in seeds]
+  try:
+    _run(mode, seeds, batched, steps)
+    for seed, server in zip(seeds, single):
+      _run(mode, [seed], [server], steps)
+    for k in range(len(seeds)):
+      got, want = _items(batched[k]), _items(single[k])
+      for table in want:
+        assert len(got[table]) == len(want[table]) > 0, (table, k)
+        for a, b in zip(got[table], want[table]):
+          for x, y in zip(a, b):   # observation, action, reward, discount, start, extras...
+            np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+  finally:
+    for s in batched + single:
+      s.stop()
+
+
+def test_fused_call_equals_unfused_functions():
+  spec, nets, policy, est, estimator = _setup('rae')
+  psi, phi = estimator.params
+  rng = np.random.default_rng(0)
+  obs = rng.normal(size=(4, 4)).astype(np.float32)
+  before = rng.normal(size=(4, 4)).astype(np.float32)
+  for mode in ('rae', 'rac'):
+    rev = acting.ReversibilityConfig(mode=mode, beta=0.5, lam=0.7, reward_form='hinge')
+    seeds = [3, 4, 5, 6]
+    actor = acting.BatchedActor(2, rev, seeds, policy_forward=nets.forward_fn,
+                                policy_source=policy, estimators=est, estimator_source=estimator)
+    out = actor.step(obs, before, obs)
+    for k, seed in enumerate(seeds):
+      _, sub = jax.random.split(jax.random.PRNGKey(seed))
+      (logits, _), _ = nets.forward_fn(policy.params, obs[k], agent_networks.DUMMY_CORE_STATE)
+      if mode == 'rac':
+        phi_k = est_training.phi_prob(est, phi, obs[k][None])[0]
+        ref = shield.shield(sub, logits, phi_k, 0.5)
+        assert int(out.action[k]) == int(ref.action)
+        assert bool(out.rejected[k]) == bool(ref.rejected)
+        np.testing.assert_allclose(out.logits[k], ref.logits, rtol=1e-5)
+      else:
+        p = est_training.psi_prob(est, psi, before[k][None], obs[k][None])[0]
+        np.testing.assert_allclose(out.psi[k], p, rtol=1e-5)
+        np.testing.assert_allclose(out.intrinsic[k], rewards.rae_reward(p, 0.5, 0.7, 'hinge'), rtol=1e-5, atol=1e-7)
+        assert int(out.action[k]) == int(jax.random.categorical(sub, logits))
+        np.testing.assert_allclose(out.logits[k], logits, rtol=1e-5)
