@@ -1,63 +1,126 @@
-"""Adders: each actor step goes to the IMPALA queue and to the 'precedence' window table."""
-from typing import Sequence
+"""One environment's steps into Reverb: IMPALA unrolls for the 'impala' queue and precedence
+windows for the 'precedence' table, written once.
 
+`TrajectoryAdder` appends each step to a single Reverb TrajectoryWriter; the items of both
+tables are references to the same columns, so an observation crosses the wire once (Acme's
+adders, one per table, each kept a writer and sent every observation twice). Items are the ones
+Acme's adders wrote (tests/test_adders.py compares them on a real Reverb server):
+
+- impala: Acme's SequenceAdder with EndBehavior.CONTINUE: sequences of `sequence_length`
+  entries every `period` entries of the *stream* (episodes back to back, each followed by its
+  filler entry: the final observation with action, reward, discount and extras zero).
+- precedence: Acme's SequenceAdder with EndBehavior.TRUNCATE: windows of 2w entries starting
+  every w entries of the episode; the episode's last window holds what is left, filler
+  included. The reader pads it to 2w (`launch.precedence_learner.make_window_iterator`; padding
+  in the actor cost ~0.35 ms per Cartpole step). The 'valid' extra is 1 on real steps and 0 on
+  the filler, so an observation at t is real iff valid[t] or valid[t-1]
+  (`estimators.pairs.observed_steps`); `estimators.pairs.window_layout` says which window owns
+  which pairs.
+"""
+from typing import Optional
+
+import dm_env
 import numpy as np
+import tree
 from acme import adders, specs
 from acme.adders import reverb as reverb_adders
 
+IMPALA_TABLE = 'impala'
 PRECEDENCE_TABLE = 'precedence'
-VALID = {'valid': np.ones((), np.float32)}
 
 
-class ForkingAdder(adders.Adder):
-  """Sends every call to several adders (Acme 0.4.0 has no such class)."""
+def impala_signature(environment_spec: specs.EnvironmentSpec, sequence_length: int):
+  extras = {'core_state': np.zeros((), np.float32),
+            'logits': np.ones((environment_spec.actions.num_values,), np.float32)}
+  return reverb_adders.SequenceAdder.signature(environment_spec, extras, sequence_length)
 
-  def __init__(self, children: Sequence[adders.Adder]):
-    self._children = list(children)
 
-  def add_first(self, timestep):
-    for a in self._children:
-      a.add_first(timestep)
+def precedence_signature(environment_spec: specs.EnvironmentSpec):
+  """Variable-length windows (at most 2w steps)."""
+  return reverb_adders.SequenceAdder.signature(
+      environment_spec, {'valid': np.ones((), np.float32)}, sequence_length=None)
 
-  def add(self, action, next_timestep, extras=()):
-    for a in self._children:
-      a.add(action, next_timestep, extras)
+
+def _due(count: int, length: int, period: int) -> bool:
+  """Acme's SequenceAdder rule: an item when `count` completed entries reach `length`, then
+  every `period` entries."""
+  return count == length or (count > length and (count - length) % period == 0)
+
+
+class TrajectoryAdder(adders.Adder):
+
+  def __init__(self, client, impala_sequence: Optional[int] = None, window: Optional[int] = None,
+               max_in_flight_items: int = 4):
+    """impala_sequence: unroll length (period = length - 1), None = no IMPALA items;
+    window: w of the precedence windows, None = no precedence items."""
+    if impala_sequence is None and window is None:
+      raise ValueError('TrajectoryAdder writes nothing: give impala_sequence and/or window')
+    self._impala = impala_sequence
+    self._window = window
+    longest = max(impala_sequence or 0, 2 * (window or 0))
+    self._writer = client.trajectory_writer(num_keep_alive_refs=longest + 1)
+    self._max_in_flight = max_in_flight_items
+    self._stream_entries = 0     # completed entries since the writer started (IMPALA items)
+    self._episode_entries = 0    # completed entries of the current episode (precedence items)
+    self._has_extras = None
+
+  def add_first(self, timestep: dm_env.TimeStep):
+    self._writer.append({'observation': timestep.observation, 'start_of_episode': True},
+                        partial_step=True)
+    self._episode_entries = 0
+
+  def add(self, action, next_timestep: dm_env.TimeStep, extras=()):
+    step = {'action': action, 'reward': next_timestep.reward, 'discount': next_timestep.discount,
+            'extras': {**(extras or {}), 'valid': np.float32(1.0)}}
+    self._writer.append(step)
+    self._writer.append({'observation': next_timestep.observation, 'start_of_episode': False},
+                        partial_step=True)
+    self._entry_completed(partial_open=True, episode_end=False)
+    if next_timestep.last():
+      self._writer.append(tree.map_structure(np.zeros_like, step))  # the filler, valid = 0
+      self._entry_completed(partial_open=False, episode_end=True)
+
+  def _items(self, length: int, partial_open: bool, extras_keys):
+    """The last `length` completed entries, as an Acme Trajectory with the given extras."""
+    h = self._writer.history
+    cut = slice(-length - 1, -1) if partial_open else slice(-length, None)
+    return reverb_adders.base.Trajectory(
+        observation=h['observation'][cut], action=h['action'][cut], reward=h['reward'][cut],
+        discount=h['discount'][cut], start_of_episode=h['start_of_episode'][cut],
+        extras={k: h['extras'][k][cut] for k in extras_keys})
+
+  def _entry_completed(self, partial_open: bool, episode_end: bool):
+    self._stream_entries += 1
+    self._episode_entries += 1
+    created = False
+    if self._impala and _due(self._stream_entries, self._impala, self._impala - 1):
+      self._writer.create_item(IMPALA_TABLE, 1.0,
+                               self._items(self._impala, partial_open, ('core_state', 'logits')))
+      created = True
+    if self._window:
+      w, n = self._window, self._episode_entries
+      length = None
+      if episode_end:   # what is left: from the first multiple of w whose window reaches the end
+        start = max(0, -(-(n - 2 * w) // w)) * w
+        length = n - start
+      elif _due(n, 2 * w, w):
+        length = 2 * w
+      if length:
+        self._writer.create_item(PRECEDENCE_TABLE, 1.0, self._items(length, partial_open, ('valid',)))
+        created = True
+    if created:
+      self._writer.flush(self._max_in_flight)
 
   def reset(self):
-    for a in self._children:
-      a.reset()
+    pass  # episodes are delimited by add_first / the filler, not by resetting the writer
 
+  def flush(self):
+    """Blocks until every item created so far is on the server."""
+    self._writer.flush(0)
 
-class PrecedenceWindowAdder(adders.Adder):
-  """Writes time-ordered windows of `length` steps every `period` steps, never across episodes.
-
-  At an episode end the last window is written *truncated* (Acme's TRUNCATE): zero-padding it
-  in the adder (ZERO_PAD) appended up to `length` padding steps one by one in Python, which
-  cost ~0.35 ms per env step on short Cartpole episodes. The reader pads to `length` instead
-  (`launch.precedence_learner.make_window_iterator`), so an item is a valid prefix followed by
-  zeros; the 'valid' extra marks real steps. The step that closes an episode (Acme's filler,
-  which holds the episode's final observation) has valid = 0, so an observation at t is real iff
-  valid[t] or valid[t-1] (`estimators.pairs.observed_steps`). Windows start at multiples of
-  `period`; `estimators.pairs.window_layout` says which window owns which pairs.
-  """
-
-  def __init__(self, client, length: int, period: int):
-    self._inner = reverb_adders.SequenceAdder(
-        client=client, sequence_length=length, period=period,
-        priority_fns={PRECEDENCE_TABLE: None},
-        end_of_episode_behavior=reverb_adders.EndBehavior.TRUNCATE)
-
-  @staticmethod
-  def signature(environment_spec: specs.EnvironmentSpec):
-    """Variable-length windows (at most the adder's `length` steps)."""
-    return reverb_adders.SequenceAdder.signature(environment_spec, VALID, sequence_length=None)
-
-  def add_first(self, timestep):
-    self._inner.add_first(timestep)
-
-  def add(self, action, next_timestep, extras=()):
-    self._inner.add(action, next_timestep, VALID)
-
-  def reset(self):
-    self._inner.reset()
-
+  def __del__(self):
+    try:
+      self._writer.flush(0, timeout_ms=10_000)
+      self._writer.close()
+    except Exception:  # the server may already be gone at shutdown
+      pass

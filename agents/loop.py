@@ -9,7 +9,9 @@ then add(a_t, timestep_t+1 [reward + RAE penalty], extras={behaviour logits of a
 
 Episode logs (one row per finished episode of any environment) keep Acme's fields
 (episode_length, episode_return, steps_per_second, actor_episodes, actor_steps) plus the
-environment's `episode_info()`, the RAE/RAC statistics and the environment's index.
+environment's `episode_info()`, the RAE/RAC statistics, the environment's index, and where this
+actor's time went since it started (`loop_s_env`, `loop_s_inference`, `loop_s_write`,
+`loop_s_log`, `loop_steps`: cumulative seconds and steps, read by bench.throughput).
 """
 import time
 from typing import Dict, List, Optional, Sequence
@@ -54,6 +56,8 @@ class BatchedEnvironmentLoop:
     self._counter = counter or counting.Counter()
     self._logger = logger or loggers.make_default_logger('actor')
     self._psi_tracker = ParamChangeTracker() if track_estimators else None
+    self._seconds = dict.fromkeys(('env', 'inference', 'write', 'log'), 0.0)
+    self._steps = 0
 
   def _add(self, k: int, method: str, *args, **kwargs):
     if self._adders is not None:
@@ -70,6 +74,7 @@ class BatchedEnvironmentLoop:
       row.update(rejections=ep.rejections, shield_fallbacks=ep.fallbacks)
     if self._psi_tracker is not None:
       row.update(psi_fetches=self._psi_tracker.fetches, psi_change=self._psi_tracker.change())
+    row.update({f'loop_s_{name}': s for name, s in self._seconds.items()}, loop_steps=self._steps)
     return row
 
   def run(self, num_steps: Optional[int] = None, num_episodes: Optional[int] = None) -> int:
@@ -89,6 +94,7 @@ class BatchedEnvironmentLoop:
       while not ((num_steps is not None and steps_taken >= num_steps) or
                  (num_episodes is not None and episodes_done >= num_episodes)):
         actions, logits, prev_obs = out.action, out.logits, obs
+        t0 = time.perf_counter()
         timesteps, finished = [], {}
         for k, env in enumerate(envs):
           ts = env.step(actions[k])
@@ -104,8 +110,11 @@ class BatchedEnvironmentLoop:
           psi_to = obs.copy()
           for k in finished:
             psi_to[k] = timesteps[k].observation
+        t1 = time.perf_counter()
         out = actor.step(obs, prev_obs, psi_to)
         actor.update()
+        t2 = time.perf_counter()
+        log_s = 0.0
 
         for k, ts in enumerate(timesteps):
           ep = episodes[k]
@@ -121,12 +130,22 @@ class BatchedEnvironmentLoop:
                     extras={'logits': logits[k], 'core_state': DUMMY_CORE_STATE})
           if k in finished:
             info, first_ts = finished[k]
+            t_log = time.perf_counter()
             self._logger.write(self._episode_row(k, ep, info))
+            log_s += time.perf_counter() - t_log
             episodes_done += 1
             episodes[k] = _Episode()
             self._add(k, 'add_first', first_ts)
         steps_taken += len(envs)
         self._count_shield(episodes, out)
+        t3 = time.perf_counter()
+        self._steps += len(envs)
+        for name, dt in (('env', t1 - t0), ('inference', t2 - t1), ('write', t3 - t2 - log_s),
+                         ('log', log_s)):
+          self._seconds[name] += dt
+    for adder in self._adders or ():
+      if hasattr(adder, 'flush'):  # a run that ends leaves nothing unsent
+        adder.flush()
     return steps_taken
 
   def _count_shield(self, episodes: List[_Episode], out):

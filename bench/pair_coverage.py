@@ -62,10 +62,10 @@ def written_windows(lengths: Sequence[int], window: int) -> List[List[Tuple[np.n
   server = reverb.Server([reverb.Table(
       adders.PRECEDENCE_TABLE, reverb.selectors.Fifo(), reverb.selectors.Fifo(), 1_000_000,
       reverb.rate_limiters.MinSize(1), max_times_sampled=1,
-      signature=adders.PrecedenceWindowAdder.signature(spec))])
+      signature=adders.precedence_signature(spec))])
   try:
     client = reverb.Client(f'localhost:{server.port}')
-    adder = adders.PrecedenceWindowAdder(client, 2 * window, window)
+    adder = adders.TrajectoryAdder(client, window=window)
     for episode, length in enumerate(lengths):
       env = StepIndexEnv(episode, length)
       timestep = env.reset()
@@ -73,7 +73,7 @@ def written_windows(lengths: Sequence[int], window: int) -> List[List[Tuple[np.n
       while not timestep.last():
         timestep = env.step(np.int32(0))
         adder.add(np.int32(0), timestep)
-    adder.reset()
+    adder.flush()
     n = client.server_info()[adders.PRECEDENCE_TABLE].current_size
     samples = client.sample(adders.PRECEDENCE_TABLE, num_samples=n, emit_timesteps=False)
     per_episode = [[] for _ in lengths]

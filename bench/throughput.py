@@ -1,65 +1,154 @@
-r"""Env steps/s of the distributed program with --mode none vs --mode rae, same settings.
+r"""Throughput of the whole distributed program, modes none / rae / rac, with frozen estimators
+(a checkpoint) and with the online precedence learner, plus this machine's ceiling, in one
+invocation (so the ratios compare runs made one after the other under the same conditions).
 
-    python -m bench.throughput --max_steps 150000 --out results/throughput.json
+    python -m bench.throughput --env cartpole --reward_free=false --max_steps 150000 \
+        --out results/throughput_cartpole.json
+    python -m bench.throughput --env sokoban --envs_per_actor 16 --batch_size 32 \
+        --max_steps 300000 --out results/throughput_sokoban.json
 
-All of launch.train's flags apply to both runs (--env, --num_actors, --max_steps, ...).
+All of launch.train's flags apply to every run (--env, --num_actors, --envs_per_actor, ...).
+Cartpole should run with its extrinsic reward (--reward_free=false) so episode lengths, and
+with them the per-episode costs, match across modes.
 
-Throughput is measured from the actors' episode logs between the first episode that ends after
-`--warmup_steps` and the last one (start-up and jit compilation excluded): total actor steps
-divided by wall time. Both runs are launched from this one invocation, one after the other.
+Per run: env steps/s from the actors' episode logs between the first episode that ends after
+`--warmup_steps` and the last (start-up and compilation excluded); learner frames/s achieved
+(frames consumed per wall second) and its capacity (frames per second of update compute); the
+actors' per-step time breakdown (environment, fused inference call, Reverb writes, logging) from
+their cumulative loop timers. The ceiling is `bench.actor_bench` at the same K: one process, no
+Reverb, no learner.
 """
 import json
 import os
-import sys
 import tempfile
 import time
 
+import numpy as np
 from absl import app, flags
 
+from bench import common
 from launch import summary
 from launch import train  # defines the run flags (--env, --num_actors, --max_steps, ...)
-from bench import common
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer('warmup_steps', 10_000, 'Steps excluded from the measurement.')
-flags.DEFINE_list('modes', ['none', 'rae'], 'Modes to compare (first is the baseline).')
+flags.DEFINE_list('modes', ['none', 'rae', 'rac'], 'Modes to compare (first is the baseline).')
+flags.DEFINE_list('estimator_sources', ['frozen', 'online'],
+                  "For rae/rac: 'frozen' (an untrained checkpoint: same cost as a trained one) "
+                  "and/or 'online' (the precedence-learner node).")
+flags.DEFINE_bool('ceiling', True, 'Also measure the single-process ceiling (bench.actor_bench).')
+flags.DEFINE_integer('ceiling_steps', 20_000, 'Environment steps of the ceiling measurement.')
 flags.DEFINE_string('out', 'results/throughput.json', 'JSON output.')
 flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
 
 
-def steps_per_second(run_dir: str, warmup: int) -> dict:
-  episodes = [e for e in summary.actor_episodes(run_dir) if 'unix_time' in e]
-  episodes.sort(key=lambda e: e['unix_time'])
-  after = [e for e in episodes if e['actor_steps'] >= warmup]
+def actor_rows(run_dir: str):
+  rows = [e for e in summary.actor_episodes(run_dir) if 'unix_time' in e]
+  return sorted(rows, key=lambda e: e['unix_time'])
+
+
+def steps_per_second(rows, warmup: int) -> dict:
+  after = [e for e in rows if e['actor_steps'] >= warmup]
   if len(after) < 2:
-    raise RuntimeError(f'not enough episodes after warm-up in {run_dir}')
+    raise RuntimeError('not enough episodes after warm-up')
   steps = after[-1]['actor_steps'] - after[0]['actor_steps']
   seconds = after[-1]['unix_time'] - after[0]['unix_time']
   return {'env_steps_per_s': steps / seconds, 'measured_steps': steps, 'measured_seconds': seconds}
 
 
-def run_mode(mode: str, run_dir: str) -> dict:
+def actor_breakdown(run_dir: str) -> dict:
+  """Microseconds per env step in each part of the actors' loops (last row of each actor)."""
+  totals, steps = {}, 0
+  for d in sorted(os.listdir(os.path.join(run_dir, 'logs'))):
+    if not d.startswith('actor_'):
+      continue
+    rows = summary.read_log(run_dir, d)
+    if not rows or 'loop_steps' not in rows[-1]:
+      continue
+    steps += rows[-1]['loop_steps']
+    for key, value in rows[-1].items():
+      if key.startswith('loop_s_'):
+        totals[key[len('loop_s_'):]] = totals.get(key[len('loop_s_'):], 0.0) + value
+  return {f'us_per_step_{k}': 1e6 * v / steps for k, v in totals.items()} if steps else {}
+
+
+def learner_rates(run_dir: str, cfg) -> dict:
+  rows = summary.read_log(run_dir, 'learner')
+  if not rows:
+    return {}
+  frames = cfg.impala.batch_size * cfg.impala.sequence_length
+  last = rows[-1]
+  out = {'learner_steps': last.get('learner_steps', 0)}
+  if last.get('learner_time_elapsed'):
+    out['learner_capacity_frames_per_s'] = out['learner_steps'] * frames / last['learner_time_elapsed']
+  return out
+
+
+def frozen_checkpoint(path: str) -> str:
+  """Untrained psi/phi for the env (throughput does not depend on the parameters' values)."""
+  from acme import specs
+  from estimators import checkpoint, training
+  from estimators import networks as nets
+  from launch import program
+  cfg = train.config_from_flags()
+  spec = program.environment_spec(cfg)
+  network = nets.default_config(cfg.env)
+  est = nets.make_estimators(network, spec.actions.num_values)
+  obs = np.zeros(spec.observations.shape, spec.observations.dtype)
+  state = training.init_state(est, training.TrainConfig(), obs)
+  checkpoint.save(path, network, spec.actions.num_values, obs.shape, obs.dtype, state.psi_params,
+                  state.phi_params, {'purpose': 'throughput benchmark (untrained)'})
+  return path
+
+
+def run_one(mode: str, source: str, run_dir: str, ckpt: str) -> dict:
   FLAGS.mode, FLAGS.run_dir = mode, run_dir
+  FLAGS.estimator_checkpoint = ckpt if source == 'frozen' else None
   cfg = train.config_from_flags()
   start = time.time()
   s = train.run(cfg)
-  out = steps_per_second(run_dir, FLAGS.warmup_steps)
-  out.update(total_wall_s=time.time() - start, learner_steps=s.get('learner_steps'),
-             precedence_steps=s.get('precedence_steps'),
+  rows = actor_rows(run_dir)
+  out = steps_per_second(rows, FLAGS.warmup_steps)
+  out.update(total_wall_s=time.time() - start, precedence_steps=s.get('precedence_steps'),
              mean_episode_length_last=s.get('mean_episode_length_last'))
+  out.update(learner_rates(run_dir, cfg))
+  if 'learner_steps' in out:
+    # The IMPALA table is a queue: every step the actors write is trained on once.
+    out['learner_frames_per_s'] = out['env_steps_per_s']
+    cap = out.get('learner_capacity_frames_per_s')
+    if cap:
+      out['learner_busy_fraction'] = out['env_steps_per_s'] / cap
+  out['actor_breakdown'] = actor_breakdown(run_dir)
   return out
 
 
 def main(argv):
   del argv
   workdir = FLAGS.workdir or tempfile.mkdtemp(prefix='bench-throughput-')
-  results = {'env': FLAGS.env, 'num_actors': FLAGS.num_actors, 'max_steps': FLAGS.max_steps,
-             'warmup_steps': FLAGS.warmup_steps, 'runs': {}}
+  ckpt = frozen_checkpoint(os.path.join(workdir, 'untrained.ckpt'))
+  results = {'env': FLAGS.env, 'num_actors': FLAGS.num_actors, 'envs_per_actor': FLAGS.envs_per_actor,
+             'max_steps': FLAGS.max_steps, 'warmup_steps': FLAGS.warmup_steps, 'runs': {},
+             'ratios': {}}
+  base_mode = FLAGS.modes[0]
   for mode in FLAGS.modes:
-    results['runs'][mode] = run_mode(mode, os.path.join(workdir, mode))
-  base = results['runs'][FLAGS.modes[0]]['env_steps_per_s']
-  for mode in FLAGS.modes[1:]:
-    results[f'ratio_{mode}_over_{FLAGS.modes[0]}'] = results['runs'][mode]['env_steps_per_s'] / base
+    sources = ['-'] if mode == 'none' else FLAGS.estimator_sources
+    for source in sources:
+      name = mode if mode == 'none' else f'{mode}/{source}'
+      print(f'--- {name}', flush=True)
+      results['runs'][name] = run_one(mode, source, os.path.join(workdir, name.replace('/', '-')), ckpt)
+      common.write_json(FLAGS.out, results)   # partial results survive an interruption
+  base = results['runs'][base_mode]['env_steps_per_s']
+  for name, r in results['runs'].items():
+    if name != base_mode:
+      results['ratios'][f'{name} / {base_mode}'] = r['env_steps_per_s'] / base
+  if FLAGS.ceiling:
+    from bench import actor_bench
+    ceiling = actor_bench.measure(FLAGS.env, [FLAGS.envs_per_actor], ['impala'], FLAGS.ceiling_steps, 1)
+    row = ceiling['results'][f'impala/K={FLAGS.envs_per_actor}']
+    results['ceiling_single_process'] = {m: row[m]['env_steps_per_s'] for m in ('none', 'rae', 'rac')}
+    results['fraction_of_ceiling'] = {
+        name: r['env_steps_per_s'] / row[name.split('/')[0]]['env_steps_per_s']
+        for name, r in results['runs'].items()}
   common.write_json(FLAGS.out, results)
   print(json.dumps(results, indent=2))
 

@@ -13,7 +13,6 @@ import numpy as np
 import optax
 import reverb
 from acme import specs, wrappers
-from acme.adders import reverb as reverb_adders
 from acme.jax import savers, variable_utils
 from acme.utils import counting, loggers
 
@@ -26,7 +25,7 @@ from estimators import networks as est_nets
 from launch.config import RunConfig
 from launch.precedence_learner import PrecedenceLearner, make_window_iterator
 
-IMPALA_TABLE = 'impala'
+IMPALA_TABLE = adders.IMPALA_TABLE
 
 
 def make_environment(cfg: RunConfig, seed: int) -> dm_env.Environment:
@@ -48,18 +47,15 @@ def make_tables(cfg: RunConfig) -> List[reverb.Table]:
   spec = environment_spec(cfg)
   tables = []
   if cfg.agent == 'impala':
-    extras = {'core_state': agent_networks.core_state_spec(),
-              'logits': np.ones((spec.actions.num_values,), np.float32)}
     tables.append(reverb.Table.queue(
         IMPALA_TABLE, max_size=cfg.impala.max_queue_size,
-        signature=reverb_adders.SequenceAdder.signature(
-            spec, extras, sequence_length=cfg.impala.sequence_length)))
+        signature=adders.impala_signature(spec, cfg.impala.sequence_length)))
   if cfg.online_estimators:
     tables.append(reverb.Table(
         adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
         remover=reverb.selectors.Fifo(), max_size=cfg.precedence.table_max_windows,
         rate_limiter=reverb.rate_limiters.MinSize(cfg.precedence.min_windows),
-        signature=adders.PrecedenceWindowAdder.signature(spec)))
+        signature=adders.precedence_signature(spec)))
   return tables
 
 
@@ -177,17 +173,11 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
       make_logger(cfg, label), track_estimators=cfg.online_estimators)
 
 
-def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.ForkingAdder:
-  """One environment's writes: IMPALA unrolls and/or precedence windows."""
-  children = []
-  if cfg.agent == 'impala':
-    children.append(reverb_adders.SequenceAdder(
-        client=replay, priority_fns={IMPALA_TABLE: None},
-        period=cfg.impala.sequence_length - 1, sequence_length=cfg.impala.sequence_length,
-        end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE))
-  if cfg.online_estimators:
-    children.append(adders.PrecedenceWindowAdder(replay, 2 * cfg.window, cfg.window))
-  return adders.ForkingAdder(children)
+def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.TrajectoryAdder:
+  """One environment's writes: IMPALA unrolls and/or precedence windows, from one writer."""
+  return adders.TrajectoryAdder(
+      replay, impala_sequence=cfg.impala.sequence_length if cfg.agent == 'impala' else None,
+      window=cfg.window if cfg.online_estimators else None)
 
 
 def build_program(cfg: RunConfig) -> lp.Program:

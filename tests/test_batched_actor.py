@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import reverb
 from acme import specs, wrappers
-from acme.adders import reverb as reverb_adders
 from acme.utils import loggers
 
 import envs
@@ -35,23 +34,18 @@ def _setup(mode):
 
 
 def _server(spec):
-  extras = {'core_state': agent_networks.core_state_spec(), 'logits': np.ones((2,), np.float32)}
 
   def fifo(name, signature):  # every item read back once, in insertion order
     return reverb.Table(name, reverb.selectors.Fifo(), reverb.selectors.Fifo(), 100_000,
                         reverb.rate_limiters.MinSize(1), max_times_sampled=1, signature=signature)
 
   return reverb.Server([
-      fifo('impala', reverb_adders.SequenceAdder.signature(spec, extras, sequence_length=SEQUENCE)),
-      fifo(adders.PRECEDENCE_TABLE, adders.PrecedenceWindowAdder.signature(spec))])
+      fifo(adders.IMPALA_TABLE, adders.impala_signature(spec, SEQUENCE)),
+      fifo(adders.PRECEDENCE_TABLE, adders.precedence_signature(spec))])
 
 
 def _adder(client):
-  return adders.ForkingAdder([
-      reverb_adders.SequenceAdder(client=client, priority_fns={'impala': None}, period=SEQUENCE - 1,
-                                  sequence_length=SEQUENCE,
-                                  end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE),
-      adders.PrecedenceWindowAdder(client, 2 * WINDOW, WINDOW)])
+  return adders.TrajectoryAdder(client, impala_sequence=SEQUENCE, window=WINDOW)
 
 
 def _items(server):

@@ -16,11 +16,11 @@ def test_windows_stay_inside_episodes_and_pad_to_fixed_length():
   spec = specs.make_environment_spec(env)
   server = reverb.Server([reverb.Table(
       adders.PRECEDENCE_TABLE, reverb.selectors.Fifo(), reverb.selectors.Fifo(), 1000,
-      reverb.rate_limiters.MinSize(1), signature=adders.PrecedenceWindowAdder.signature(spec))])
+      reverb.rate_limiters.MinSize(1), signature=adders.precedence_signature(spec))])
   try:
     client = reverb.Client(f'localhost:{server.port}')
     length, period = 8, 4
-    adder = adders.PrecedenceWindowAdder(client, length, period)
+    adder = adders.TrajectoryAdder(client, window=period)
     episodes = []
     for ep in range(4):
       ts = env.reset()
@@ -33,7 +33,7 @@ def test_windows_stay_inside_episodes_and_pad_to_fixed_length():
         obs.append(ts.observation)
         t += 1
       episodes.append(np.stack(obs))
-    adder.reset()
+    adder.flush()
     n_items = client.server_info()[adders.PRECEDENCE_TABLE].current_size
     seen = 0
     iterator = make_window_iterator(client, 1, length)

@@ -1,0 +1,88 @@
+"""`TrajectoryAdder` (one writer, both tables' items referring to the same columns) writes
+exactly the items Acme 0.4.0's two SequenceAdders wrote (IMPALA unrolls with CONTINUE,
+precedence windows with TRUNCATE), on real Reverb servers, over episodes shorter and longer than
+both item lengths."""
+import numpy as np
+import reverb
+from acme import specs, wrappers
+from acme.adders import reverb as reverb_adders
+
+import envs
+from agents import adders
+
+SEQUENCE, WINDOW = 7, 4
+
+
+def _server(spec):
+  def fifo(name, signature):  # every item read back once, in insertion order
+    return reverb.Table(name, reverb.selectors.Fifo(), reverb.selectors.Fifo(), 100_000,
+                        reverb.rate_limiters.MinSize(1), max_times_sampled=1, signature=signature)
+  return reverb.Server([fifo(adders.IMPALA_TABLE, adders.impala_signature(spec, SEQUENCE)),
+                        fifo(adders.PRECEDENCE_TABLE, adders.precedence_signature(spec))])
+
+
+class _AcmeAdders:
+  """The two adders the actors used before: Acme's SequenceAdder per table."""
+
+  def __init__(self, client):
+    self._impala = reverb_adders.SequenceAdder(
+        client=client, priority_fns={adders.IMPALA_TABLE: None}, period=SEQUENCE - 1,
+        sequence_length=SEQUENCE, end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE)
+    self._windows = reverb_adders.SequenceAdder(
+        client=client, priority_fns={adders.PRECEDENCE_TABLE: None}, period=WINDOW,
+        sequence_length=2 * WINDOW, end_of_episode_behavior=reverb_adders.EndBehavior.TRUNCATE)
+
+  def add_first(self, ts):
+    self._impala.add_first(ts)
+    self._windows.add_first(ts)
+
+  def add(self, action, ts, extras):
+    self._impala.add(action, ts, extras)
+    self._windows.add(action, ts, {'valid': np.float32(1.0)})
+
+
+def _drive(adder, seed):
+  env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=seed, reward_free=False))
+  rng = np.random.default_rng(seed)
+  for episode in range(12):
+    ts = env.reset()
+    adder.add_first(ts)
+    push = episode % 3   # 0: random (short and long), 1/2: always one side (short)
+    while not ts.last():
+      a = np.int32(rng.integers(2) if push == 0 else push - 1)
+      logits = rng.normal(size=2).astype(np.float32)
+      ts = env.step(a)
+      adder.add(a, ts, {'logits': logits, 'core_state': np.float32(0.0)})
+
+
+def _items(server, table):
+  client = reverb.Client(f'localhost:{server.port}')
+  n = client.server_info()[table].current_size
+  return [s.data for s in client.sample(table, num_samples=n, emit_timesteps=False)]
+
+
+def test_one_writer_writes_the_items_of_acmes_two_adders():
+  spec = specs.make_environment_spec(
+      wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False)))
+  ours, theirs = _server(spec), _server(spec)
+  try:
+    mine = adders.TrajectoryAdder(reverb.Client(f'localhost:{ours.port}'), SEQUENCE, WINDOW)
+    _drive(mine, seed=5)
+    mine.flush()
+    acme = _AcmeAdders(reverb.Client(f'localhost:{theirs.port}'))
+    _drive(acme, seed=5)
+    del acme  # flushes Acme's writers
+    for table in (adders.IMPALA_TABLE, adders.PRECEDENCE_TABLE):
+      got, want = _items(ours, table), _items(theirs, table)
+      assert len(got) == len(want) > 10, (table, len(got), len(want))
+      lengths = set()
+      for a, b in zip(got, want):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+          np.testing.assert_array_equal(x, y)
+        lengths.add(len(a[0]))
+      if table == adders.PRECEDENCE_TABLE:
+        assert len(lengths) > 2   # full windows and truncated episode ends both occurred
+  finally:
+    ours.stop()
+    theirs.stop()
