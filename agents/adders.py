@@ -62,40 +62,45 @@ class TrajectoryAdder(adders.Adder):
     self._max_in_flight = max_in_flight_items
     self._stream_entries = 0     # completed entries since the writer started (IMPALA items)
     self._episode_entries = 0    # completed entries of the current episode (precedence items)
-    self._has_extras = None
+    self._pending = None         # (observation, start_of_episode) waiting for its action
 
   def add_first(self, timestep: dm_env.TimeStep):
-    self._writer.append({'observation': timestep.observation, 'start_of_episode': True},
-                        partial_step=True)
+    self._pending = (timestep.observation, True)
     self._episode_entries = 0
 
   def add(self, action, next_timestep: dm_env.TimeStep, extras=()):
-    step = {'action': action, 'reward': next_timestep.reward, 'discount': next_timestep.discount,
-            'extras': {**(extras or {}), 'valid': np.float32(1.0)}}
-    self._writer.append(step)
-    self._writer.append({'observation': next_timestep.observation, 'start_of_episode': False},
-                        partial_step=True)
-    self._entry_completed(partial_open=True, episode_end=False)
+    # One complete row per step (Acme appends a partial observation, then completes it: two
+    # appends, each ~60 us of Reverb's Python and C++ per call), with flat columns (fewer nested
+    # structures to flatten on every append).
+    observation, first = self._pending
+    row = {'observation': observation, 'start_of_episode': first, 'action': action,
+           'reward': next_timestep.reward, 'discount': next_timestep.discount,
+           'valid': np.float32(1.0), **(extras or {})}
+    self._writer.append(row)
+    self._entry_completed(episode_end=False)
+    self._pending = (next_timestep.observation, False)
     if next_timestep.last():
-      self._writer.append(tree.map_structure(np.zeros_like, step))  # the filler, valid = 0
-      self._entry_completed(partial_open=False, episode_end=True)
+      filler = {k: np.zeros_like(v) for k, v in row.items()}   # valid = 0
+      filler['observation'] = next_timestep.observation
+      self._writer.append(filler)
+      self._entry_completed(episode_end=True)
 
-  def _items(self, length: int, partial_open: bool, extras_keys):
-    """The last `length` completed entries, as an Acme Trajectory with the given extras."""
+  def _items(self, length: int, extras_keys):
+    """The last `length` rows, as an Acme Trajectory with the given extras."""
     h = self._writer.history
-    cut = slice(-length - 1, -1) if partial_open else slice(-length, None)
+    cut = slice(-length, None)
     return reverb_adders.base.Trajectory(
         observation=h['observation'][cut], action=h['action'][cut], reward=h['reward'][cut],
         discount=h['discount'][cut], start_of_episode=h['start_of_episode'][cut],
-        extras={k: h['extras'][k][cut] for k in extras_keys})
+        extras={k: h[k][cut] for k in extras_keys})
 
-  def _entry_completed(self, partial_open: bool, episode_end: bool):
+  def _entry_completed(self, episode_end: bool):
     self._stream_entries += 1
     self._episode_entries += 1
     created = False
     if self._impala and _due(self._stream_entries, self._impala, self._impala - 1):
       self._writer.create_item(IMPALA_TABLE, 1.0,
-                               self._items(self._impala, partial_open, ('core_state', 'logits')))
+                               self._items(self._impala, ('core_state', 'logits')))
       created = True
     if self._window:
       w, n = self._window, self._episode_entries
@@ -106,7 +111,7 @@ class TrajectoryAdder(adders.Adder):
       elif _due(n, 2 * w, w):
         length = 2 * w
       if length:
-        self._writer.create_item(PRECEDENCE_TABLE, 1.0, self._items(length, partial_open, ('valid',)))
+        self._writer.create_item(PRECEDENCE_TABLE, 1.0, self._items(length, ('valid',)))
         created = True
     if created:
       self._writer.flush(self._max_in_flight)

@@ -1,0 +1,125 @@
+r"""Cost of writing one environment's steps to Reverb: Acme's two SequenceAdders (one writer per
+table, each sending every observation) against `agents.adders.TrajectoryAdder` (one writer, both
+tables' items referring to the same columns), same steps, same local Reverb server, one
+invocation.
+
+    python -m bench.adder_bench --env sokoban --steps 20000 --out results/adder_bench.json
+
+Reports microseconds per step spent in the adders and the uncompressed bytes per step handed
+to Reverb writers (sum over columns appended, from the step's arrays).
+"""
+import json
+import time
+
+import numpy as np
+import reverb
+import tree
+from absl import app, flags
+from acme import specs, wrappers
+from acme.adders import reverb as reverb_adders
+
+from agents import adders
+from bench import common
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('env', 'sokoban', 'Environment.')
+flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.')
+flags.DEFINE_integer('sequence_length', 20, 'IMPALA unroll.')
+flags.DEFINE_integer('window', 15, 'Precedence window w.')
+flags.DEFINE_integer('repeats', 2, 'Measurements per adder (best kept).')
+flags.DEFINE_string('out', 'results/adder_bench.json', 'JSON output.')
+
+
+class AcmeAdders:
+  """What the actors used before: one Acme SequenceAdder (and writer) per table."""
+
+  def __init__(self, client, sequence_length, window):
+    self._impala = reverb_adders.SequenceAdder(
+        client=client, priority_fns={adders.IMPALA_TABLE: None}, period=sequence_length - 1,
+        sequence_length=sequence_length, end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE)
+    self._windows = reverb_adders.SequenceAdder(
+        client=client, priority_fns={adders.PRECEDENCE_TABLE: None}, period=window,
+        sequence_length=2 * window, end_of_episode_behavior=reverb_adders.EndBehavior.TRUNCATE)
+
+  def add_first(self, ts):
+    self._impala.add_first(ts)
+    self._windows.add_first(ts)
+
+  def add(self, action, ts, extras):
+    self._impala.add(action, ts, extras)
+    self._windows.add(action, ts, {'valid': np.float32(1.0)})
+
+
+def _steps(env_name, n):
+  """Pre-recorded random-policy timesteps, so only the adders are timed."""
+  import envs
+  options = {'reward_free': False} if env_name == 'cartpole' else {}
+  env = wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=0, **options))
+  rng = np.random.default_rng(0)
+  num_actions = env.action_spec().num_values
+  out, ts = [], env.reset()
+  out.append(('first', ts, None))
+  while len(out) < n:
+    a = np.int32(rng.integers(num_actions))
+    ts = env.step(a)
+    out.append(('add', ts, a))
+    if ts.last():
+      ts = env.reset()
+      out.append(('first', ts, None))
+  return env, out
+
+
+def measure(make_adder, spec, steps, num_actions):
+  def table(name, signature):
+    return reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1_000_000,
+                        reverb.rate_limiters.MinSize(1), signature=signature)
+  server = reverb.Server([table(adders.IMPALA_TABLE, adders.impala_signature(spec, FLAGS.sequence_length)),
+                          table(adders.PRECEDENCE_TABLE, adders.precedence_signature(spec))])
+  try:
+    adder = make_adder(reverb.Client(f'localhost:{server.port}'))
+    extras = {'logits': np.zeros(num_actions, np.float32), 'core_state': np.float32(0.0)}
+    start = time.perf_counter()
+    for kind, ts, a in steps:
+      if kind == 'first':
+        adder.add_first(ts)
+      else:
+        adder.add(a, ts, extras)
+    if hasattr(adder, 'flush'):
+      adder.flush()
+    wall = time.perf_counter() - start
+    del adder
+    info = reverb.Client(f'localhost:{server.port}').server_info()
+    return wall, {t: i.current_size for t, i in info.items()}
+  finally:
+    server.stop()
+
+
+def main(argv):
+  del argv
+  env, steps = _steps(FLAGS.env, FLAGS.steps)
+  spec = specs.make_environment_spec(env)
+  num_actions = spec.actions.num_values
+  n_add = sum(1 for k, _, _ in steps if k == 'add')
+  obs_bytes = int(np.prod(spec.observations.shape)) * np.dtype(spec.observations.dtype).itemsize
+  # Columns per step: observation, start flag, action, reward, discount, extras.
+  other = 1 + 4 + 4 + 4
+  results = {'env': FLAGS.env, 'steps': n_add, 'observation_bytes': obs_bytes}
+  makers = {
+      'acme_two_adders': lambda c: AcmeAdders(c, FLAGS.sequence_length, FLAGS.window),
+      'trajectory_adder': lambda c: adders.TrajectoryAdder(c, FLAGS.sequence_length, FLAGS.window)}
+  payload = {'acme_two_adders': 2 * (obs_bytes + other) + 4 * num_actions + 4 + 4,
+             'trajectory_adder': obs_bytes + other + 4 * num_actions + 4 + 4}
+  for name, make in makers.items():
+    best, items = None, None
+    for _ in range(FLAGS.repeats):
+      wall, items = measure(make, spec, steps, num_actions)
+      best = wall if best is None else min(best, wall)
+    results[name] = {'us_per_step': 1e6 * best / n_add, 'items': items,
+                     'bytes_per_step_to_writers': payload[name]}
+  results['speedup'] = results['acme_two_adders']['us_per_step'] / results['trajectory_adder']['us_per_step']
+  common.write_json(FLAGS.out, results)
+  print(json.dumps(results, indent=2))
+
+
+if __name__ == '__main__':
+  app.run(main)
