@@ -34,16 +34,22 @@ class IMPALALearner(acme.Learner):
                logger: Optional[loggers.Logger] = None):
     self._iterator = iterator
 
-    def sequence_loss(params, data):
-      initial_state = jax.tree_util.tree_map(lambda s: s[0], data.extras['core_state'])
-      (logits, values), _ = networks.unroll_fn(params, data.observation, initial_state)
+    def sequence_loss(logits, values, data):
       return losses.masked_vtrace_loss(
           logits, values, data.extras['logits'], data.action, data.reward, data.discount,
           data.start_of_episode, discount=discount, baseline_cost=baseline_cost,
           entropy_cost=entropy_cost, max_abs_reward=max_abs_reward)
 
     def batch_loss(params, data):
-      loss, metrics = jax.vmap(sequence_loss, in_axes=(None, 0))(params, data)
+      # The networks are feed-forward: one pass over all B x T observations (one large conv
+      # batch), then the V-trace loss per sequence. Faster on CPU than vmapping the unroll.
+      b, t = data.action.shape
+      obs = data.observation.reshape((b * t,) + data.observation.shape[2:])
+      initial_state = jax.tree_util.tree_map(lambda s: s[0, 0], data.extras['core_state'])
+      (logits, values), _ = networks.unroll_fn(params, obs, initial_state)
+      logits = logits.reshape((b, t) + logits.shape[1:])
+      values = values.reshape((b, t))
+      loss, metrics = jax.vmap(sequence_loss)(logits, values, data)
       return jnp.mean(loss), jax.tree_util.tree_map(jnp.mean, metrics)
 
     @jax.jit

@@ -1,0 +1,83 @@
+r"""IMPALA learner update speed on this machine: frames/s of `agents.learning.IMPALALearner` at
+a given batch x unroll, for an environment's network (the real learner step, fed a fixed batch
+so only the update is timed).
+
+    python -m bench.learner_bench --env sokoban --batch_size 256 --sequence_length 20 \
+        --out results/learner_bench_sokoban.json
+"""
+import json
+import time
+import types
+
+import jax
+import numpy as np
+import optax
+from absl import app, flags
+from acme import specs, wrappers
+from acme.adders.reverb.base import Trajectory
+
+from agents import learning
+from agents import networks as agent_networks
+from bench import common
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('env', 'sokoban', 'Environment (its network preset).')
+flags.DEFINE_integer('batch_size', 256, 'Sequences per update.')
+flags.DEFINE_integer('sequence_length', 20, 'Unroll length.')
+flags.DEFINE_integer('updates', 10, 'Timed updates (after one compiling update).')
+flags.DEFINE_string('out', 'results/learner_bench.json', 'JSON output.')
+
+
+def fixed_batch(spec, batch, length, rng):
+  obs_shape = (batch, length) + spec.observations.shape
+  if spec.observations.dtype == np.uint8:
+    obs = rng.integers(0, 256, size=obs_shape, dtype=np.uint8)
+  else:
+    obs = rng.normal(size=obs_shape).astype(spec.observations.dtype)
+  a = spec.actions.num_values
+  start = np.zeros((batch, length), bool)
+  start[:, length // 2] = True
+  data = Trajectory(
+      observation=obs, action=rng.integers(0, a, size=(batch, length)).astype(np.int32),
+      reward=rng.normal(size=(batch, length)).astype(np.float32),
+      discount=np.ones((batch, length), np.float32), start_of_episode=start,
+      extras={'logits': rng.normal(size=(batch, length, a)).astype(np.float32),
+              'core_state': np.zeros((batch, length), np.float32)})
+  return types.SimpleNamespace(data=data)
+
+
+def measure(env_name, batch, length, updates):
+  import envs
+  options = {'reward_free': False} if env_name == 'cartpole' else {}
+  spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=0, **options)))
+  nets = agent_networks.make_networks(spec, agent_networks.default_policy_config(
+      env_name, agent_networks.is_image_spec(spec)))
+  sample = fixed_batch(spec, batch, length, np.random.default_rng(0))
+
+  def forever():
+    while True:
+      yield sample
+
+  learner = learning.IMPALALearner(nets, forever(), optax.adam(5e-4, b1=0.0, b2=0.99),
+                                   jax.random.PRNGKey(0))
+  t0 = time.perf_counter()
+  learner.step()
+  compile_s = time.perf_counter() - t0
+  t0 = time.perf_counter()
+  for _ in range(updates):
+    learner.step()
+  per_update = (time.perf_counter() - t0) / updates
+  return {'env': env_name, 'batch_size': batch, 'sequence_length': length,
+          'first_update_s': compile_s, 'seconds_per_update': per_update,
+          'frames_per_s': batch * length / per_update, 'backend': jax.default_backend()}
+
+
+def main(argv):
+  del argv
+  out = measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length, FLAGS.updates)
+  common.write_json(FLAGS.out, out)
+  print(json.dumps(out, indent=2))
+
+
+if __name__ == '__main__':
+  app.run(main)
