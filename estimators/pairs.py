@@ -8,7 +8,9 @@ k holds one observation and `last[k]` is the flat index of the last observation 
 The valid pairs are {(i, j): i an allowed start, j in i's segment, 0 < j - i <= w}; start i owns
 n_i = min(w, last[i] - i) of them. `sample_pairs` draws uniformly from that set (the paper samples
 pairs "uniformly in a sliding window"), then shuffles each pair: label 1 means "first element
-precedes the second".
+precedes the second". `SAMPLINGS` names the alternative kept for the reward-free Cartpole preset
+('start_uniform': start uniform, then gap uniform on [1, n_i], which weights pairs near an
+episode's end more; BUILD_NOTES.md, "Deviations from the paper", has the measurement).
 """
 from typing import NamedTuple
 
@@ -20,6 +22,7 @@ import numpy as np
 # one round almost always suffices unless segments are much shorter than the window (random
 # Cartpole: episodes of ~20 steps with w = 200 accept ~5% and need ~3 rounds for 128 pairs).
 PROPOSALS_PER_ROUND = 32
+SAMPLINGS = ('uniform', 'start_uniform')
 
 
 class Pairs(NamedTuple):
@@ -37,18 +40,27 @@ def start_indices(last: jnp.ndarray, start_ok: jnp.ndarray):
 
 
 def sample_pairs(key: jnp.ndarray, last: jnp.ndarray, starts: jnp.ndarray, num_starts,
-                 num_pairs: int, window: int) -> Pairs:
-  """Samples `num_pairs` shuffled pairs, each uniform over the valid pairs (see module doc).
+                 num_pairs: int, window: int, sampling: str = 'uniform') -> Pairs:
+  """Samples `num_pairs` shuffled pairs, each uniform over the valid pairs (see module doc), or
+  with `sampling='start_uniform'` a start uniform over starts[:num_starts] and a gap uniform on
+  [1, n_i].
 
   Exact rejection sampling: propose a start i uniform over starts[:num_starts] and a gap d uniform
   on [1, w]; accept when d <= n_i. P(i, d accepted) = 1 / (num_starts * w) for every valid pair, so
   an accepted pair is uniform over them. Rounds of proposals repeat until every pair slot holds
   an accepted proposal (each round accepts with probability >= 1 / w per proposal).
   """
+  if sampling not in SAMPLINGS:
+    raise ValueError(f'unknown pair sampling {sampling!r}; expected one of {SAMPLINGS}')
   last, starts = jnp.asarray(last), jnp.asarray(starts)
   k_loop, k_swap = jax.random.split(key)
   n = jnp.maximum(num_starts, 1)
   rows = jnp.arange(num_pairs)
+  if sampling == 'start_uniform':
+    k_i, k_d = jax.random.split(k_loop)
+    i = starts[jax.random.randint(k_i, (num_pairs,), 0, n)]
+    d = jax.random.randint(k_d, (num_pairs,), 1, jnp.maximum(jnp.minimum(window, last[i] - i), 1) + 1)
+    return _shuffled(k_swap, i, i + d)
 
   def propose(k):
     k_i, k_d = jax.random.split(k)
@@ -70,11 +82,13 @@ def sample_pairs(key: jnp.ndarray, last: jnp.ndarray, starts: jnp.ndarray, num_s
   # No start at all: nothing can be sampled; return (0, 0) pairs instead of looping forever.
   done = jnp.full((num_pairs,), num_starts == 0)
   _, i, d, _ = jax.lax.while_loop(lambda c: ~jnp.all(c[3]), body, (k_loop, zeros, zeros, done))
-  j = i + d
-  in_order = jax.random.bernoulli(k_swap, 0.5, (num_pairs,))
-  first = jnp.where(in_order, i, j)
-  second = jnp.where(in_order, j, i)
-  return Pairs(first, second, in_order.astype(jnp.float32))
+  return _shuffled(k_swap, i, i + d)
+
+
+def _shuffled(key, i, j) -> Pairs:
+  """Each time-ordered pair (i, j) shown in order (label 1) or swapped (label 0), 50/50."""
+  in_order = jax.random.bernoulli(key, 0.5, i.shape)
+  return Pairs(jnp.where(in_order, i, j), jnp.where(in_order, j, i), in_order.astype(jnp.float32))
 
 
 def observed_steps(step_valid: jnp.ndarray) -> jnp.ndarray:

@@ -51,6 +51,9 @@ def define_flags(flag_values=flags.FLAGS):
                        '(default: the preset recipe, 100k).', flag_values=fv)
   flags.DEFINE_enum('phi_schedule', 'after', ['after', 'joint'],
                     "'after': phi after psi, psi frozen (paper, offline); 'joint': alongside psi.", flag_values=fv)
+  flags.DEFINE_enum('pair_sampling', None, ['uniform', 'start_uniform'],
+                    "psi pairs: 'uniform' over the valid pairs (paper) or 'start_uniform' (start "
+                    'uniform, then gap uniform) (default: the preset recipe).', flag_values=fv)
   flags.DEFINE_float('learning_rate', None, 'Adam learning rate (default: preset; 0.01, sokoban 5e-4).', flag_values=fv)
   flags.DEFINE_float('phi_learning_rate', None, 'phi learning rate (default: --learning_rate).', flag_values=fv)
   flags.DEFINE_float('weight_decay', None, 'AdamW weight decay (default: preset; 0, sokoban 1e-4).', flag_values=fv)
@@ -300,6 +303,7 @@ def run(argv_flags=FLAGS) -> dict:
   try:
     config = training.TrainConfig(
         window=window, batch_size=f.batch_size, learning_rate=lr, weight_decay=wd,
+        pair_sampling=f.pair_sampling or recipe.pair_sampling,
         phi_loss=f.phi_loss, phi_batch_size=f.batch_size,
         phi_learning_rate=f.phi_learning_rate if f.phi_learning_rate is not None else lr,
         seed=f.seed)
@@ -307,11 +311,9 @@ def run(argv_flags=FLAGS) -> dict:
     raise TrainError(str(e)) from e
 
   t0 = time.time()
-  episodes, meta = dataset_lib.load_episodes(f.dataset)
-  if not episodes:
+  flat, meta = dataset_lib.load_flat(f.dataset)   # = flatten(load_episodes(...)), batched
+  if not len(flat.lengths):
     raise TrainError(f'the dataset at {f.dataset} has no episodes')
-  flat = dataset_lib.flatten(episodes)
-  del episodes
   load_s = time.time() - t0
   num_actions = int(meta['num_actions'])
   max_len = int(np.max(flat.lengths)) - 1
@@ -330,7 +332,8 @@ def run(argv_flags=FLAGS) -> dict:
       'env_name': env_name, 'env_options': meta.get('env_options', {}),
       'dataset': os.path.abspath(f.dataset), 'dataset_episodes': int(len(flat.lengths)),
       'dataset_observations': int(len(flat.last)), 'dataset_transitions': summary['num_transitions'],
-      'network_preset': preset, 'window': int(window), 'num_pairs': int(psi['items']),
+      'network_preset': preset, 'window': int(window), 'pair_sampling': config.pair_sampling,
+      'num_pairs': int(psi['items']),
       'requested_pairs': int(num_pairs), 'batch_size': int(f.batch_size),
       'psi_steps': int(psi['steps']), 'learning_rate': float(lr), 'weight_decay': float(wd),
       'seed': int(f.seed), 'steps_per_call': int(f.steps_per_call),

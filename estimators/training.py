@@ -33,6 +33,7 @@ class TrainConfig:
   phi_loss: str = 'l2'           # 'l2' (paper) or 'bce' (authors' code)
   phi_batch_size: int = 128
   phi_learning_rate: float = 1e-2
+  pair_sampling: str = 'uniform'  # estimators.pairs.SAMPLINGS; 'uniform' is the paper's
   seed: int = 0
 
   def __post_init__(self):
@@ -44,6 +45,8 @@ class TrainConfig:
       raise ValueError('learning rates must be > 0')
     if self.phi_loss not in losses.PHI_LOSSES:
       raise ValueError(f"phi_loss must be one of {sorted(losses.PHI_LOSSES)}, got {self.phi_loss!r}")
+    if self.pair_sampling not in pairs_lib.SAMPLINGS:
+      raise ValueError(f'pair_sampling must be one of {pairs_lib.SAMPLINGS}, got {self.pair_sampling!r}')
     if not (self.train_psi or self.train_phi):
       raise ValueError('nothing to train: train_psi and train_phi are both False')
 
@@ -119,7 +122,7 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
     psi_params, psi_opt_state, metrics = state.psi_params, state.psi_opt, {}
     if config.train_psi:
       p = pairs_lib.sample_pairs(k_pairs, batch.last, batch.starts, batch.num_starts,
-                                 config.batch_size, config.window)
+                                 config.batch_size, config.window, config.pair_sampling)
       x, y = batch.observations[p.first], batch.observations[p.second]
       (l_psi, acc), g = jax.value_and_grad(psi_loss, has_aux=True)(psi_params, k_drop, x, y, p.label)
       upd, psi_opt_state = psi_opt.update(g, psi_opt_state, psi_params)

@@ -85,15 +85,15 @@ def thresholds(env: str, mode: str) -> ThresholdPreset:
 
 def markdown_table() -> str:
   """One row per (environment, mode) the paper ran, with the estimator recipe and sources."""
-  head = ('| env | mode | beta | lambda | reward | w | psi lr / wd | IMPALA lr, Adam b1/b2 | '
+  head = ('| env | mode | beta | lambda | reward | w | pairs | psi lr / wd | IMPALA lr, Adam b1/b2 | '
           'batch x unroll | discount | entropy | sources |')
-  lines = [head, '|' + '---|' * 12]
+  lines = [head, '|' + '---|' * 13]
   for (env, mode), t in THRESHOLDS.items():
     a, r = agent(env), recipes.recipe(env)
     reward = t.reward_form if mode == 'rae' else '-'
     lam = f'{t.lam:g}' if mode == 'rae' else '-'
     lines.append(
-        f'| {env} | {mode} | {t.beta:g} | {lam} | {reward} | {r.window} | '
+        f'| {env} | {mode} | {t.beta:g} | {lam} | {reward} | {r.window} | {r.pair_sampling} | '
         f'{r.learning_rate:g} / {r.weight_decay:g} | {a.learning_rate:g}, {a.adam_b1:g}/{a.adam_b2:g} | '
         f'{a.batch_size} x {a.sequence_length} | {a.discount:g} | {a.entropy_cost:g} | '
         f'{t.source}; agent: {a.source}; estimators: {r.source} |')

@@ -46,6 +46,9 @@ flags.DEFINE_integer('window', None, 'Precedence window w (default: the env reci
 flags.DEFINE_float('psi_learning_rate', None, 'Adam learning rate of psi and phi (default: the env recipe).')
 flags.DEFINE_float('psi_weight_decay', None, 'AdamW weight decay of psi and phi (default: the env recipe).')
 flags.DEFINE_integer('psi_batch_size', 128, 'Pairs per psi update.')
+flags.DEFINE_enum('pair_sampling', None, ['uniform', 'start_uniform'],
+                  "psi pairs: 'uniform' over the valid pairs (paper) or 'start_uniform' (start "
+                  'uniform, then gap uniform) (default: the env recipe).')
 flags.DEFINE_integer('env_steps_per_psi_update', None, 'Throttle of the precedence learner (default: preset).')
 flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], 'phi regression loss.')
 # IMPALA.
@@ -121,6 +124,7 @@ def config_from_flags():
       estimator_train=TrainConfig(window=window, batch_size=FLAGS.psi_batch_size,
                                   learning_rate=psi_lr, phi_learning_rate=psi_lr,
                                   weight_decay=pick('psi_weight_decay', recipe.weight_decay),
+                                  pair_sampling=pick('pair_sampling', recipe.pair_sampling),
                                   train_phi=(mode == 'rac'), phi_loss=FLAGS.phi_loss, seed=FLAGS.seed),
       network=network, estimator_checkpoint=FLAGS.estimator_checkpoint)
 

@@ -5,18 +5,19 @@ import pytest
 from estimators import pairs
 
 
-def _sample(last, start_ok, n, w, seed=0):
+def _sample(last, start_ok, n, w, seed=0, sampling='uniform'):
   starts, count = pairs.start_indices(np.asarray(last), np.asarray(start_ok))
-  p = pairs.sample_pairs(jax.random.PRNGKey(seed), np.asarray(last), starts, count, n, w)
+  p = pairs.sample_pairs(jax.random.PRNGKey(seed), np.asarray(last), starts, count, n, w, sampling)
   return np.asarray(p.first), np.asarray(p.second), np.asarray(p.label)
 
 
-def test_episode_pairs_stay_in_episode_and_window():
+@pytest.mark.parametrize('sampling', pairs.SAMPLINGS)
+def test_episode_pairs_stay_in_episode_and_window(sampling):
   lengths = [3, 50, 1, 17, 200]
   last, start_ok = pairs.episode_layout(lengths)
   episode_of = np.repeat(np.arange(len(lengths)), lengths)
   w = 7
-  first, second, label = _sample(last, start_ok, 20_000, w)
+  first, second, label = _sample(last, start_ok, 20_000, w, sampling=sampling)
   assert np.all(episode_of[first] == episode_of[second])
   gap = np.abs(second - first)
   assert gap.min() >= 1 and gap.max() <= w
@@ -68,6 +69,13 @@ def test_pairs_are_uniform_over_valid_pairs():
   # The pair closing the longest episode is as frequent as any other (the old sampler drew it
   # ~w times more often than a pair from the middle of the episode).
   assert counts.min() > 0.8 * n / len(valid) and counts.max() < 1.2 * n / len(valid)
+
+
+def test_start_uniform_sampling_draws_each_start_equally_often():
+  last, start_ok = pairs.episode_layout([6])           # starts 0..4 own 5, 4, 3, 2, 1 pairs
+  first, second, _ = _sample(last, start_ok, 50_000, 10, seed=2, sampling='start_uniform')
+  counts = np.bincount(np.minimum(first, second), minlength=5)
+  np.testing.assert_allclose(counts / counts.sum(), 0.2, atol=0.01)
 
 
 def test_pairs_uniform_when_segments_are_much_shorter_than_the_window():
