@@ -1,6 +1,7 @@
 """Offline episode datasets (RLDS via TFDS) and the collect CLI."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -204,3 +205,100 @@ def test_collect_distributed(tmp_path):
 def test_collect_imports_next_to_train():
   from launch import train   # both define --env/--seed: collect's flags exist only as a program
   assert train.FLAGS is collect.FLAGS
+
+
+# ----------------------------------------------------------------------------------------- #
+# load_flat: the batched loader estimators.train uses
+# ----------------------------------------------------------------------------------------- #
+
+@pytest.fixture(scope='module')
+def sharded_turf(tmp_path_factory):
+  """Turf episodes (uint8 observations with values >= 128) over several shards of more than
+  16 episodes (TFDS interleaves them) plus appended ones: written 17 per shard, 32 + 9."""
+  out = tmp_path_factory.mktemp('flat') / 'turf'
+  eps = _episodes('turf', 41)
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(dataset, 'EPISODES_PER_SHARD', 17)
+    _write(out, eps[:32], 'turf')
+    _write(out, eps[32:], 'turf', append=True)
+  assert len([f for f in os.listdir(out) if '.tfrecord-' in f]) == 3
+  return out
+
+
+def _assert_same_flat(a, b):
+  assert a._fields == b._fields
+  for name, x, y in zip(a._fields, a, b):
+    assert x.dtype == y.dtype and x.shape == y.shape, name
+    np.testing.assert_array_equal(x, y, err_msg=name)
+
+
+def test_load_flat_equals_load_episodes_then_flatten(sharded_turf):
+  ref = dataset.flatten(dataset.load_episodes(str(sharded_turf))[0])
+  flat, meta = dataset.load_flat(str(sharded_turf))
+  _assert_same_flat(ref, flat)
+  assert meta == dataset.read_metadata(str(sharded_turf))
+  assert flat.observations.dtype == np.uint8 and np.max(flat.observations) >= 128
+  _assert_same_flat(ref, dataset.load_flat(str(sharded_turf), batch_episodes=5)[0])
+  plan = dataset._flat_plan(str(sharded_turf), meta)     # the generic parse_example path
+  _assert_same_flat(ref, dataset._read_flat(str(sharded_turf), plan, 7, packed_uint8=False))
+
+
+def test_load_flat_float_observations_and_fallback(tmp_path, sharded_turf, monkeypatch):
+  eps = _episodes('cartpole', 5, store_states=False)
+  _write(tmp_path / 'cp', eps)
+  flat, _ = dataset.load_flat(str(tmp_path / 'cp'))
+  _assert_same_flat(dataset.flatten(eps), flat)
+  assert flat.observations.dtype == np.float32
+
+  def not_packed(*args):
+    raise dataset._NotPackedUint8('test')
+
+  monkeypatch.setattr(dataset, '_decode_packed_uint8', not_packed)
+  _assert_same_flat(dataset.flatten(dataset.load_episodes(str(sharded_turf))[0]),
+                    dataset.load_flat(str(sharded_turf))[0])
+
+
+def test_decode_packed_uint8_matches_protobuf():
+  import tensorflow as tf
+  rng = np.random.default_rng(0)
+  lists = [np.array([0, 127, 128, 255]), rng.integers(0, 256, 1), rng.integers(0, 256, 63),
+           rng.integers(100, 256, 300), rng.integers(0, 256, 20_000)]   # 1-3 byte headers
+  raw = [tf.train.Int64List(value=v.tolist()).SerializeToString() for v in lists]
+  buf = np.frombuffer(b''.join(raw), np.uint8)
+  out = np.empty(sum(len(v) for v in lists), np.uint8)
+  counts = dataset._decode_packed_uint8(buf, np.array([len(r) for r in raw]), out)
+  np.testing.assert_array_equal(counts, [len(v) for v in lists])
+  np.testing.assert_array_equal(out, np.concatenate(lists))
+  unpacked = b''.join(b'\x08' + bytes([v]) for v in (1, 2, 3))
+  too_big = tf.train.Int64List(value=[1, 256, 3]).SerializeToString()
+  split = raw[0] + raw[1]           # two packed runs of the same field: valid protobuf
+  for bad, n in ((unpacked, 3), (too_big, 3), (split, 5)):
+    with pytest.raises(dataset._NotPackedUint8):
+      dataset._decode_packed_uint8(np.frombuffer(bad, np.uint8), np.array([len(bad)]),
+                                   np.empty(n, np.uint8))
+
+
+def test_load_flat_errors_are_one_line(tmp_path, sharded_turf):
+  with pytest.raises(dataset.DatasetError, match='does not exist'):
+    dataset.load_flat(str(tmp_path / 'missing'))
+  out = tmp_path / 'turf'
+  shutil.copytree(sharded_turf, out)
+  shards = sorted(f for f in os.listdir(out) if '.tfrecord-' in f)
+  with open(out / shards[1], 'r+b') as f:             # a middle shard cut short
+    f.truncate(os.path.getsize(out / shards[1]) // 2)
+  with pytest.raises(dataset.DatasetError, match=f'corrupt dataset at {out}') as err:
+    dataset.load_flat(str(out))
+  assert '\n' not in str(err.value)
+  os.remove(out / shards[1])
+  with pytest.raises(dataset.DatasetError, match=f'corrupt dataset at {out}') as err:
+    dataset.load_flat(str(out))
+  assert '\n' not in str(err.value)
+  shutil.rmtree(out)
+  shutil.copytree(sharded_turf, out)                  # contents disagree with the metadata
+  meta_path = out / dataset.METADATA_FILE
+  meta = json.loads(meta_path.read_text())
+  meta['num_transitions'] -= 1
+  meta_path.write_text(json.dumps(meta))
+  with pytest.raises(dataset.DatasetError, match='its metadata says') as err:
+    dataset.load_flat(str(out))
+  assert '\n' not in str(err.value)
