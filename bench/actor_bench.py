@@ -22,12 +22,16 @@ from agents import networks as agent_networks
 from bench import common
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('env', 'cartpole', 'Environment.')
-flags.DEFINE_list('envs', ['1', '8', '32'], 'Environments per actor (K) to measure.')
-flags.DEFINE_list('policies', ['impala', 'random'], 'Policies to measure.')
-flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.')
-flags.DEFINE_integer('repeats', 2, 'Measurements per setting (best is kept).')
-flags.DEFINE_string('out', 'results/actor_bench.json', 'JSON output.')
+
+
+def define_flags():
+  """Only when run as a script: bench.throughput imports `measure` beside launch.train's flags."""
+  flags.DEFINE_string('env', 'cartpole', 'Environment.')
+  flags.DEFINE_list('envs', ['1', '8', '32'], 'Environments per actor (K) to measure.')
+  flags.DEFINE_list('policies', ['impala', 'random'], 'Policies to measure.')
+  flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.')
+  flags.DEFINE_integer('repeats', 2, 'Measurements per setting (best is kept).')
+  flags.DEFINE_string('out', 'results/actor_bench.json', 'JSON output.')
 
 
 class _Timed:
@@ -117,4 +121,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)
