@@ -12,7 +12,6 @@ from typing import Optional, Tuple
 import haiku as hk
 import jax
 import jax.numpy as jnp
-import numpy as np
 from acme import specs
 from acme.agents.jax.impala import networks as impala_networks
 
@@ -141,7 +140,3 @@ def make_networks(env_spec: specs.EnvironmentSpec,
   return impala_networks.make_haiku_networks(
       env_spec=env_spec, forward_fn=forward_fn, initial_state_fn=initial_state_fn,
       unroll_fn=unroll_fn)
-
-
-def core_state_spec():
-  return np.zeros((), np.float32)

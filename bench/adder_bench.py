@@ -22,12 +22,16 @@ from agents import adders
 from bench import common
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('env', 'sokoban', 'Environment.')
-flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.')
-flags.DEFINE_integer('sequence_length', 20, 'IMPALA unroll.')
-flags.DEFINE_integer('window', 15, 'Precedence window w.')
-flags.DEFINE_integer('repeats', 2, 'Measurements per adder (best kept).')
-flags.DEFINE_string('out', 'results/adder_bench.json', 'JSON output.')
+
+
+def define_flags():
+  """Only when run as a script (tests import `AcmeAdders` beside other modules' flags)."""
+  flags.DEFINE_string('env', 'sokoban', 'Environment.')
+  flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.')
+  flags.DEFINE_integer('sequence_length', 20, 'IMPALA unroll.')
+  flags.DEFINE_integer('window', 15, 'Precedence window w.')
+  flags.DEFINE_integer('repeats', 2, 'Measurements per adder (best kept).')
+  flags.DEFINE_string('out', 'results/adder_bench.json', 'JSON output.')
 
 
 class AcmeAdders:
@@ -69,11 +73,11 @@ def _steps(env_name, n):
   return env, out
 
 
-def measure(make_adder, spec, steps, num_actions):
+def measure(make_adder, spec, steps, num_actions, sequence_length):
   def table(name, signature):
     return reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1_000_000,
                         reverb.rate_limiters.MinSize(1), signature=signature)
-  server = reverb.Server([table(adders.IMPALA_TABLE, adders.impala_signature(spec, FLAGS.sequence_length)),
+  server = reverb.Server([table(adders.IMPALA_TABLE, adders.impala_signature(spec, sequence_length)),
                           table(adders.PRECEDENCE_TABLE, adders.precedence_signature(spec))])
   try:
     adder = make_adder(reverb.Client(f'localhost:{server.port}'))
@@ -112,7 +116,7 @@ def main(argv):
   for name, make in makers.items():
     best, items = None, None
     for _ in range(FLAGS.repeats):
-      wall, items = measure(make, spec, steps, num_actions)
+      wall, items = measure(make, spec, steps, num_actions, FLAGS.sequence_length)
       best = wall if best is None else min(best, wall)
     results[name] = {'us_per_step': 1e6 * best / n_add, 'items': items,
                      'bytes_per_step_to_writers': payload[name]}
@@ -122,4 +126,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

@@ -5,10 +5,10 @@ both item lengths."""
 import numpy as np
 import reverb
 from acme import specs, wrappers
-from acme.adders import reverb as reverb_adders
 
 import envs
 from agents import adders
+from bench.adder_bench import AcmeAdders
 
 SEQUENCE, WINDOW = 7, 4
 
@@ -19,26 +19,6 @@ def _server(spec):
                         reverb.rate_limiters.MinSize(1), max_times_sampled=1, signature=signature)
   return reverb.Server([fifo(adders.IMPALA_TABLE, adders.impala_signature(spec, SEQUENCE)),
                         fifo(adders.PRECEDENCE_TABLE, adders.precedence_signature(spec))])
-
-
-class _AcmeAdders:
-  """The two adders the actors used before: Acme's SequenceAdder per table."""
-
-  def __init__(self, client):
-    self._impala = reverb_adders.SequenceAdder(
-        client=client, priority_fns={adders.IMPALA_TABLE: None}, period=SEQUENCE - 1,
-        sequence_length=SEQUENCE, end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE)
-    self._windows = reverb_adders.SequenceAdder(
-        client=client, priority_fns={adders.PRECEDENCE_TABLE: None}, period=WINDOW,
-        sequence_length=2 * WINDOW, end_of_episode_behavior=reverb_adders.EndBehavior.TRUNCATE)
-
-  def add_first(self, ts):
-    self._impala.add_first(ts)
-    self._windows.add_first(ts)
-
-  def add(self, action, ts, extras):
-    self._impala.add(action, ts, extras)
-    self._windows.add(action, ts, {'valid': np.float32(1.0)})
 
 
 def _drive(adder, seed):
@@ -69,7 +49,7 @@ def test_one_writer_writes_the_items_of_acmes_two_adders():
     mine = adders.TrajectoryAdder(reverb.Client(f'localhost:{ours.port}'), SEQUENCE, WINDOW)
     _drive(mine, seed=5)
     mine.flush()
-    acme = _AcmeAdders(reverb.Client(f'localhost:{theirs.port}'))
+    acme = AcmeAdders(reverb.Client(f'localhost:{theirs.port}'), SEQUENCE, WINDOW)
     _drive(acme, seed=5)
     del acme  # flushes Acme's writers
     for table in (adders.IMPALA_TABLE, adders.PRECEDENCE_TABLE):
