@@ -21,7 +21,6 @@ from typing import Optional
 
 import dm_env
 import numpy as np
-import tree
 from acme import adders, specs
 from acme.adders import reverb as reverb_adders
 

@@ -39,6 +39,19 @@ class _Episode:
     self.fallbacks = 0
 
 
+class _NoAdder(acme_adders.Adder):
+  """Where an actor's steps go when nothing is written (benchmarks, evaluators)."""
+
+  def add_first(self, timestep):
+    pass
+
+  def add(self, action, next_timestep, extras=()):
+    pass
+
+  def reset(self):
+    pass
+
+
 class BatchedEnvironmentLoop:
 
   def __init__(self, environments: Sequence[dm_env.Environment], actor: BatchedActor,
@@ -52,16 +65,12 @@ class BatchedEnvironmentLoop:
     self._envs = list(environments)
     self._actor = actor
     self._mode = mode
-    self._adders = adders
+    self._adders = list(adders) if adders is not None else [_NoAdder()] * len(environments)
     self._counter = counter or counting.Counter()
     self._logger = logger or loggers.make_default_logger('actor')
     self._psi_tracker = ParamChangeTracker() if track_estimators else None
     self._seconds = dict.fromkeys(('env', 'inference', 'write', 'log'), 0.0)
     self._steps = 0
-
-  def _add(self, k: int, method: str, *args, **kwargs):
-    if self._adders is not None:
-      getattr(self._adders[k], method)(*args, **kwargs)
 
   def _episode_row(self, k: int, ep: _Episode, info: Dict) -> Dict:
     counts = self._counter.increment(episodes=1, steps=ep.length)
@@ -85,7 +94,7 @@ class BatchedEnvironmentLoop:
     episodes: List[_Episode] = [_Episode() for _ in envs]
     first = [env.reset() for env in envs]
     for k, ts in enumerate(first):
-      self._add(k, 'add_first', ts)
+      self._adders[k].add_first(ts)
     obs = np.stack([ts.observation for ts in first])
     out = actor.step(obs, obs, obs)  # no transition yet: the psi values are not used
     self._count_shield(episodes, out)
@@ -126,8 +135,8 @@ class BatchedEnvironmentLoop:
             ep.penalised += int(r_int < 0)
             ep.max_psi = max(ep.max_psi, float(out.psi[k]))
             ts = ts._replace(reward=np.asarray(ts.reward + r_int, dtype=np.float32))
-          self._add(k, 'add', actions[k], ts,
-                    extras={'logits': logits[k], 'core_state': DUMMY_CORE_STATE})
+          self._adders[k].add(actions[k], ts,
+                              extras={'logits': logits[k], 'core_state': DUMMY_CORE_STATE})
           if k in finished:
             info, first_ts = finished[k]
             t_log = time.perf_counter()
@@ -135,7 +144,7 @@ class BatchedEnvironmentLoop:
             log_s += time.perf_counter() - t_log
             episodes_done += 1
             episodes[k] = _Episode()
-            self._add(k, 'add_first', first_ts)
+            self._adders[k].add_first(first_ts)
         steps_taken += len(envs)
         self._count_shield(episodes, out)
         t3 = time.perf_counter()
@@ -143,7 +152,7 @@ class BatchedEnvironmentLoop:
         for name, dt in (('env', t1 - t0), ('inference', t2 - t1), ('write', t3 - t2 - log_s),
                          ('log', log_s)):
           self._seconds[name] += dt
-    for adder in self._adders or ():
+    for adder in self._adders:
       if hasattr(adder, 'flush'):  # a run that ends leaves nothing unsent
         adder.flush()
     return steps_taken

@@ -95,7 +95,7 @@ class RunConfig:
 
   @property
   def uses_estimators(self) -> bool:
-    return self.reversibility.mode in ('rae', 'rac')
+    return self.reversibility.uses_estimators
 
   @property
   def online_estimators(self) -> bool:
