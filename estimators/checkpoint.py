@@ -3,12 +3,29 @@
     ckpt = estimators.checkpoint.load('psi.ckpt')
     p = training.psi_prob(ckpt.estimators, ckpt.psi_params, x, x_next)
 
+The file is an .npz (whatever its name ends in) holding numeric arrays only, and is read with
+`allow_pickle=False`, so opening a checkpoint somebody sent you never runs their code:
+  psi/<module>/<name>, phi/<module>/<name>  one array per parameter leaf ('/' joins the levels of
+                                            the nested dict; '%' and '/' inside a key are escaped
+                                            as %25 and %2F, since Haiku module names hold '/')
+  __meta__                                  UTF-8 JSON as uint8: format tag, network config,
+                                            num_actions, obs_shape, obs_dtype, metadata, has_phi
 Written atomically (temp file + rename), so an interrupted save never replaces a good file.
+
+Command line:
+    python -m estimators.checkpoint --info PATH          # the JSON document and parameter shapes
+    python -m estimators.checkpoint --convert OLD NEW    # format-1 pickle -> this format
 """
+import argparse
+import collections.abc
 import dataclasses
+import json
 import os
 import pickle
+import sys
 import tempfile
+import zipfile
+import zlib
 from typing import Any, Dict, Optional, Tuple
 
 import jax
@@ -16,7 +33,17 @@ import numpy as np
 
 from estimators import networks as nets
 
-FORMAT = 'noturningback-estimators/1'
+FORMAT = 'noturningback-estimators/2'
+PICKLE_FORMAT = 'noturningback-estimators/1'  # the old pickle files; only --convert reads them
+META_KEY = '__meta__'
+HEADS = ('psi', 'phi')
+_NUMERIC_KINDS = 'biufc'  # bool, ints, floats, complex: what np.load reads back exactly
+_ZIP_MAGIC = b'PK\x03\x04'
+_PICKLE_PROTO = 0x80
+# Everything that can go wrong reading a zip of .npy members (zlib/NotImplementedError: a
+# crafted member with a bad stream or compression method; json errors are ValueErrors).
+_READ_ERRORS = (zipfile.BadZipFile, zlib.error, ValueError, KeyError, OSError, EOFError,
+                NotImplementedError)
 
 
 class CheckpointError(ValueError):
@@ -32,39 +59,301 @@ class EstimatorCheckpoint:
   psi_params: Any
   phi_params: Any
   metadata: Dict[str, Any]
+  path: str = ''  # where it was loaded from, so errors about it can name the file
 
   @property
   def estimators(self) -> nets.Estimators:
     return nets.make_estimators(self.network, self.num_actions)
 
 
-def save(path: str, network: nets.NetworkConfig, num_actions: int, obs_shape, obs_dtype,
-         psi_params, phi_params, metadata: Optional[Dict[str, Any]] = None) -> None:
-  payload = {
+def _one_line(e: BaseException) -> str:
+  text = str(e).strip().splitlines()
+  return f'{type(e).__name__}: {text[0]}' if text else type(e).__name__
+
+
+def _corrupt(path: str, why: str) -> CheckpointError:
+  return CheckpointError(f'estimator checkpoint {path} is corrupt or not a checkpoint ({why})')
+
+
+def _not_ours(path: str, why: str) -> CheckpointError:
+  return CheckpointError(f'{path} is not a noturningback estimator checkpoint ({why})')
+
+
+# ------------------------------------------------------------------------------------------- #
+# Parameter trees <-> flat array keys
+# ------------------------------------------------------------------------------------------- #
+
+def _escape(key: str) -> str:
+  return key.replace('%', '%25').replace('/', '%2F')
+
+
+def _unescape(part: str) -> str:
+  return part.replace('%2F', '/').replace('%25', '%')
+
+
+def _leaf_array(key: str, value) -> np.ndarray:
+  array = np.asarray(value)
+  # Anything else (objects, strings, bfloat16's void kind) would need pickle or come back altered.
+  if array.dtype.kind not in _NUMERIC_KINDS:
+    raise CheckpointError(f'parameter {key} has dtype {array.dtype}, not a plain numeric array')
+  return array
+
+
+def _flatten(tree, prefix: str, out: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  if not isinstance(tree, collections.abc.Mapping):
+    raise CheckpointError(f'{prefix} parameters are a {type(tree).__name__}, not a dict of arrays')
+  for name, value in tree.items():
+    if not isinstance(name, str):
+      raise CheckpointError(f'parameter key {name!r} under {prefix} is not a string')
+    key = f'{prefix}/{_escape(name)}'
+    if isinstance(value, collections.abc.Mapping):
+      if not value:  # would leave no array behind, so it could not come back
+        raise CheckpointError(f'parameter dict {key} is empty')
+      _flatten(value, key, out)
+    else:
+      out[key] = _leaf_array(key, value)
+  return out
+
+
+def _insert(tree: dict, parts, array: np.ndarray, where: str) -> None:
+  for part in parts[:-1]:
+    tree = tree.setdefault(part, {})
+    if not isinstance(tree, dict):
+      raise CheckpointError(f'{where} sits below another array')
+  if parts[-1] in tree:
+    raise CheckpointError(f'{where} collides with another parameter')
+  tree[parts[-1]] = array
+
+
+def _unflatten(path: str, arrays: Dict[str, np.ndarray]) -> Dict[str, dict]:
+  trees = {head: {} for head in HEADS}
+  for key, array in arrays.items():
+    head, *parts = key.split('/')
+    if head not in trees or not parts:
+      raise _not_ours(path, f'unexpected array {key!r}')
+    if array.dtype.kind not in _NUMERIC_KINDS:
+      raise CheckpointError(f'{path}: array {key} has dtype {array.dtype}, not a numeric array')
+    _insert(trees[head], [_unescape(p) for p in parts], array, f'{path}: array {key}')
+  return trees
+
+
+# ------------------------------------------------------------------------------------------- #
+# save
+# ------------------------------------------------------------------------------------------- #
+
+def _json_default(value):
+  # Metadata carries numpy/jax scalars (losses, counts); store their plain values.
+  if isinstance(value, np.generic):
+    return value.item()
+  if hasattr(value, '__array__'):
+    return np.asarray(value).tolist()
+  raise CheckpointError(f'checkpoint metadata value of type {type(value).__name__} is not JSON')
+
+
+def _meta_array(document: Dict[str, Any]) -> np.ndarray:
+  try:
+    text = json.dumps(document, default=_json_default, sort_keys=True)
+  except (TypeError, ValueError) as e:  # non-string keys, circular references
+    raise CheckpointError(f'checkpoint metadata is not JSON ({_one_line(e)})') from e
+  return np.frombuffer(text.encode('utf-8'), dtype=np.uint8)
+
+
+def _arrays(network, num_actions, obs_shape, obs_dtype, psi_params, phi_params, metadata):
+  arrays = _flatten(jax.device_get(psi_params), 'psi', {})
+  if phi_params is not None:
+    _flatten(jax.device_get(phi_params), 'phi', arrays)
+  arrays[META_KEY] = _meta_array({
       'format': FORMAT, 'network': network.to_dict(), 'num_actions': int(num_actions),
-      'obs_shape': tuple(int(s) for s in obs_shape), 'obs_dtype': str(np.dtype(obs_dtype)),
-      'psi': jax.device_get(psi_params), 'phi': jax.device_get(phi_params),
-      'metadata': dict(metadata or {}),
-  }
+      'obs_shape': [int(s) for s in obs_shape], 'obs_dtype': str(np.dtype(obs_dtype)),
+      'metadata': dict(metadata or {}), 'has_phi': phi_params is not None,
+  })
+  return arrays
+
+
+def _write_atomically(path: str, arrays: Dict[str, np.ndarray]) -> None:
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-ckpt-')
-  with os.fdopen(fd, 'wb') as f:
-    pickle.dump(payload, f, protocol=4)
-  os.replace(tmp, path)
+  try:
+    # A file object, not a name: np.savez would append '.npz' to a name that lacks it.
+    with os.fdopen(fd, 'wb') as f:
+      np.savez(f, **arrays)
+    os.replace(tmp, path)
+  except BaseException:
+    os.unlink(tmp)
+    raise
+
+
+def save(path: str, network: nets.NetworkConfig, num_actions: int, obs_shape, obs_dtype,
+         psi_params, phi_params, metadata: Optional[Dict[str, Any]] = None) -> None:
+  """Writes the checkpoint to exactly `path`. phi_params may be None (a psi-only checkpoint)."""
+  arrays = _arrays(network, num_actions, obs_shape, obs_dtype, psi_params, phi_params, metadata)
+  _write_atomically(path, arrays)
+
+
+# ------------------------------------------------------------------------------------------- #
+# load
+# ------------------------------------------------------------------------------------------- #
+
+def _check_magic(path: str) -> None:
+  with open(path, 'rb') as f:
+    head = f.read(len(_ZIP_MAGIC))
+  if head[:1] == bytes([_PICKLE_PROTO]):
+    raise CheckpointError(
+        f'{path} is an old pickle-format checkpoint; pickles can run code when opened, so it is '
+        f'refused: convert it once with `python -m estimators.checkpoint --convert {path} NEW` '
+        'if you trust where it came from, or retrain')
+  if head != _ZIP_MAGIC:
+    raise _corrupt(path, 'not an npz file')
+
+
+def _read_arrays(path: str) -> Dict[str, np.ndarray]:
+  try:
+    with np.load(path, allow_pickle=False) as npz:
+      arrays = {key: npz[key] for key in npz.files}  # read all now: corruption shows up here
+  except _READ_ERRORS as e:
+    raise _corrupt(path, _one_line(e)) from e
+  for key, value in arrays.items():
+    if not isinstance(value, np.ndarray):  # np.load hands back raw bytes for a non-.npy member
+      raise _not_ours(path, f'member {key!r} is not an array')
+  return arrays
+
+
+def _parse_meta(path: str, arrays: Dict[str, np.ndarray]) -> Dict[str, Any]:
+  raw = arrays.pop(META_KEY, None)
+  if raw is None or raw.dtype != np.uint8 or raw.ndim != 1:
+    raise _not_ours(path, f'no {META_KEY} document')
+  try:
+    document = json.loads(raw.tobytes().decode('utf-8'))
+  except ValueError as e:  # UnicodeDecodeError and JSONDecodeError both are
+    raise _corrupt(path, f'{META_KEY} document: {_one_line(e)}') from e
+  if not isinstance(document, dict):
+    raise _corrupt(path, f'{META_KEY} document is not a JSON object')
+  if document.get('format') != FORMAT:
+    raise CheckpointError(f"{path} has checkpoint format {document.get('format')!r}; "
+                          f'this code reads {FORMAT!r}')
+  return document
+
+
+def _checkpoint(path: str, document: Dict[str, Any], trees: Dict[str, dict]) -> EstimatorCheckpoint:
+  if not document.get('has_phi') and trees['phi']:
+    raise CheckpointError(f'{path} holds phi arrays but says it has no phi')
+  try:
+    return EstimatorCheckpoint(
+        network=nets.NetworkConfig.from_dict(document['network']),
+        num_actions=int(document['num_actions']),
+        obs_shape=tuple(int(s) for s in document['obs_shape']),
+        obs_dtype=str(np.dtype(document['obs_dtype'])),
+        psi_params=trees['psi'], phi_params=trees['phi'] if document['has_phi'] else None,
+        metadata=dict(document['metadata']), path=path)
+  except (KeyError, TypeError, ValueError, AttributeError) as e:
+    raise _corrupt(path, f'malformed metadata: {_one_line(e)}') from e
 
 
 def load(path: str) -> EstimatorCheckpoint:
+  """Reads a checkpoint written by `save`; never unpickles. Raises CheckpointError (one line)."""
+  if not os.path.isfile(path):
+    raise CheckpointError(f'estimator checkpoint not found: {path}')
+  _check_magic(path)
+  arrays = _read_arrays(path)
+  document = _parse_meta(path, arrays)
+  return _checkpoint(path, document, _unflatten(path, arrays))
+
+
+def check_compatible(ckpt: EstimatorCheckpoint, obs_shape, obs_dtype, num_actions: int,
+                     source: str = '') -> None:
+  """Refuses (one line) a checkpoint whose observations or action count differ from the env's.
+  `source` names the env in the message, e.g. 'cartpole'."""
+  want = (tuple(int(s) for s in obs_shape), np.dtype(obs_dtype), int(num_actions))
+  have = (tuple(ckpt.obs_shape), np.dtype(ckpt.obs_dtype), int(ckpt.num_actions))
+  if want == have:
+    return
+  name = f' {ckpt.path}' if ckpt.path else ''
+  env = f'env {source}' if source else 'the environment'
+  raise CheckpointError(
+      f'estimator checkpoint{name} was trained on observations {have[0]} {have[1]} with '
+      f'{have[2]} actions, but {env} has {want[0]} {want[1]} with {want[2]} actions')
+
+
+# ------------------------------------------------------------------------------------------- #
+# Old pickle checkpoints and the command line
+# ------------------------------------------------------------------------------------------- #
+
+class _ArraysOnlyUnpickler(pickle.Unpickler):
+  """Loads the old format's plain dicts of numpy arrays and nothing else: any other global (the
+  way a pickle runs code) is refused, so even --convert does not execute what a file names."""
+  ALLOWED = {
+      ('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
+      ('numpy.core.multiarray', 'scalar'), ('numpy._core.multiarray', 'scalar'),
+      ('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode'),
+  }
+
+  def find_class(self, module, name):
+    if (module, name) not in self.ALLOWED:
+      raise CheckpointError(f'the pickle names {module}.{name}, which checkpoints never hold')
+    return super().find_class(module, name)
+
+
+def _read_pickle_checkpoint(path: str) -> Dict[str, Any]:
   if not os.path.isfile(path):
     raise CheckpointError(f'estimator checkpoint not found: {path}')
   try:
     with open(path, 'rb') as f:
-      payload = pickle.load(f)
-  except Exception as e:  # pickle raises many types on corrupt input
-    raise CheckpointError(f'estimator checkpoint {path} is corrupt or not a checkpoint ({type(e).__name__})') from e
-  if not isinstance(payload, dict) or payload.get('format') != FORMAT:
-    raise CheckpointError(f'{path} is not a noturningback estimator checkpoint (format {FORMAT})')
-  return EstimatorCheckpoint(
-      network=nets.NetworkConfig.from_dict(payload['network']), num_actions=payload['num_actions'],
-      obs_shape=tuple(payload['obs_shape']), obs_dtype=payload['obs_dtype'],
-      psi_params=payload['psi'], phi_params=payload['phi'], metadata=payload['metadata'])
+      payload = _ArraysOnlyUnpickler(f).load()
+  except CheckpointError as e:
+    raise CheckpointError(f'cannot convert {path}: {e}') from e
+  except Exception as e:  # corrupt pickles raise many types
+    raise CheckpointError(f'cannot convert {path}: not a pickle checkpoint ({_one_line(e)})') from e
+  if not isinstance(payload, dict) or payload.get('format') != PICKLE_FORMAT:
+    raise CheckpointError(f'cannot convert {path}: not a {PICKLE_FORMAT} pickle checkpoint')
+  return payload
+
+
+def convert(old_path: str, new_path: str) -> None:
+  """Rewrites a format-1 pickle checkpoint in this format (the network config keeps meaning:
+  a config without `phi_encoder` reads as 'full', as it did)."""
+  p = _read_pickle_checkpoint(old_path)
+  try:
+    network = nets.NetworkConfig.from_dict(p['network'])
+    fields = (p['num_actions'], p['obs_shape'], p['obs_dtype'], p['psi'], p['phi'], p['metadata'])
+  except (KeyError, TypeError, ValueError) as e:
+    raise CheckpointError(f'cannot convert {old_path}: malformed ({_one_line(e)})') from e
+  save(new_path, network, *fields)
+
+
+def describe(path: str) -> Dict[str, Any]:
+  """The JSON document of a checkpoint plus {array key: shape and dtype}, for --info."""
+  ckpt = load(path)  # validates the whole file first
+  arrays = _flatten(ckpt.psi_params, 'psi', {})
+  if ckpt.phi_params is not None:
+    _flatten(ckpt.phi_params, 'phi', arrays)
+  return {
+      'format': FORMAT, 'network': ckpt.network.to_dict(), 'num_actions': ckpt.num_actions,
+      'obs_shape': list(ckpt.obs_shape), 'obs_dtype': ckpt.obs_dtype,
+      'has_phi': ckpt.phi_params is not None, 'metadata': ckpt.metadata,
+      'parameters': {k: {'shape': list(a.shape), 'dtype': str(a.dtype)} for k, a in arrays.items()},
+  }
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(prog='python -m estimators.checkpoint',
+                                   description='Inspect or convert estimator checkpoints.')
+  group = parser.add_mutually_exclusive_group(required=True)
+  group.add_argument('--info', metavar='PATH', help='print the metadata and parameter shapes')
+  group.add_argument('--convert', nargs=2, metavar=('OLD', 'NEW'),
+                     help='rewrite an old pickle checkpoint (trusted only) in the npz format')
+  args = parser.parse_args(argv)
+  try:
+    if args.info:
+      print(json.dumps(describe(args.info), indent=2, sort_keys=True))
+    else:
+      convert(*args.convert)
+      print(f'wrote {args.convert[1]}')
+  except (CheckpointError, OSError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

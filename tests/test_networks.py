@@ -81,7 +81,9 @@ def test_old_style_config_dict_rebuilds_the_old_phi():
   assert shapes['linear'] == {'w': (64, 64), 'b': (64,)}
 
 
-def test_old_checkpoint_loads_and_applies(tmp_path):
+def test_old_checkpoint_converts_and_applies(tmp_path):
+  """A checkpoint of the first (pickle) format, written before `phi_encoder` existed, converts
+  to the current format and its phi means what it meant ('full' encoder)."""
   config = nets.default_config('turf')
   old_config = dataclasses.replace(config, phi_encoder='full')
   shape, dtype, num_actions = IMAGE
@@ -89,15 +91,19 @@ def test_old_checkpoint_loads_and_applies(tmp_path):
   est = nets.make_estimators(old_config, num_actions)
   psi = est.psi_init(jax.random.PRNGKey(0), x)
   phi = est.phi_init(jax.random.PRNGKey(1), x)
-  path = str(tmp_path / 'old.ckpt')
-  checkpoint.save(path, old_config, num_actions, shape, dtype, psi, phi)
+  network = old_config.to_dict()
+  del network['phi_encoder']
+  old = {'format': 'noturningback-estimators/1', 'network': network, 'num_actions': num_actions,
+         'obs_shape': shape, 'obs_dtype': str(np.dtype(dtype)), 'metadata': {},
+         'psi': jax.device_get(psi), 'phi': jax.device_get(phi)}
   import pickle
-  with open(path, 'rb') as f:
-    payload = pickle.load(f)
-  del payload['network']['phi_encoder']
-  with open(path, 'wb') as f:
-    pickle.dump(payload, f)
-  ckpt = checkpoint.load(path)
+  old_path, new_path = str(tmp_path / 'old.ckpt'), str(tmp_path / 'new.ckpt')
+  with open(old_path, 'wb') as f:
+    pickle.dump(old, f)
+  with pytest.raises(checkpoint.CheckpointError, match='pickle'):
+    checkpoint.load(old_path)
+  checkpoint.convert(old_path, new_path)
+  ckpt = checkpoint.load(new_path)
   assert ckpt.network == old_config
   np.testing.assert_allclose(ckpt.estimators.phi_apply(ckpt.phi_params, x), est.phi_apply(phi, x))
 
