@@ -9,6 +9,7 @@ bool (true/false), int, float, or left as strings. The PNG goes next to the GIF 
 import argparse
 import os
 import sys
+import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -62,17 +63,56 @@ def build_parser() -> argparse.ArgumentParser:
   return p
 
 
+class RenderError(ValueError):
+  """A bad argument, reported as one line (exit code 2)."""
+
+
+def unwritable_reason(path: str) -> Optional[str]:
+  """Why `path` cannot be written (None when it can), found by trying to create an empty
+  directory in its nearest existing ancestor: permission bits would not tell (root ignores
+  them). The same probe as estimators.dataset.unwritable_reason; envs does not import
+  estimators."""
+  if os.path.isdir(path):
+    return 'it is a directory'
+  parent = os.path.dirname(os.path.abspath(path))
+  while not os.path.lexists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    return f'{parent} is a file, not a directory'
+  try:
+    os.rmdir(tempfile.mkdtemp(prefix='.write-probe-', dir=parent))
+  except OSError as e:
+    return f'cannot create anything in {parent} ({e.strerror})'
+  return None
+
+
+def check_args(args):
+  """Every numeric argument and the output, before any frame is drawn."""
+  for name, value, low in (('episodes', args.episodes, 1), ('max_frames', args.max_frames, 1),
+                           ('seed', args.seed, 0)):
+    if value < low:
+      raise RenderError(f'--{name} must be >= {low}, got {value}')
+  if not args.fps > 0:   # also refuses nan
+    raise RenderError(f'--fps must be > 0, got {args.fps}')
+  problem = unwritable_reason(args.out)
+  if problem:
+    raise RenderError(f'cannot write --out {os.path.abspath(args.out)}: {problem}')
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = build_parser().parse_args(argv)
   try:
-    if args.episodes < 1 or args.max_frames < 1 or args.fps <= 0:
-      raise envs.EnvError('--episodes and --max_frames must be >= 1 and --fps > 0')
+    check_args(args)
     env = envs.make(args.env, seed=args.seed, **parse_options(args.option))
-  except envs.EnvError as e:
+  except (RenderError, envs.EnvError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   frames = random_frames(env, args.episodes, args.seed, args.max_frames)
-  png = write_gif(frames, args.out, args.fps)
+  try:
+    png = write_gif(frames, args.out, args.fps)
+  except OSError as e:   # e.g. the disk filled up, or --out changed since the check
+    print(f'error: cannot write {args.out}: {e.strerror or e}', file=sys.stderr)
+    return 2
   print(f'wrote {args.out} ({len(frames)} frames) and {png}')
   return 0
 

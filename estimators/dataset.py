@@ -20,17 +20,22 @@ num_actions, observation spec, number of episodes and steps, creation time). Wri
 temporary directory next to the target, renamed into place at the end, so an interrupted write
 never damages an existing dataset.
 """
+import contextlib
 import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 METADATA_FILE = 'noturningback.json'
+_INFO_FILE = 'dataset_info.json'         # TFDS's: splits and shard lengths
+_FEATURES_FILE = 'features.json'
 DATASET_NAME = 'noturningback_episodes'
 DATASET_VERSION = '1.0.0'
 SPLIT = 'train'
@@ -52,6 +57,15 @@ logging.getLogger('absl').addFilter(_TfdsDtypeNoise())
 
 class DatasetError(ValueError):
   """Missing, foreign, mismatched or corrupt dataset; the message names the path."""
+
+
+class DamagedDatasetError(DatasetError):
+  """One file of a dataset is unreadable, cut short or disagrees with the rest. `file` names it
+  and `problem` says what is wrong, so callers can tell the user exactly what to restore."""
+
+  def __init__(self, path: str, file: str, problem: str):
+    super().__init__(f'corrupt dataset at {path}: {os.path.basename(file)} {problem}')
+    self.path, self.file, self.problem = path, file, problem
 
 
 class DatasetExistsError(DatasetError):
@@ -261,19 +275,40 @@ def _Writer(ds_info, **kwargs):  # pylint: disable=invalid-name
 _WRITER_CLASS = None
 
 
+def unwritable_reason(path: str) -> Optional[str]:
+  """Why nothing can be created at `path` (None when it can), found by trying: an empty
+  directory is made and removed in the nearest existing ancestor of `path`. Permission bits
+  would not tell (root ignores them; read-only mounts do not show in them). Used by the CLIs
+  to refuse an output before any work is done."""
+  parent = os.path.dirname(os.path.abspath(path))
+  while not os.path.lexists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    return f'{parent} is a file, not a directory'
+  try:
+    os.rmdir(tempfile.mkdtemp(prefix='.write-probe-', dir=parent))
+  except OSError as e:
+    return f'cannot create anything in {parent} ({e.strerror})'
+  return None
+
+
 def dataset_exists(path: str) -> bool:
   return os.path.isfile(os.path.join(path, METADATA_FILE))
 
 
 def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
                    env_options: dict, num_actions: int, obs_spec, overwrite: bool = False,
-                   append: bool = False, extra_metadata: Optional[dict] = None) -> dict:
+                   append: bool = False, extra_metadata: Optional[dict] = None,
+                   verified: bool = False) -> dict:
   """Writes `episodes` as an RLDS dataset at `out_dir`; returns the metadata written.
 
   `episodes` may be a generator (it is consumed once, streamed to disk). Stores true states
   when the first episode has them (then every episode must). If `out_dir` exists:
   DatasetExistsError unless overwrite=True (replace it) or append=True (keep its episodes and
-  add these; env, options, num_actions and observation spec must match).
+  add these; env, options, num_actions and observation spec must match). Before appending, the
+  existing dataset is read whole (`verify_dataset`; DamagedDatasetError if any part of it is
+  damaged) unless the caller has just done so (`verified`). It is never modified: the new
+  dataset is a copy plus new shards, written beside it and swapped in when complete.
   `obs_spec`: anything with .shape/.dtype (a dm_env spec, an array), or {'shape', 'dtype'}.
   """
   out_dir = os.path.abspath(out_dir)
@@ -290,7 +325,7 @@ def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
   appending = bool(append and not overwrite and exists)
   old_meta = None
   if appending:
-    old_meta = read_metadata(out_dir)
+    old_meta = read_metadata(out_dir) if verified else verify_dataset(out_dir)
     mine = {'env': env_name, 'env_options': dict(env_options), 'num_actions': int(num_actions),
             'observation_shape': list(obs_shape), 'observation_dtype': obs_dtype.name}
     theirs = {k: old_meta.get(k) for k in mine}
@@ -360,15 +395,41 @@ def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
 
 
 def _replace_dir(src: str, dst: str):
-  """Moves the finished `src` to `dst`; an existing `dst` is moved aside first, then deleted."""
+  """Moves the finished `src` to `dst`; an existing `dst` is moved aside first, then deleted.
+  SIGINT/SIGTERM wait until both renames are done: between them `dst` does not exist, and an
+  interrupt there would leave the old dataset only under its temporary name."""
   old = None
-  if os.path.exists(dst):
-    old = tempfile.mkdtemp(prefix=f'.{os.path.basename(dst)}.old-', dir=os.path.dirname(dst))
-    os.rmdir(old)
-    os.rename(dst, old)
-  os.rename(src, dst)
+  with _signals_deferred():
+    if os.path.exists(dst):
+      old = tempfile.mkdtemp(prefix=f'.{os.path.basename(dst)}.old-', dir=os.path.dirname(dst))
+      os.rmdir(old)
+      os.rename(dst, old)
+    os.rename(src, dst)
   if old is not None:
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+  """SIGINT/SIGTERM arriving inside are held and raised again on leaving. Their Python handlers
+  run in the main thread whichever thread the kernel chose (TF has many), so a signal mask
+  would not hold them; handlers can only be swapped in the main thread, elsewhere this does
+  nothing."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  caught, previous = [], {}
+  for sig in (signal.SIGINT, signal.SIGTERM):
+    handler = signal.getsignal(sig)
+    if handler is not None:   # None: installed outside Python, cannot be put back
+      previous[sig] = signal.signal(sig, lambda signum, frame: caught.append(signum))
+  try:
+    yield
+  finally:
+    for sig, handler in previous.items():
+      signal.signal(sig, handler)
+    for sig in caught:
+      signal.raise_signal(sig)
 
 
 # ----------------------------------------------------------------------------------------- #
@@ -385,17 +446,21 @@ def read_metadata(path: str) -> dict:
   meta_path = os.path.join(path, METADATA_FILE)
   if not os.path.isfile(meta_path):
     raise DatasetError(f'{path} is not an episode dataset (no {METADATA_FILE})')
-  for name in ('dataset_info.json', 'features.json'):
+  for name in (_INFO_FILE, _FEATURES_FILE):
     if not os.path.isfile(os.path.join(path, name)):
-      raise DatasetError(f'corrupt dataset at {path}: {name} is missing')
-  try:
-    with open(meta_path) as f:
-      meta = json.load(f)
-  except (OSError, ValueError) as e:
-    raise DatasetError(f'corrupt dataset at {path}: unreadable {METADATA_FILE} ({e})') from e
+      raise DamagedDatasetError(path, os.path.join(path, name), 'is missing')
+  meta = _read_json(path, meta_path)
   if not isinstance(meta, dict) or 'num_episodes' not in meta:
-    raise DatasetError(f'corrupt dataset at {path}: {METADATA_FILE} lacks num_episodes')
+    raise DamagedDatasetError(path, meta_path, 'lacks num_episodes')
   return meta
+
+
+def _read_json(path: str, file: str):
+  try:
+    with open(file) as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise DamagedDatasetError(path, file, f'is unreadable ({_one_line(e)})') from e
 
 
 def _builder(path: str):
@@ -450,6 +515,150 @@ def load_episodes(path: str) -> Tuple[List[Episode], dict]:
   """All episodes of the dataset at `path` and its metadata. Raises DatasetError."""
   meta = read_metadata(path)
   return list(iter_episodes(path)), meta
+
+
+# ----------------------------------------------------------------------------------------- #
+# Verifying (before a dataset is extended: appending to a damaged one buries the damage, or
+# silently replaces the episodes a damaged dataset_info.json no longer lists)
+# ----------------------------------------------------------------------------------------- #
+
+_SHARD_PREFIX = f'{DATASET_NAME}-{SPLIT}.'
+_VERIFY_BATCH = 256
+
+
+def _is_count(v) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _is_dtype_name(v) -> bool:
+  try:
+    return isinstance(v, str) and np.dtype(v).name == v
+  except TypeError:
+    return False
+
+
+_METADATA_FIELDS = (   # what appending relies on: field, test, what it must be
+    ('env', lambda v: isinstance(v, str) and bool(v), 'an environment name'),
+    ('env_options', lambda v: isinstance(v, dict), 'an object'),
+    ('num_actions', lambda v: _is_count(v) and v >= 1, 'an integer >= 1'),
+    ('observation_shape', lambda v: isinstance(v, list) and all(_is_count(d) for d in v),
+     'a list of sizes'),
+    ('observation_dtype', _is_dtype_name, 'a numpy dtype name'),
+    ('num_episodes', _is_count, 'a count'),
+    ('num_transitions', _is_count, 'a count'),
+    ('has_states', lambda v: isinstance(v, bool), 'true or false'),
+)
+
+
+def _check_metadata_fields(path: str, meta: dict):
+  file = os.path.join(path, METADATA_FILE)
+  for field, ok, want in _METADATA_FIELDS:
+    if field not in meta:
+      raise DamagedDatasetError(path, file, f'lacks {field}')
+    if not ok(meta[field]):
+      raise DamagedDatasetError(path, file, f'has {field}={meta[field]!r}, expected {want}')
+
+
+def _listed_shard_lengths(path: str) -> List[int]:
+  """The shard lengths dataset_info.json gives the split, checked for shape and sign."""
+  file = os.path.join(path, _INFO_FILE)
+  info = _read_json(path, file)
+  if not isinstance(info, dict) or info.get('name') != DATASET_NAME:
+    raise DamagedDatasetError(path, file, f'does not describe the dataset {DATASET_NAME!r}')
+  splits = info.get('splits')
+  mine = [x for x in splits if isinstance(x, dict) and x.get('name') == SPLIT] if isinstance(
+      splits, list) else []
+  if len(mine) != 1:
+    raise DamagedDatasetError(path, file, f'does not list exactly one {SPLIT!r} split')
+  raw = mine[0].get('shardLengths', [])
+  try:
+    lengths = [int(n) for n in raw]
+  except (TypeError, ValueError):
+    lengths = None
+  if lengths is None or any(n < 1 for n in lengths):
+    raise DamagedDatasetError(path, file, f'has bad shard lengths {raw!r}')
+  return lengths
+
+
+def _check_features(path: str, meta: dict):
+  """TFDS can read the dataset description, and its features agree with our metadata."""
+  file = os.path.join(path, _FEATURES_FILE)
+  _read_json(path, file)
+  try:
+    import tensorflow_datasets as tfds
+    steps = tfds.builder_from_directory(path).info.features['steps']
+    shape, dtype = tuple(steps['observation'].shape), np.dtype(steps['observation'].np_dtype)
+    has_states = 'state' in steps.keys()
+  except Exception as e:  # pylint: disable=broad-except
+    raise DamagedDatasetError(path, file, f'is not a readable RLDS description '
+                              f'({_one_line(e)})') from e
+  want = (tuple(meta['observation_shape']), np.dtype(meta['observation_dtype']),
+          meta['has_states'])
+  if (shape, dtype, has_states) != want:
+    raise DamagedDatasetError(path, file, f'describes observations {shape} {dtype.name} '
+                              f'{"with" if has_states else "without"} states, '
+                              f'{METADATA_FILE} {want[0]} {want[1].name} '
+                              f'{"with" if want[2] else "without"} states')
+
+
+def _shard_contents(path: str, file: str) -> Tuple[int, int]:
+  """(episodes, transitions) of one shard, read to its end: a shard cut short raises
+  DataLossError in tf.data, which becomes DamagedDatasetError naming it."""
+  import tensorflow as tf
+
+  def steps_per_episode(serialized):
+    spec = {_ACTION_KEY: tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64)}
+    return tf.io.parse_example(serialized, spec)[_ACTION_KEY].row_lengths()
+
+  ds = tf.data.TFRecordDataset(file, buffer_size=1 << 22).batch(_VERIFY_BATCH)
+  episodes, transitions = 0, 0
+  try:
+    for steps in ds.map(steps_per_episode).as_numpy_iterator():
+      if np.any(steps < 1):
+        raise DamagedDatasetError(path, file, f'has an episode without steps near record '
+                                  f'{episodes}')
+      episodes += len(steps)
+      transitions += int(steps.sum()) - len(steps)
+  except tf.errors.OpError as e:
+    raise DamagedDatasetError(path, file, f'is cut short or corrupt ({_one_line(e)})') from e
+  return episodes, transitions
+
+
+def verify_dataset(path: str) -> dict:
+  """Checks that the dataset at `path` is whole before it is extended, and returns its metadata:
+  every metadata file parses and has the fields appending needs, the TFDS description agrees
+  with noturningback.json, the shard files are exactly the listed ones, and every shard reads
+  to its end with the listed number of episodes; the episode and transition counts of
+  noturningback.json match the shards. Reads the whole dataset. Raises DamagedDatasetError
+  naming the first bad file (DatasetError when `path` is no dataset at all); never writes."""
+  path = os.path.abspath(path)
+  meta = read_metadata(path)
+  _check_metadata_fields(path, meta)
+  lengths = _listed_shard_lengths(path)
+  _check_features(path, meta)
+  info_file = os.path.join(path, _INFO_FILE)
+  listed = [f'{_SHARD_PREFIX}tfrecord-{i:05d}' for i in range(len(lengths))]
+  present = sorted(f for f in os.listdir(path) if f.startswith(_SHARD_PREFIX))
+  if present != listed:
+    missing = sorted(set(listed) - set(present))
+    if missing:
+      raise DamagedDatasetError(path, os.path.join(path, missing[0]), 'is missing')
+    raise DamagedDatasetError(path, info_file, f'lists {len(listed)} shard'
+                              f'{"" if len(listed) == 1 else "s"} but the directory also holds '
+                              f'{sorted(set(present) - set(listed))[0]}')
+  transitions = 0
+  for name, want in zip(listed, lengths):
+    n_eps, n_steps = _shard_contents(path, os.path.join(path, name))
+    if n_eps != want:
+      raise DamagedDatasetError(path, info_file, f'says {name} holds {want} episodes, it '
+                                f'holds {n_eps}')
+    transitions += n_steps
+  meta_file = os.path.join(path, METADATA_FILE)
+  if meta['num_episodes'] != sum(lengths) or meta['num_transitions'] != transitions:
+    raise DamagedDatasetError(path, meta_file, f'says {meta["num_episodes"]} episodes and '
+                              f'{meta["num_transitions"]} transitions, the shards hold '
+                              f'{sum(lengths)} and {transitions}')
+  return meta
 
 
 # ----------------------------------------------------------------------------------------- #

@@ -395,17 +395,35 @@ def evaluate_cartpole(ckpt, env_options: dict, num: int, psi_beta: float, phi_be
   return report
 
 
-def run(f=FLAGS) -> Dict[str, Any]:
-  import envs
-  from estimators import checkpoint
+def check_flags(f):
+  """Every argument that can be judged on its own, in one place: a bad one is a one-line
+  EvaluateError before the checkpoint is loaded or any transition collected."""
+  from estimators import dataset
   if not f.checkpoint:
     raise EvaluateError('--checkpoint is required')
   if not f.env:
     raise EvaluateError('--env is required')
-  if f.transitions < 1:
-    raise EvaluateError(f'--transitions must be >= 1, got {f.transitions}')
-  if f.num_bins < 1:
-    raise EvaluateError(f'--num_bins must be >= 1, got {f.num_bins}')
+  for name, low in (('transitions', 1), ('num_bins', 1), ('max_expansions', 1), ('batch', 1),
+                    ('seed', 0)):
+    if getattr(f, name) < low:
+      raise EvaluateError(f'--{name} must be >= {low}, got {getattr(f, name)}')
+  for name in ('beta', 'phi_beta'):   # thresholds on probabilities
+    value = getattr(f, name)
+    if value is not None and not 0.0 <= value <= 1.0:   # also refuses nan
+      raise EvaluateError(f'--{name} is a probability threshold and must lie in [0, 1], '
+                          f'got {value}')
+  outputs = (('out', f.out or (os.path.abspath(f.checkpoint) + '.eval')),
+             ('labels_cache', f.labels_cache))
+  for name, path in outputs:   # directories: something must be creatable inside them
+    problem = path and dataset.unwritable_reason(os.path.join(path, 'report.json'))
+    if problem:
+      raise EvaluateError(f'cannot write --{name} {os.path.abspath(path)}: {problem}')
+
+
+def run(f=FLAGS) -> Dict[str, Any]:
+  import envs
+  from estimators import checkpoint
+  check_flags(f)
   options = envs.parse_options(f.env_option)
   envs.env_class(f.env)  # unknown name: EnvError
   ckpt = checkpoint.load(f.checkpoint)

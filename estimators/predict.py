@@ -7,7 +7,8 @@ Input keys: `obs` [N, *obs_shape] and optionally `next_obs` [N, *obs_shape].
     precedes next_obs (high = irreversible transition);
   - `obs` only: writes `phi` [N, num_actions] = sigmoid(phi(obs, a)), the estimated
     reversibility of each action (low = irreversible); needs a checkpoint trained with --phi.
-Errors (missing keys, shape mismatch with the checkpoint, unreadable files) are one line, exit 2.
+Errors (missing keys, shape mismatch with the checkpoint, NaN/inf inputs, unreadable files, an
+unwritable --output or one that is the --input) are one line, exit 2; nothing is written then.
 """
 import os
 import sys
@@ -57,7 +58,9 @@ class Predictor:
     if obs.dtype != np.dtype(self.ckpt.obs_dtype):
       if obs.dtype.kind not in 'biuf':
         raise PredictError(f'{name} has dtype {obs.dtype}; the checkpoint expects {self.ckpt.obs_dtype}')
+      _check_finite(obs, name)   # before the cast: NaN cast to an integer dtype is garbage
       obs = obs.astype(self.ckpt.obs_dtype)
+    _check_finite(obs, name)
     return obs
 
   def _chunks(self, fn, *arrays):
@@ -91,13 +94,41 @@ class Predictor:
     return np.zeros((0, self.ckpt.num_actions), np.float32) if out is None else out
 
 
+def _check_finite(obs, name: str):
+  """NaN/inf rows would come out as silent NaN (or arbitrary) probabilities: refused."""
+  import numpy as np
+  if obs.dtype.kind != 'f' or not len(obs):
+    return
+  bad = ~np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
+  if bad.any():
+    raise PredictError(f'{name} has {int(bad.sum())} of {len(obs)} rows with NaN or inf values '
+                       f'(first: row {int(np.argmax(bad))}); drop or fix them')
+
+
+def check_paths(input_path: str, output_path: str):
+  """The output can be written and is not the input (which would be overwritten: compared as
+  real paths, so links and relative spellings do not get past)."""
+  from estimators import dataset
+  if not os.path.isfile(input_path):
+    raise PredictError(f'input file not found: {input_path}')
+  if os.path.realpath(output_path) == os.path.realpath(input_path):
+    raise PredictError(f'--output {output_path} is the --input file; write the predictions to '
+                       f'another file')
+  if os.path.isdir(output_path):
+    raise PredictError(f'--output {output_path} is a directory; give an .npz file path')
+  problem = dataset.unwritable_reason(output_path)
+  if problem:
+    raise PredictError(f'cannot write --output {os.path.abspath(output_path)}: {problem}')
+
+
 def predict_file(checkpoint_path: str, input_path: str, output_path: str, batch: int = 4096) -> dict:
   """Runs the CLI's work; returns {key: shape} of what was written."""
   import numpy as np
   from estimators import checkpoint
 
-  if not os.path.isfile(input_path):
-    raise PredictError(f'input file not found: {input_path}')
+  check_paths(input_path, output_path)
+  if batch < 1:
+    raise PredictError(f'--batch must be >= 1, got {batch}')
   try:
     with np.load(input_path, allow_pickle=False) as data:
       arrays = {k: data[k] for k in data.files}
@@ -114,8 +145,13 @@ def predict_file(checkpoint_path: str, input_path: str, output_path: str, batch:
   directory = os.path.dirname(os.path.abspath(output_path))
   os.makedirs(directory, exist_ok=True)
   tmp = os.path.join(directory, f'.tmp-predict-{os.getpid()}.npz')
-  np.savez(tmp, **result)
-  os.replace(tmp, output_path)
+  try:
+    np.savez(tmp, **result)
+    os.replace(tmp, output_path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+    raise
   return {k: v.shape for k, v in result.items()}
 
 
@@ -134,7 +170,7 @@ def main(argv):
     print(f'error: {e}', file=sys.stderr)
     return 2
   except OSError as e:
-    print(f'error: {e}', file=sys.stderr)
+    print(f'error: {e.strerror or e}: {e.filename or FLAGS.output}', file=sys.stderr)
     return 2
   print(f'wrote {FLAGS.output}: ' + ', '.join(f'{k} {list(s)}' for k, s in shapes.items()))
   return 0

@@ -253,17 +253,69 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
 
 
 def _check_output(path: str) -> str:
+  """The checkpoint path, refused before any training if it cannot be written (nothing is
+  created here: checkpoint.save makes the directories)."""
+  from estimators import dataset as dataset_lib
   path = os.path.abspath(path)
   if os.path.isdir(path):
     raise TrainError(f'--out {path} is a directory; give a checkpoint file path')
-  directory = os.path.dirname(path)
-  try:
-    os.makedirs(directory, exist_ok=True)
-  except OSError as e:
-    raise TrainError(f'cannot create the output directory {directory}: {e.strerror}') from e
-  if not os.access(directory, os.W_OK):
-    raise TrainError(f'cannot write to the output directory {directory}')
+  problem = dataset_lib.unwritable_reason(path)
+  if problem:
+    raise TrainError(f'cannot write --out {path}: {problem}')
   return path
+
+
+def check_flags(f):
+  """Every argument that can be judged without the dataset, in one place: a bad one is a
+  one-line TrainError before anything is loaded or trained."""
+  if not f.dataset:
+    raise TrainError('--dataset is required')
+  if not f.out:
+    raise TrainError('--out is required (the checkpoint file to write)')
+  at_least = (('window', 1), ('num_pairs', 1), ('batch_size', 1), ('phi_transitions', 1),
+              ('steps_per_call', 1), ('eval_pairs', 0))
+  for name, low in at_least:
+    value = getattr(f, name)
+    if value is not None and value < low:
+      raise TrainError(f'--{name} must be >= {low}, got {value}')
+  for name in ('learning_rate', 'phi_learning_rate'):
+    value = getattr(f, name)
+    if value is not None and not value > 0:   # `not >` also refuses nan
+      raise TrainError(f'--{name} must be > 0, got {value}')
+  if f.weight_decay is not None and not f.weight_decay >= 0:
+    raise TrainError(f'--weight_decay must be >= 0, got {f.weight_decay}')
+  if f.dropout is not None and not 0 <= f.dropout < 1:
+    raise TrainError(f'--dropout must be in [0, 1), got {f.dropout}')
+
+
+def check_network_fits(preset: str, network, obs_shape, obs_dtype, explicit: bool):
+  """Refuses a network that cannot take the dataset's observations, before building it: a conv
+  torso needs images [H, W, C] large enough for its 3x3 VALID convs; an MLP flattens anything
+  numeric."""
+  import numpy as np
+  shape, dtype = tuple(int(s) for s in obs_shape), np.dtype(obs_dtype)
+  name = f'--network_preset {preset}' if explicit else f'the network preset {preset!r}'
+  have = f"the dataset's observations are {list(shape)} {dtype.name}"
+  if dtype.kind not in 'biuf':
+    raise TrainError(f'{name} needs numeric observations; {have}')
+  if network.torso != 'conv':
+    return
+  if len(shape) != 3:
+    raise TrainError(f'{name} has a conv torso and expects image observations [H, W, C]; {have}')
+  size = list(shape[:2])
+  for stride in network.conv_strides:
+    size = [(n - 3) // stride + 1 for n in size]
+    if min(size) < 1:
+      raise TrainError(f'{name} needs images of at least {_min_image_side(network)}x'
+                       f'{_min_image_side(network)} for its 3x3 convs (strides '
+                       f'{list(network.conv_strides)}); {have}')
+
+
+def _min_image_side(network) -> int:
+  side = 1
+  for stride in reversed(network.conv_strides):
+    side = (side - 1) * stride + 3
+  return side
 
 
 def _env_name(meta: dict) -> str:
@@ -278,16 +330,7 @@ def run(argv_flags=FLAGS) -> dict:
   from estimators import training
 
   f = argv_flags
-  if not f.dataset:
-    raise TrainError('--dataset is required')
-  if not f.out:
-    raise TrainError('--out is required (the checkpoint file to write)')
-  if f.window is not None and f.window < 1:
-    raise TrainError(f'--window must be >= 1, got {f.window}')
-  if f.num_pairs is not None and f.num_pairs < 1:
-    raise TrainError(f'--num_pairs must be >= 1, got {f.num_pairs}')
-  if f.batch_size < 1:
-    raise TrainError(f'--batch_size must be >= 1, got {f.batch_size}')
+  check_flags(f)
   out = _check_output(f.out)
 
   meta = dataset_lib.read_metadata(f.dataset)   # fails fast, before loading
@@ -295,6 +338,15 @@ def run(argv_flags=FLAGS) -> dict:
   preset = f.network_preset or (env_name if env_name in recipes.RECIPES else 'cartpole')
   recipe = recipes.recipe(preset)
   network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout)
+  if 'observation_shape' in meta and 'observation_dtype' in meta:
+    try:
+      check_network_fits(preset, network, meta['observation_shape'], meta['observation_dtype'],
+                         explicit=bool(f.network_preset))
+    except (TypeError, ValueError) as e:
+      if isinstance(e, TrainError):
+        raise
+      raise dataset_lib.DatasetError(f'corrupt dataset at {f.dataset}: bad observation spec in '
+                                     f'{dataset_lib.METADATA_FILE}') from e
   window = f.window if f.window is not None else recipe.window
   lr = f.learning_rate if f.learning_rate is not None else recipe.learning_rate
   wd = f.weight_decay if f.weight_decay is not None else recipe.weight_decay
@@ -315,6 +367,9 @@ def run(argv_flags=FLAGS) -> dict:
   if not len(flat.lengths):
     raise TrainError(f'the dataset at {f.dataset} has no episodes')
   load_s = time.time() - t0
+  # Again on what was loaded: older datasets lack the spec in their metadata.
+  check_network_fits(preset, network, flat.observations.shape[1:], flat.observations.dtype,
+                     explicit=bool(f.network_preset))
   num_actions = int(meta['num_actions'])
   max_len = int(np.max(flat.lengths)) - 1
   print(f'dataset {f.dataset}: env {env_name}, {len(flat.lengths):,} episodes, '

@@ -13,8 +13,11 @@ written. Episodes then appear in arrival order, so the dataset depends on timing
 --seed (the in-process path is fully determined by --seed).
 
 An existing --out is refused (exit code 2) unless --overwrite (replace it) or --resume (add
-episodes until it holds --episodes; environment and options must match). Writes go to a
-temporary directory renamed into place at the end: an interrupted run leaves --out as it was.
+episodes until it holds --episodes; environment and options must match). --resume first reads
+the whole dataset (estimators.dataset.verify_dataset) and refuses a damaged one, naming the
+file to restore. Writes go to a temporary directory renamed into place at the end: an
+interrupted run (Ctrl-C, SIGTERM: one line, exit code 130/143) leaves --out as it was. An
+--out that cannot be created is refused before any work.
 True environment states (for the exact reversibility oracle) are stored by default for the
 discrete environments (turf, cliff, sokoban), see --store_states.
 """
@@ -65,6 +68,15 @@ _QUEUE_ITEMS = 64
 
 class CollectError(ValueError):
   """A one-line reason why collection cannot start (exit code 2)."""
+
+
+class CollectInterrupted(KeyboardInterrupt):
+  """Collection stopped by SIGINT/SIGTERM; `left` says what --out holds now (read back from
+  disk). A KeyboardInterrupt, so programmatic callers see what they would without it."""
+
+  def __init__(self, left: str):
+    super().__init__(left)
+    self.left = left
 
 
 # ----------------------------------------------------------------------------------------- #
@@ -132,8 +144,13 @@ def make_plan(env_name: str, env_options: dict, episodes: int, out: str, seed: i
     raise CollectError('--episodes must be a positive integer')
   if num_actors < 1:
     raise CollectError('--num_actors must be >= 1')
+  if seed < 0:
+    raise CollectError(f'--seed must be >= 0, got {seed}')
   if overwrite and resume:
     raise CollectError('--overwrite and --resume exclude each other')
+  problem = dataset.unwritable_reason(out)
+  if problem:
+    raise CollectError(f'cannot write --out {os.path.abspath(out)}: {problem}')
   try:
     env = envs.make(env_name, seed=0, **env_options)
   except envs.EnvError as e:
@@ -152,13 +169,7 @@ def make_plan(env_name: str, env_options: dict, episodes: int, out: str, seed: i
   if occupied and overwrite and not dataset.dataset_exists(out):
     raise CollectError(f'{out} is not an episode dataset; refusing to overwrite it')
   if occupied and resume:
-    try:
-      meta = dataset.read_metadata(out)
-    except dataset.DatasetError as e:
-      raise CollectError(f'cannot resume: {e}') from e
-    if meta.get('env') != env_name or meta.get('env_options') != env_options:
-      raise CollectError(f'cannot resume {out}: it holds {meta.get("env")!r} episodes with '
-                         f'options {meta.get("env_options")}, not {env_name!r} with {env_options}')
+    meta = _resumable_metadata(out, env_name, env_options)
     store_states = bool(meta.get('has_states'))
     have = int(meta['num_episodes'])
     have_transitions = int(meta.get('num_transitions', 0))
@@ -171,12 +182,32 @@ def make_plan(env_name: str, env_options: dict, episodes: int, out: str, seed: i
               run_id=uuid.uuid4().hex)
 
 
+def _resumable_metadata(out: str, env_name: str, env_options: dict) -> dict:
+  """The metadata of the dataset at `out` once it is known to be whole and of the same env:
+  appending to a damaged dataset would bury the damage under new shards, or replace the
+  episodes a damaged dataset_info.json no longer lists. The cheap env check runs before the
+  full read of every shard."""
+  from estimators import dataset
+  try:
+    meta = dataset.read_metadata(out)
+    if meta.get('env') != env_name or meta.get('env_options') != env_options:
+      raise CollectError(f'cannot resume {out}: it holds {meta.get("env")!r} episodes with '
+                         f'options {meta.get("env_options")}, not {env_name!r} with {env_options}')
+    return dataset.verify_dataset(out)
+  except dataset.DamagedDatasetError as e:
+    raise CollectError(f'cannot resume: {os.path.basename(e.file)} {e.problem}; restore '
+                       f'{e.file} or pass --overwrite to start over') from e
+  except dataset.DatasetError as e:
+    raise CollectError(f'cannot resume: {e}') from e
+
+
 def _write(plan: dict, episodes) -> dict:
   from estimators import dataset
   return dataset.write_episodes(
       plan['out'], episodes, plan['env'], plan['env_options'], plan['num_actions'],
       plan['obs_spec'], overwrite=plan['overwrite'], append=plan['append'],
-      extra_metadata={'policy': 'random', 'collect_run_id': plan['run_id']})
+      extra_metadata={'policy': 'random', 'collect_run_id': plan['run_id']},
+      verified=plan['append'])   # make_plan has read the whole dataset already
 
 
 # ----------------------------------------------------------------------------------------- #
@@ -366,6 +397,7 @@ def collect_distributed(plan: dict, progress: bool = True) -> dict:
           flush=True)
 
   failure = None
+  started = time.time()
   with open(log_path, 'ab') as log:
     # Imported as a module (not run as __main__), so nodes are pickled by reference.
     child = subprocess.Popen([sys.executable, '-c', 'import sys; from launch import collect; '
@@ -375,10 +407,10 @@ def collect_distributed(plan: dict, progress: bool = True) -> dict:
                              env=dict(os.environ, PYTHONUNBUFFERED='1'))
     try:
       failure = launcher.watch(child, report if progress else None)
-    except KeyboardInterrupt:
-      failure = 'interrupted by the user'
-    finally:
+    finally:   # on SIGINT/SIGTERM too (a KeyboardInterrupt): no node outlives the run
       launcher.kill_session(child)
+      if not _written_by(plan):
+        _remove_partial_writes(plan['out'], started)
   done_path = os.path.join(log_dir, 'progress.txt.done')
   done = {}
   if os.path.exists(done_path):
@@ -392,6 +424,44 @@ def collect_distributed(plan: dict, progress: bool = True) -> dict:
   # From the first Reverb item to the dataset written: collection without program start-up.
   return dict(meta, steady_s=done['written_at'] - done['first_item_at'],
               launcher_session=child.pid)
+
+
+def _remove_partial_writes(out: str, since: float):
+  """Removes the temporary directories a killed writer node left beside --out (a node killed
+  with its session has no chance to clean up after itself, as write_episodes does in-process).
+  Only those created since this run started: concurrent runs on one --out are unsupported."""
+  parent = os.path.dirname(out)
+  prefix = f'.{os.path.basename(out)}.writing-'
+  for name in os.listdir(parent) if os.path.isdir(parent) else ():
+    path = os.path.join(parent, name)
+    try:
+      fresh = name.startswith(prefix) and os.stat(path).st_ctime >= since - 1
+    except OSError:
+      continue
+    if fresh and os.path.isdir(path):
+      shutil.rmtree(path, ignore_errors=True)
+
+
+def _written_by(plan: dict) -> bool:
+  """Whether --out now holds the dataset this run wrote (its metadata names the run)."""
+  from estimators import dataset
+  try:
+    return dataset.read_metadata(plan['out']).get('collect_run_id') == plan['run_id']
+  except dataset.DatasetError:
+    return False
+
+
+def _left_at_out(plan: dict) -> str:
+  """What an interrupted run left at --out, read back rather than assumed: the new dataset may
+  have been swapped into place just before the signal landed."""
+  out = plan['out']
+  if _written_by(plan):
+    return f'the dataset had already been written: {out} is complete'
+  if plan['append']:
+    return f'{out} was left as it was ({plan["have"]} episodes)'
+  if plan['overwrite']:
+    return f'{out} was left as it was'
+  return f'nothing was written to {out}'
 
 
 # ----------------------------------------------------------------------------------------- #
@@ -410,10 +480,13 @@ def run(env: str, episodes: int, out: str, env_options: Optional[dict] = None, s
           file=sys.stderr)
     return dataset.read_metadata(plan['out'])
   start = time.time()
-  if num_actors == 1:
-    meta = collect_in_process(plan, progress)
-  else:
-    meta = collect_distributed(plan, progress)
+  try:
+    if num_actors == 1:
+      meta = collect_in_process(plan, progress)
+    else:
+      meta = collect_distributed(plan, progress)
+  except KeyboardInterrupt:
+    raise CollectInterrupted(_left_at_out(plan)) from None
   wall = time.time() - start
   new_steps = meta['num_transitions'] - (plan['have_transitions'] if plan['append'] else 0)
   steady = meta.pop('steady_s')
@@ -425,23 +498,43 @@ def run(env: str, episodes: int, out: str, env_options: Optional[dict] = None, s
               collected_transitions=new_steps)
 
 
+_STOPPED_BY = []   # the signal that stopped the run, for the one-line message
+
+
 def _terminate_gracefully(signum, frame):
-  raise KeyboardInterrupt   # SIGTERM stops a run like Ctrl-C: nodes stopped, --out untouched
+  # SIGTERM stops a run like Ctrl-C: nodes stopped, temporary files removed, --out untouched.
+  # A second SIGTERM is ignored so that it cannot cut that cleanup short (SIGKILL still works).
+  signal.signal(signal.SIGTERM, signal.SIG_IGN)
+  _STOPPED_BY.append('SIGTERM')
+  raise KeyboardInterrupt
+
+
+def _stopped(e: KeyboardInterrupt) -> int:
+  by = _STOPPED_BY[0] if _STOPPED_BY else 'SIGINT'
+  left = e.left if isinstance(e, CollectInterrupted) else 'nothing was written'
+  print(f'error: collection stopped by {by}; {left}', file=sys.stderr, flush=True)
+  return 128 + (signal.SIGTERM if _STOPPED_BY else signal.SIGINT)
 
 
 def main(argv):
   signal.signal(signal.SIGTERM, _terminate_gracefully)
+  from estimators import cli
+  from estimators import dataset
+  cli.quiet_logs()   # TFDS's INFO lines (e.g. "Load dataset info") would bury the one-line errors
   if len(argv) > 1:
     print(f'error: unexpected arguments {argv[1:]}', file=sys.stderr)
     sys.exit(2)
   try:
     run(FLAGS.env, FLAGS.episodes, FLAGS.out, parse_env_options(FLAGS.env_option), FLAGS.seed,
         FLAGS.num_actors, FLAGS.overwrite, FLAGS.resume, FLAGS.store_states, FLAGS.progress)
-  except CollectError as e:
+  except KeyboardInterrupt as e:
+    sys.exit(_stopped(e))
+  except (CollectError, dataset.DatasetError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
-  except RuntimeError as e:
-    print(f'error: collection failed: {e}', file=sys.stderr)
+  except (RuntimeError, OSError) as e:
+    print(f'error: collection failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}',
+          file=sys.stderr)
     sys.exit(1)
 
 
