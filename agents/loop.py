@@ -57,7 +57,10 @@ class BatchedEnvironmentLoop:
   def __init__(self, environments: Sequence[dm_env.Environment], actor: BatchedActor,
                mode: str, adders: Optional[Sequence[acme_adders.Adder]] = None,
                counter: Optional[counting.Counter] = None,
-               logger: Optional[loggers.Logger] = None, track_estimators: bool = False):
+               logger: Optional[loggers.Logger] = None, track_estimators: bool = False,
+               total_steps_limit: Optional[int] = None):
+    """total_steps_limit: stop stepping once the counter's (run-wide) actor_steps reach it, as
+    seen at an episode end, so the run ends within about an episode of its budget."""
     if len(environments) != actor.num_envs:
       raise ValueError(f'{len(environments)} environments for an actor of {actor.num_envs}')
     if adders is not None and len(adders) != len(environments):
@@ -71,9 +74,13 @@ class BatchedEnvironmentLoop:
     self._psi_tracker = ParamChangeTracker() if track_estimators else None
     self._seconds = dict.fromkeys(('env', 'inference', 'write', 'log'), 0.0)
     self._steps = 0
+    self._total_steps_limit = total_steps_limit
+    self._limit_reached = False
 
   def _episode_row(self, k: int, ep: _Episode, info: Dict) -> Dict:
     counts = self._counter.increment(episodes=1, steps=ep.length)
+    if self._total_steps_limit is not None:
+      self._limit_reached |= counts.get('actor_steps', 0) >= self._total_steps_limit
     row = {'episode_length': ep.length, 'episode_return': ep.extrinsic,
            'steps_per_second': ep.length / max(time.time() - ep.start, 1e-9), **counts,
            'unix_time': time.time(), 'env_index': k, **info}
@@ -101,7 +108,8 @@ class BatchedEnvironmentLoop:
 
     with signals.runtime_terminator():
       while not ((num_steps is not None and steps_taken >= num_steps) or
-                 (num_episodes is not None and episodes_done >= num_episodes)):
+                 (num_episodes is not None and episodes_done >= num_episodes) or
+                 self._limit_reached):
         actions, logits, prev_obs = out.action, out.logits, obs
         t0 = time.perf_counter()
         timesteps, finished = [], {}
@@ -155,6 +163,12 @@ class BatchedEnvironmentLoop:
     for adder in self._adders:
       if hasattr(adder, 'flush'):  # a run that ends leaves nothing unsent
         adder.flush()
+    if self._limit_reached and num_steps is None and num_episodes is None:
+      # The run's budget is spent: wait for the coordinator to stop the program (a node that
+      # returned would look like one that died).
+      with signals.runtime_terminator():
+        while True:
+          time.sleep(1.0)
     return steps_taken
 
   def _count_shield(self, episodes: List[_Episode], out):

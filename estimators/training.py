@@ -43,6 +43,8 @@ class TrainConfig:
       raise ValueError('batch sizes must be >= 1')
     if self.learning_rate <= 0 or self.phi_learning_rate <= 0:
       raise ValueError('learning rates must be > 0')
+    if self.weight_decay < 0:
+      raise ValueError(f'weight decay must be >= 0, got {self.weight_decay}')
     if self.phi_loss not in losses.PHI_LOSSES:
       raise ValueError(f"phi_loss must be one of {sorted(losses.PHI_LOSSES)}, got {self.phi_loss!r}")
     if self.pair_sampling not in pairs_lib.SAMPLINGS:

@@ -78,6 +78,11 @@ class RunConfig:
   estimator_train: EstimatorTrainConfig = EstimatorTrainConfig()
   network: NetworkConfig = NetworkConfig()
   estimator_checkpoint: Optional[str] = None   # frozen psi/phi instead of the online node
+  # Supervision: a learner or actor process that dies is restarted; one that dies this many
+  # times within the window stops the run (launch.supervisor).
+  max_node_failures: int = 3
+  checkpoint_period_s: float = 300.0   # learners' periodic checkpoints (and one at the end)
+  node_failure_window_s: float = 60.0
 
   def __post_init__(self):
     if self.agent not in AGENTS:
@@ -90,6 +95,10 @@ class RunConfig:
       raise ValueError(f'envs_per_actor must be >= 1, got {self.envs_per_actor}')
     if self.max_steps < 1:
       raise ValueError(f'max_steps must be >= 1, got {self.max_steps}')
+    if self.checkpoint_period_s <= 0:
+      raise ValueError(f'checkpoint period must be > 0 s, got {self.checkpoint_period_s}')
+    if self.max_node_failures < 1 or self.node_failure_window_s <= 0:
+      raise ValueError('max_node_failures must be >= 1 and node_failure_window_s > 0')
     if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):
       raise ValueError(f'estimator checkpoint not found: {self.estimator_checkpoint}')
 

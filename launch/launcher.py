@@ -7,6 +7,7 @@ own session, which is killed as a whole at the end), and then prints the summary
 
 Usage (internal): python -m launch.launcher RUN_DIR/config.pkl
 """
+import glob
 import os
 import pickle
 import signal
@@ -17,6 +18,10 @@ from typing import Optional
 
 import psutil
 
+from launch import loopback
+from launch import run_state
+from launch import supervisor
+
 NODE_DEATH_GRACE_S = 30.0   # a node died but the others did not follow: the run failed
 
 
@@ -24,43 +29,84 @@ class RunFailed(RuntimeError):
   pass
 
 
+GRACEFUL_STOP_S = 150.0    # learners checkpoint, then the program stops; then we kill what is left
+
+
 def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> float:
-  """Starts the child launcher, waits for it; returns wall time. Raises RunFailed."""
+  """Starts the child launcher and waits for it; returns wall time. Raises RunFailed.
+
+  Ctrl-C (and SIGTERM/SIGHUP, which the CLI turns into KeyboardInterrupt) asks the coordinator to
+  end the run (final checkpoints, then lp.stop()); a second Ctrl-C stops the nodes at once.
+  The child dies with this process (PR_SET_PDEATHSIG), so kill -9 of the CLI stops the run too.
+  """
   os.makedirs(cfg.run_dir, exist_ok=True)
   cfg_path = os.path.join(cfg.run_dir, 'config.pkl')
   with open(cfg_path, 'wb') as f:
     pickle.dump(cfg, f)
   log = open(log_path or os.path.join(cfg.run_dir, 'launchpad.log'), 'ab')
   start = time.time()
+  env = dict(os.environ, _=sys.executable)  # Launchpad starts node processes with $_
+  env, warning = loopback.preload_env(env)    # every node listens on 127.0.0.1 only
+  if warning:
+    print(warning, flush=True)
   child = subprocess.Popen([sys.executable, '-m', 'launch.launcher', cfg_path],
                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                           start_new_session=True, cwd=os.getcwd())
+                           start_new_session=True, cwd=os.getcwd(), env=env,
+                           preexec_fn=_die_with_parent)
   with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
     f.write(str(child.pid))   # the session id of every node process of this run
   failure = None
   try:
-    failure = watch(child, progress)
-  except KeyboardInterrupt:
-    failure = 'interrupted by the user'
-    signal_group(child.pid, signal.SIGTERM)
     try:
-      child.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-      pass
+      failure = watch(child, cfg.run_dir, progress)
+    except KeyboardInterrupt:
+      print('stopping: the learners save their final checkpoints (Ctrl-C again to stop at once)',
+            flush=True)
+      run_state.request_stop(cfg.run_dir)
+      try:
+        child.wait(timeout=GRACEFUL_STOP_S)
+      except subprocess.TimeoutExpired:
+        pass
+  except KeyboardInterrupt:
+    pass  # second interrupt: kill_session below
   finally:
     kill_session(child)
     log.close()
+  failure = failure or _recorded_failure(cfg.run_dir)
   if failure:
     raise RunFailed(failure)
   return time.time() - start
 
 
-def watch(child: subprocess.Popen, progress=None) -> Optional[str]:
-  """Waits for the child launcher. If a node process dies and the others have not followed
-  within NODE_DEATH_GRACE_S, stops the program and returns why; calls `progress()` every 10 s."""
+def _recorded_failure(run_dir: str) -> Optional[str]:
+  f = run_state.read_json(os.path.join(run_dir, supervisor.FAILURE_FILE))
+  return None if f is None else f.get('reason')
+
+
+def _die_with_parent():
+  supervisor._die_with_parent()
+
+
+def node_names(run_dir: str):
+  """pid -> node name, from the pid files the nodes write."""
+  names = {}
+  for path in glob.glob(os.path.join(run_dir, 'pids', '*.pid')):
+    try:
+      with open(path) as f:
+        names[int(f.read().strip())] = os.path.basename(path)[:-len('.pid')]
+    except (OSError, ValueError):
+      pass
+  return names
+
+
+def watch(child: subprocess.Popen, run_dir: str, progress=None) -> Optional[str]:
+  """Waits for the child launcher. If a node process dies (learners and actors are restarted
+  by their supervisors; this is the others, or a supervisor giving up) and the rest have not
+  stopped within NODE_DEATH_GRACE_S, stops the program and returns why, naming the node.
+  Calls `progress()` every 10 s."""
   seen = {}
   last_progress = time.time()
-  died_at = None
+  died_at, dead = None, []
   while child.poll() is None:
     try:
       workers = node_processes(child.pid)
@@ -68,12 +114,15 @@ def watch(child: subprocess.Popen, progress=None) -> Optional[str]:
       break
     gone = [pid for pid in seen if pid not in workers]
     if gone and died_at is None:
-      died_at = time.time()
+      died_at, dead = time.time(), gone
+      names = node_names(run_dir)
+      dead = [names.get(pid, f'pid {pid}') for pid in gone]
     if died_at is not None and workers and time.time() - died_at > NODE_DEATH_GRACE_S:
+      recorded = _recorded_failure(run_dir)
       signal_group(child.pid, signal.SIGTERM)
       child.wait(timeout=30)
-      return ('a node process exited early and the run was stopped; '
-              'see launchpad.log in the run directory')
+      return recorded or (f'node {", ".join(dead)} exited and the run was stopped; its output is '
+                          'in launchpad.log (node_logs/ for learners and actors)')
     seen.update(workers)
     if progress is not None and time.time() - last_progress > 10:
       last_progress = time.time()
@@ -83,12 +132,13 @@ def watch(child: subprocess.Popen, progress=None) -> Optional[str]:
 
 
 def node_processes(launcher_pid: int, min_age_s: float = 5.0):
-  """pid -> command of the Launchpad node processes under `launcher_pid`. Only processes alive
+  """pid -> command of the Launchpad node processes started by `launcher_pid` (its children:
+  a supervised node's own child is the supervisor's business). Only processes alive
   for `min_age_s` count: a node that forks (before exec'ing a helper such as ldconfig) briefly
   has a child with the node's own command line, which must not be taken for a node."""
   nodes = {}
   now = time.time()
-  for p in psutil.Process(launcher_pid).children(recursive=True):
+  for p in psutil.Process(launcher_pid).children(recursive=False):
     try:
       cmd = ' '.join(p.cmdline())
       old_enough = now - p.create_time() >= min_age_s

@@ -66,6 +66,7 @@ class PrecedenceLearner(acme.Learner):
 
   def restore(self, state):
     self._state = state
+    self._steps = int(state.steps)  # the throttle continues from the checkpoint's update count
     self._published = self._to_numpy()
 
 

@@ -1,10 +1,9 @@
 """Builds the Launchpad program: Reverb, counter, step limiter, IMPALA learner, precedence
 learner and N actors. Nodes talk only through Reverb tables and variable sources."""
 import functools
-import json
 import os
 import time
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import dm_env
 import jax
@@ -13,7 +12,7 @@ import numpy as np
 import optax
 import reverb
 from acme import specs, wrappers
-from acme.jax import savers, variable_utils
+from acme.jax import variable_utils
 from acme.utils import counting, loggers
 
 import envs
@@ -22,6 +21,9 @@ from agents import loop as loop_lib
 from agents import networks as agent_networks
 from estimators import checkpoint as est_checkpoint
 from estimators import networks as est_nets
+from launch import checkpointing
+from launch import run_state
+from launch import supervisor
 from launch.config import RunConfig
 from launch.precedence_learner import PrecedenceLearner, make_window_iterator
 
@@ -44,6 +46,7 @@ def make_logger(cfg: RunConfig, label: str, time_delta: float = 0.0) -> loggers.
 
 
 def make_tables(cfg: RunConfig) -> List[reverb.Table]:
+  supervisor.write_pid(cfg.run_dir, 'replay')
   spec = environment_spec(cfg)
   tables = []
   if cfg.agent == 'impala':
@@ -64,40 +67,72 @@ def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Est
 
 
 class Counter(counting.Counter):
-  """The counter node (a plain Acme counter)."""
+  """The counter node: an Acme counter that starts from the run's saved counts (on --resume)."""
+
+  def __init__(self, run_dir: str):
+    super().__init__()
+    supervisor.write_pid(run_dir, 'counter')
+    self._counts.update(run_state.load_counts(run_dir))
 
 
-class StepLimiter:
-  """Stops the whole program once the actors have taken `max_steps` steps. Polls every 0.25 s
-  (Acme's StepsLimiter polls every 10 s, overshooting by ~20k steps at 2k steps/s)."""
+class Coordinator:
+  """Ends the run: at `max_steps` actor steps, or when the CLI asks (stop_request.json).
 
-  def __init__(self, counter, replay: Optional[reverb.Client], max_steps: int, run_dir: str,
-               poll_s: float = 0.25):
-    self._counter, self._replay, self._max_steps = counter, replay, max_steps
-    self._run_dir, self._poll_s = run_dir, poll_s
+  Polls every 0.25 s (Acme's StepsLimiter polls every 10 s, overshooting by ~20k steps at 2k
+  steps/s) and keeps counts.json up to date for --resume. To end, it asks the learners to stop
+  stepping and save (their final checkpoint is their last step), records the final counts and
+  tables, then stops the program.
+  """
+
+  def __init__(self, counter, replay: Optional[reverb.Client], learners: Dict[str, Any],
+               max_steps: int, run_dir: str, poll_s: float = 0.25, counts_every_s: float = 2.0,
+               finish_timeout_s: float = 90.0):
+    self._counter, self._replay, self._learners = counter, replay, learners
+    self._max_steps, self._run_dir, self._poll_s = max_steps, run_dir, poll_s
+    self._counts_every_s, self._finish_timeout_s = counts_every_s, finish_timeout_s
+    supervisor.write_pid(run_dir, 'coordinator')
 
   def run(self):
+    last_saved = 0.0
     while True:
       counts = self._counter.get_counts()
+      status = None
       if counts.get('actor_steps', 0) >= self._max_steps:
-        self._write_final_state(counts)
+        status = run_state.COMPLETED
+      elif run_state.stop_requested(self._run_dir):
+        status = run_state.stop_requested(self._run_dir)
+      if status is not None:
+        self._finish(status)
         lp.stop()
         return
+      if time.time() - last_saved >= self._counts_every_s:
+        run_state.save_counts(self._run_dir, counts)
+        last_saved = time.time()
       time.sleep(self._poll_s)
 
-  def _write_final_state(self, counts):
-    """Records the counters and what each Reverb table received, for summaries and tests."""
+  def _finish(self, status: str):
+    pending = {name: handle.futures.finish() for name, handle in self._learners.items()}
+    checkpoints = {}
+    for name, future in pending.items():
+      try:
+        checkpoints[name] = {'steps': future.result(timeout=self._finish_timeout_s)}
+      except Exception as e:  # a dead or stuck learner: its last periodic checkpoint stands
+        checkpoints[name] = {'error': f'{type(e).__name__}: {e}'[:300]}
+    counts = self._counter.get_counts()
+    run_state.save_counts(self._run_dir, counts)
     tables = {}
     if self._replay is not None:
       tables = {name: {'current_size': info.current_size, 'num_inserts':
                        info.rate_limiter_info.insert_stats.completed,
                        'num_samples': info.rate_limiter_info.sample_stats.completed}
                 for name, info in self._replay.server_info().items()}
-    with open(os.path.join(self._run_dir, 'final_state.json'), 'w') as f:
-      json.dump({'counts': counts, 'tables': tables}, f, indent=2)
+    run_state.write_json(os.path.join(self._run_dir, 'final_state.json'),
+                         {'status': status, 'counts': counts, 'tables': tables,
+                          'checkpoints': checkpoints})
 
 
 def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
+  supervisor.write_pid(cfg.run_dir, 'learner')
   spec = environment_spec(cfg)
   networks = agent_networks.make_networks(spec, agent_networks.default_policy_config(
       cfg.env, agent_networks.is_image_spec(spec)))
@@ -111,23 +146,22 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   learner = learning.IMPALALearner(
       networks, iterator, optimizer, random_key, discount=cfg.impala.discount,
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
-      counter=counting.Counter(counter, 'learner'), logger=make_logger(cfg, 'learner', 1.0))
-  return savers.CheckpointingRunner(learner, key='learner', subdirectory='learner',
-                                    directory=os.path.join(cfg.run_dir, 'checkpoints'),
-                                    add_uid=False, time_delta_minutes=5)
+      counter=counting.Counter(counter, 'learner', time_delta=0.0), logger=make_logger(cfg, 'learner', 1.0))
+  return checkpointing.CheckpointedLearner(
+      learner, os.path.join(cfg.run_dir, 'checkpoints', 'learner'), period_s=cfg.checkpoint_period_s)
 
 
 def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter):
+  supervisor.write_pid(cfg.run_dir, 'precedence_learner')
   spec = environment_spec(cfg)
   obs_example = np.zeros(spec.observations.shape, spec.observations.dtype)
   learner = PrecedenceLearner(
       make_estimators(cfg, spec), cfg.estimator_train, period=cfg.window,
       iterator=make_window_iterator(replay, cfg.precedence.window_batch, 2 * cfg.window),
       obs_example=obs_example, env_steps_per_update=cfg.precedence.env_steps_per_update,
-      counter=counting.Counter(counter, 'precedence'), logger=make_logger(cfg, 'precedence', 1.0))
-  return savers.CheckpointingRunner(learner, key='precedence', subdirectory='precedence',
-                                    directory=os.path.join(cfg.run_dir, 'checkpoints'),
-                                    add_uid=False, time_delta_minutes=5)
+      counter=counting.Counter(counter, 'precedence', time_delta=0.0), logger=make_logger(cfg, 'precedence', 1.0))
+  return checkpointing.CheckpointedLearner(
+      learner, os.path.join(cfg.run_dir, 'checkpoints', 'precedence_learner'), period_s=cfg.checkpoint_period_s)
 
 
 def actor_seeds(cfg: RunConfig, actor_id: int) -> List[int]:
@@ -139,6 +173,7 @@ def actor_seeds(cfg: RunConfig, actor_id: int) -> List[int]:
 
 def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], learner,
                precedence, counter, evaluator: bool = False):
+  supervisor.write_pid(cfg.run_dir, f'actor_{actor_id}')
   seeds = actor_seeds(cfg, actor_id)
   environments = [make_environment(cfg, s) for s in seeds]
   spec = specs.make_environment_spec(environments[0])
@@ -168,9 +203,12 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
       spec.actions.num_values, cfg.reversibility, seeds, policy_forward=forward,
       policy_source=policy_source, estimators=estimators, estimator_source=estimator_source)
   label = 'evaluator' if evaluator else f'actor_{actor_id}'
+  # The actor's view of the run-wide step count is refreshed at most every 0.1 s.
   return loop_lib.BatchedEnvironmentLoop(
-      environments, actor, cfg.reversibility.mode, env_adders, counting.Counter(counter, 'actor'),
-      make_logger(cfg, label), track_estimators=cfg.online_estimators)
+      environments, actor, cfg.reversibility.mode, env_adders,
+      counting.Counter(counter, 'actor', time_delta=0.1), make_logger(cfg, label),
+      track_estimators=cfg.online_estimators,
+      total_steps_limit=None if evaluator else cfg.max_steps)
 
 
 def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.TrajectoryAdder:
@@ -183,24 +221,38 @@ def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.TrajectoryAdder:
 def build_program(cfg: RunConfig) -> lp.Program:
   program = lp.Program(name='noturningback')
   key = jax.random.PRNGKey(cfg.seed)
+
+  def supervised(node, name):
+    # Learners and actors are restarted when their process dies; see launch.supervisor.
+    return supervisor.SupervisedNode(node, name, cfg.run_dir, max_failures=cfg.max_node_failures,
+                                     window_s=cfg.node_failure_window_s)
+
   replay = None
   if cfg.agent == 'impala' or cfg.online_estimators:  # otherwise no node writes or samples data
     with program.group('replay'):
       replay = program.add_node(lp.ReverbNode(functools.partial(make_tables, cfg)))
   with program.group('counter'):
-    counter = program.add_node(lp.CourierNode(Counter))
-  with program.group('coordinator'):
-    program.add_node(lp.CourierNode(StepLimiter, counter, replay, cfg.max_steps, cfg.run_dir))
+    counter = program.add_node(lp.CourierNode(Counter, cfg.run_dir))
+  learners = {}
   learner = None
   if cfg.agent == 'impala':
     learner_key, key = jax.random.split(key)
     with program.group('learner'):
-      learner = program.add_node(lp.CourierNode(make_learner, cfg, learner_key, replay, counter))
+      learner = program.add_node(supervised(
+          lp.CourierNode(make_learner, cfg, learner_key, replay, counter), 'learner'))
+    learners['learner'] = learner
   precedence = None
   if cfg.online_estimators:
     with program.group('precedence_learner'):
-      precedence = program.add_node(lp.CourierNode(make_precedence_learner, cfg, replay, counter))
+      precedence = program.add_node(supervised(
+          lp.CourierNode(make_precedence_learner, cfg, replay, counter), 'precedence_learner'))
+    learners['precedence_learner'] = precedence
+  with program.group('coordinator'):
+    program.add_node(lp.CourierNode(Coordinator, counter, replay, learners, cfg.max_steps,
+                                    cfg.run_dir))
   with program.group('actor'):
     for actor_id in range(cfg.num_actors):
-      program.add_node(lp.CourierNode(make_actor, cfg, actor_id, replay, learner, precedence, counter))
+      program.add_node(supervised(
+          lp.CourierNode(make_actor, cfg, actor_id, replay, learner, precedence, counter),
+          f'actor_{actor_id}'))
   return program

@@ -74,3 +74,19 @@ def format_summary(summary: Dict[str, float]) -> str:
     lines.append(f'{k:>32s}: {v:,.3f}' if isinstance(v, float) else f'{k:>32s}: {v}')
   lines.append('=' * 60)
   return '\n'.join(lines)
+
+
+def restarts(run_dir: str) -> Dict[str, float]:
+  """Node restarts recorded by the supervisors (launch.supervisor), e.g. {'restarts': 1,
+  'restarts_actor_0': 1}; empty when no node failed."""
+  from launch import supervisor
+  events = supervisor.read_events(run_dir)
+  gave_up = {e.get('node') for e in events if e.get('event') == 'gave_up'}
+  failures = [e for e in events if e.get('event') == 'failure' and e.get('node') not in gave_up]
+  if not failures:
+    return {}
+  out = {'restarts': len(failures)}
+  for e in failures:
+    key = f"restarts_{e.get('node', '?')}"
+    out[key] = out.get(key, 0) + 1
+  return out

@@ -7,7 +7,11 @@ r"""Trains an agent on the distributed actor-learner program.
 
 Every node writes CSV logs under RUN_DIR/logs/<node>/logs.csv; learner checkpoints go to
 RUN_DIR/checkpoints. The run stops by itself after --max_steps actor steps and prints a summary
-(also saved as RUN_DIR/summary.json).
+(also saved as RUN_DIR/summary.json). Ctrl-C (or SIGTERM/SIGHUP) ends it early, after the
+learners save their final checkpoints. A RUN_DIR that holds a run is refused unless --resume:
+
+    python -m launch.train --run_dir runs/rae --resume                     # continue where it stopped
+    python -m launch.train --run_dir runs/rae --resume --max_steps 2000000 # ... and go further
 """
 import json
 import os
@@ -30,6 +34,13 @@ flags.DEFINE_integer('envs_per_actor', 1, 'Environments each actor steps togethe
                      'batched inference call per step.')
 flags.DEFINE_integer('max_steps', 1_200_000, 'Total actor (environment) steps; the run stops there.')
 flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<mode>-<time>).')
+flags.DEFINE_float('checkpoint_every_s', 300.0, 'Seconds between learner checkpoints (they also '
+                   'save when the run ends or is stopped).')
+flags.DEFINE_integer('max_node_failures', 3, 'A learner or actor process that dies is restarted; '
+                     'this many deaths of one node within 60 s stop the run.')
+flags.DEFINE_bool('resume', False, 'Continue the run in --run_dir from its checkpoints and counters '
+                  '(its saved flags are the defaults; only --max_steps, --num_actors, '
+                  '--envs_per_actor and --launch_type may change).')
 flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt'], 'Launchpad launch type.')
 flags.DEFINE_integer('seed', 0, 'Random seed.')
 # Reversibility.
@@ -79,7 +90,7 @@ def config_from_flags():
     options.setdefault('reward_free', FLAGS.reward_free)
   if FLAGS.episode_steps is not None:
     options['max_steps'] = FLAGS.episode_steps
-  envs.make(FLAGS.env, seed=0, **options)  # validates name and options early, in the launcher
+  env = envs.make(FLAGS.env, seed=0, **options)  # validates name and options early, in the launcher
   episode_limit = options.get('max_steps', _default_option(FLAGS.env, 'max_steps')) or 200
 
   mode = FLAGS.mode
@@ -97,6 +108,9 @@ def config_from_flags():
     # Validate here, in the launcher, so a bad checkpoint is one line and not a dead node.
     from estimators import checkpoint as est_checkpoint
     ckpt = est_checkpoint.load(FLAGS.estimator_checkpoint)
+    est_checkpoint.check_compatible(ckpt, env.observation_spec().shape,
+                                    env.observation_spec().dtype, env.action_spec().num_values,
+                                    FLAGS.env)
     if mode == 'rac' and ckpt.phi_params is None:
       raise ValueError(f'{FLAGS.estimator_checkpoint} holds no phi (train it with --phi) '
                        'and --mode rac needs phi')
@@ -126,7 +140,8 @@ def config_from_flags():
                                   weight_decay=pick('psi_weight_decay', recipe.weight_decay),
                                   pair_sampling=pick('pair_sampling', recipe.pair_sampling),
                                   train_phi=(mode == 'rac'), phi_loss=FLAGS.phi_loss, seed=FLAGS.seed),
-      network=network, estimator_checkpoint=FLAGS.estimator_checkpoint)
+      network=network, estimator_checkpoint=FLAGS.estimator_checkpoint,
+      checkpoint_period_s=FLAGS.checkpoint_every_s, max_node_failures=FLAGS.max_node_failures)
 
 
 def _default_option(env_name, option):
@@ -136,17 +151,24 @@ def _default_option(env_name, option):
   return None if p is None else p.default
 
 
-def run(cfg) -> dict:
-  """Launches the program, waits for it to stop by itself, returns the summary."""
+def run(cfg, resume: bool = False) -> dict:
+  """Launches the program (or continues it: `resume`), waits for it to end, returns the summary."""
   from launch import launcher
+  from launch import run_state
   from launch import summary as summary_lib
 
-  os.makedirs(cfg.run_dir, exist_ok=True)
-  with open(os.path.join(cfg.run_dir, 'config.json'), 'w') as f:
-    json.dump(_jsonable(cfg), f, indent=2)
-  with open(os.path.join(cfg.run_dir, 'run_start.txt'), 'w') as f:
-    f.write(str(time.time()))
-  print(f'run directory: {cfg.run_dir} (node output: launchpad.log)', flush=True)
+  run_state.check_writable(cfg.run_dir)
+  if not resume:
+    run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), _jsonable(cfg))
+  start_counts = run_state.load_counts(cfg.run_dir)
+  run_state.clear_stop_request(cfg.run_dir)
+  for stale in ('final_state.json', 'failure.json'):  # this launch writes its own
+    if os.path.exists(os.path.join(cfg.run_dir, stale)):
+      os.remove(os.path.join(cfg.run_dir, stale))
+  run_state.begin_segment(cfg.run_dir, start_counts.get('actor_steps', 0))
+  verb = 'resuming' if resume else 'run directory'
+  print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
+        + (f' from {start_counts.get("actor_steps", 0):,.0f} actor steps' if resume else ''), flush=True)
   start = time.time()
 
   def progress():
@@ -155,12 +177,51 @@ def run(cfg) -> dict:
           f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
           f"  learner steps {p.get('learner_steps', 0):>6,.0f}", flush=True)
 
-  wall = launcher.launch_and_supervise(cfg, progress=progress)
-  summary = summary_lib.summarize(cfg.run_dir, wall_time=wall)
-  with open(os.path.join(cfg.run_dir, 'summary.json'), 'w') as f:
-    json.dump(summary, f, indent=2)
-  print(summary_lib.format_summary(summary))
+  status = None
+  try:
+    launcher.launch_and_supervise(cfg, progress=progress)
+  except launcher.RunFailed as e:
+    status = f'failed: {e}'
+    raise
+  finally:
+    final = run_state.read_json(os.path.join(cfg.run_dir, 'final_state.json'), {}) or {}
+    status = status or final.get('status') or run_state.STOPPED
+    counts = run_state.load_counts(cfg.run_dir)
+    run_state.end_segment(cfg.run_dir, status, counts.get('actor_steps', 0))
+    summary = summary_lib.summarize(cfg.run_dir, wall_time=run_state.total_wall_time(cfg.run_dir))
+    summary['status'] = status
+    summary['launches'] = len(run_state.segments(cfg.run_dir))
+    summary.update(summary_lib.restarts(cfg.run_dir))
+    run_state.write_json(os.path.join(cfg.run_dir, 'summary.json'), summary)
+    print(summary_lib.format_summary(summary))
   return summary
+
+
+def prepare_resume(run_dir: str) -> None:
+  """--resume: the saved run's flags become this launch's defaults (flags given on this command
+  line win); raises ValueError when there is nothing to resume."""
+  from launch import run_state
+  saved = run_state.read_json(os.path.join(run_dir, run_state.FLAGS_FILE))
+  if not run_state.holds_run(run_dir) or saved is None:
+    raise ValueError(f'nothing to resume in {run_dir}: it holds no run (no config.json/flags.json)')
+  for name, value in saved.items():
+    if name in FLAGS and not FLAGS[name].present and name not in ('resume', 'show_config'):
+      FLAGS[name].value = value
+
+
+def check_resume(cfg) -> None:
+  """Refuses a resume whose configuration changes what is learned."""
+  from launch import run_state
+  saved = run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG))
+  diff = run_state.config_differences(saved, json.loads(json.dumps(_jsonable(cfg))))
+  if diff:
+    raise ValueError(f'cannot resume {cfg.run_dir}: the configuration differs in {", ".join(diff)} '
+                     f'(only {", ".join(run_state.RESUMABLE_CHANGES[:-1])} may change)')
+
+
+def _train_flags():
+  """This module's flags and their values (saved for --resume)."""
+  return {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])}
 
 
 def _jsonable(obj):
@@ -171,27 +232,56 @@ def _jsonable(obj):
 
 
 def _terminate_gracefully(signum, frame):
-  # SIGTERM to the launcher stops the run like Ctrl-C: nodes are stopped, nothing is orphaned.
+  # SIGTERM / SIGHUP (the terminal closed) end the run like Ctrl-C: final checkpoints, no orphans.
   raise KeyboardInterrupt
 
 
 def main(argv):
   del argv
   signal.signal(signal.SIGTERM, _terminate_gracefully)
+  signal.signal(signal.SIGHUP, _terminate_gracefully)
+  from launch import run_state
   from launch.launcher import RunFailed
   try:
+    if FLAGS.resume:
+      if not FLAGS.run_dir:
+        raise ValueError('--resume needs --run_dir (the run to continue)')
+      prepare_resume(FLAGS.run_dir)
+    elif FLAGS.run_dir and run_state.holds_run(FLAGS.run_dir) and not FLAGS.show_config:
+      raise ValueError(f'{FLAGS.run_dir} already holds a run; pass --resume to continue it, or '
+                       'choose another --run_dir')
     cfg = config_from_flags()
+    if FLAGS.resume:
+      check_resume(cfg)
+    elif not FLAGS.show_config:
+      run_state.check_writable(cfg.run_dir)
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
+  except KeyboardInterrupt:
+    print('interrupted before launch; nothing was started', file=sys.stderr)
+    sys.exit(130)
   if FLAGS.show_config:
     print(json.dumps(_jsonable(cfg), indent=2))
     return
+  if FLAGS.resume:
+    done = run_state.load_counts(cfg.run_dir).get('actor_steps', 0)
+    if done >= cfg.max_steps:
+      print(f'nothing to do: {cfg.run_dir} already reached {done:,.0f}/{cfg.max_steps:,} actor steps '
+            '(pass a larger --max_steps to go on)')
+      return
+  else:
+    run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE), _train_flags())
   try:
-    run(cfg)
+    summary = run(cfg, resume=FLAGS.resume)
   except RunFailed as e:
     print(f'error: run failed: {e}', file=sys.stderr)
     sys.exit(1)
+  except KeyboardInterrupt:
+    sys.exit(130)
+  if summary.get('status') == run_state.STOPPED:
+    print(f'stopped; continue with: python -m launch.train --run_dir {cfg.run_dir} --resume')
+    sys.exit(130)
 
 
 if __name__ == '__main__':

@@ -4,12 +4,27 @@ import json
 import os
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
-from launch import launcher, summary
+from launch import checkpointing, launcher, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+
+
+def _listening_addresses(session: int):
+  """(node pid, address) of every TCP socket listening in the run's process session."""
+  out = []
+  for pid in launcher.leftover_processes(session):
+    try:
+      for c in psutil.Process(pid).connections(kind='inet'):
+        if c.status == psutil.CONN_LISTEN:
+          out.append((pid, c.laddr.ip))
+    except psutil.Error:
+      pass
+  return out
 
 
 def test_rae_program_end_to_end(tmp_path):
@@ -17,10 +32,21 @@ def test_rae_program_end_to_end(tmp_path):
   cmd = [sys.executable, '-m', 'launch.train', '--env', 'cartpole', '--reward_free', '--mode', 'rae',
          '--num_actors', '2', '--max_steps', '30000', '--run_dir', str(run_dir),
          '--env_steps_per_psi_update', '10', '--launch_type', 'local_mp']
-  proc = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                        timeout=420)
-  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-  assert 'run summary' in proc.stdout
+  proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  # While it runs: every node listens on loopback only.
+  listening, deadline = [], time.time() + 300
+  while proc.poll() is None and time.time() < deadline:
+    counts = run_dir / 'counts.json'
+    if counts.exists() and json.loads(counts.read_text()).get('actor_steps', 0) > 0:
+      listening = _listening_addresses(int((run_dir / 'launcher_session.txt').read_text()))
+      break
+    time.sleep(1.0)
+  stdout, stderr = proc.communicate(timeout=420)
+  assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+  assert 'run summary' in stdout
+  assert len({pid for pid, _ in listening}) >= 5, listening  # replay, counter, coordinator, ...
+  assert {ip for _, ip in listening} <= {'127.0.0.1', '::ffff:127.0.0.1'}, listening
 
   final = json.loads((run_dir / 'final_state.json').read_text())
   assert final['counts']['actor_steps'] >= 30000
@@ -30,6 +56,15 @@ def test_rae_program_end_to_end(tmp_path):
   s = json.loads((run_dir / 'summary.json').read_text())
   assert s['learner_steps'] > 0, s
   assert s['precedence_steps'] > 0, s
+  assert s['status'] == 'completed', s
+
+  # The final checkpoints hold each learner's last step (the coordinator asked them to save
+  # after they stopped stepping), and the actors stopped within a few episodes of the budget.
+  assert final['status'] == 'completed'
+  for name, count in (('learner', 'learner_steps'), ('precedence_learner', 'precedence_steps')):
+    header = checkpointing.read_header(str(run_dir / 'checkpoints' / name))
+    assert header['steps'] == final['checkpoints'][name]['steps'] == final['counts'][count], (name, header, final)
+  assert final['counts']['actor_steps'] < 30000 + 2000, final['counts']
 
   # Each actor received psi parameters that differ from the ones it started with.
   for actor in ('actor_0', 'actor_1'):

@@ -1,0 +1,142 @@
+"""Run directories: explicit --resume, what it may change, and learner checkpoint files (no
+launch here; tests/test_faults.py resumes real runs)."""
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from launch import checkpointing, run_state, supervisor
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+
+
+def _train(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  return subprocess.run([sys.executable, '-m', 'launch.train', *args], cwd=ROOT, env=env,
+                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+
+
+def _saved_run(tmp_path, *flags):
+  """A run directory as a first launch leaves it before any step: config.json (the resolved
+  config of these flags, via --show_config) and flags.json."""
+  run_dir = tmp_path / 'run'
+  run_dir.mkdir()
+  shown = _train('--run_dir', str(run_dir), '--show_config', *flags)
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  (run_dir / 'config.json').write_text(shown.stdout[shown.stdout.index('{'):])
+  saved = {'run_dir': str(run_dir)}
+  for name, value in zip(flags[::2], flags[1::2]):
+    saved[name.lstrip('-')] = int(value) if value.isdigit() else value
+  (run_dir / 'flags.json').write_text(json.dumps(saved))
+  return run_dir
+
+
+def _snapshot(d):
+  return {p: (os.path.getmtime(os.path.join(d, p)), open(os.path.join(d, p), 'rb').read())
+          for p in sorted(os.listdir(d))}
+
+
+def test_a_run_dir_that_holds_a_run_is_refused_without_resume(tmp_path):
+  run_dir = _saved_run(tmp_path, '--max_steps', '5000')
+  before = _snapshot(run_dir)
+  r = _train('--run_dir', str(run_dir), '--max_steps', '5000')
+  assert r.returncode == 2
+  assert r.stderr.strip().splitlines()[-1] == (
+      f'error: {run_dir} already holds a run; pass --resume to continue it, or choose another --run_dir')
+  assert _snapshot(run_dir) == before
+
+
+def test_resume_refuses_a_change_of_what_is_learned(tmp_path):
+  run_dir = _saved_run(tmp_path, '--max_steps', '5000')
+  before = _snapshot(run_dir)
+  r = _train('--run_dir', str(run_dir), '--resume', '--env', 'turf')
+  assert r.returncode == 2
+  last = r.stderr.strip().splitlines()[-1]
+  assert last.startswith(f'error: cannot resume {run_dir}: the configuration differs in env,'), last
+  assert 'only max_steps, num_actors' in last
+  r = _train('--run_dir', str(run_dir), '--resume', '--learning_rate', '0.5')
+  assert r.returncode == 2 and 'impala.learning_rate' in r.stderr.strip().splitlines()[-1]
+  assert _snapshot(run_dir) == before
+
+
+def test_resume_of_a_finished_run_does_nothing(tmp_path):
+  run_dir = _saved_run(tmp_path, '--max_steps', '5000')
+  run_state.save_counts(str(run_dir), {'actor_steps': 5012, 'learner_steps': 20})
+  before = _snapshot(run_dir)
+  r = _train('--run_dir', str(run_dir), '--resume')
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert 'nothing to do' in r.stdout and '5,012/5,000' in r.stdout
+  assert _snapshot(run_dir) == before
+
+
+def test_resume_needs_a_run(tmp_path):
+  r = _train('--run_dir', str(tmp_path / 'empty'), '--resume')
+  assert r.returncode == 2
+  assert 'nothing to resume' in r.stderr.strip().splitlines()[-1]
+  r = _train('--resume')
+  assert r.returncode == 2 and '--resume needs --run_dir' in r.stderr
+
+
+def test_unwritable_run_dir_is_one_line(tmp_path):
+  blocker = tmp_path / 'file'
+  blocker.write_text('x')
+  r = _train('--run_dir', str(blocker / 'run'))
+  assert r.returncode == 2
+  assert 'Traceback' not in r.stderr
+  assert r.stderr.strip().splitlines()[-1].startswith(f'error: run directory {blocker / "run"} is not writable')
+
+
+def test_config_differences_ignore_what_resume_may_change():
+  saved = {'env': 'cartpole', 'max_steps': 10, 'num_actors': 2, 'impala': {'batch_size': 16},
+           'network': {'mlp_sizes': [64, 64]}}
+  same = {'env': 'cartpole', 'max_steps': 99, 'num_actors': 4, 'impala': {'batch_size': 16},
+          'network': {'mlp_sizes': (64, 64)}}
+  assert run_state.config_differences(saved, same) == []
+  other = dict(same, env='turf', impala={'batch_size': 32})
+  assert run_state.config_differences(saved, other) == ['env', 'impala.batch_size']
+
+
+def _adam_state(seed):
+  params = {'linear': {'w': jnp.full((3, 2), float(seed)), 'b': jnp.zeros(2)}}
+  return params, optax.adam(1e-3).init(params)
+
+
+def test_learner_state_round_trips_without_pickle(tmp_path):
+  state = _adam_state(3)
+  checkpointing.save_state(str(tmp_path), state, steps=17)
+  restored, steps = checkpointing.load_state(str(tmp_path), _adam_state(0))
+  assert steps == 17
+  for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(restored)):
+    np.testing.assert_array_equal(a, b)
+  with np.load(tmp_path / checkpointing.STATE_FILE, allow_pickle=False) as z:
+    assert all(z[k].dtype != object for k in z.files)
+  assert checkpointing.load_state(str(tmp_path / 'none'), state) is None
+
+
+def test_learner_checkpoint_of_another_network_or_corrupt_is_refused(tmp_path):
+  checkpointing.save_state(str(tmp_path), _adam_state(1), steps=5)
+  other = ({'linear': {'w': jnp.zeros((4, 2)), 'b': jnp.zeros(2)}},)
+  with pytest.raises(checkpointing.CheckpointError, match='does not fit this learner'):
+    checkpointing.load_state(str(tmp_path), other)
+  path = tmp_path / checkpointing.STATE_FILE
+  path.write_bytes(path.read_bytes()[:100])
+  with pytest.raises(checkpointing.CheckpointError, match='corrupt'):
+    checkpointing.load_state(str(tmp_path), _adam_state(0))
+
+
+def test_supervisor_reports_the_last_error_line(tmp_path):
+  log = tmp_path / 'node.log'
+  log.write_text('I1126 starting\nTraceback (most recent call last):\n  File "x.py"\n'
+                 'ValueError: learner diverged\nI1126 shutting down\n')
+  assert supervisor.last_error_line(str(log)) == 'ValueError: learner diverged'
+  supervisor.append_event(str(tmp_path), {'node': 'actor_0', 'event': 'failure', 'exit_code': -9})
+  with open(tmp_path / supervisor.SUPERVISOR_LOG, 'a') as f:
+    f.write('{"cut by a cra')  # a torn last line is skipped
+  events = supervisor.read_events(str(tmp_path))
+  assert [e['node'] for e in events] == ['actor_0']
