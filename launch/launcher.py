@@ -84,7 +84,8 @@ def _recorded_failure(run_dir: str) -> Optional[str]:
 
 
 def _die_with_parent():
-  supervisor._die_with_parent()
+  # SIGTERM: the child launcher then stops the program as on Ctrl-C of Launchpad itself.
+  supervisor.die_with_parent(signal.SIGTERM)
 
 
 def node_names(run_dir: str):

@@ -1,5 +1,6 @@
 """Builds the Launchpad program: Reverb, counter, step limiter, IMPALA learner, precedence
 learner and N actors. Nodes talk only through Reverb tables and variable sources."""
+import csv
 import functools
 import os
 import time
@@ -39,10 +40,24 @@ def environment_spec(cfg: RunConfig) -> specs.EnvironmentSpec:
   return specs.make_environment_spec(make_environment(cfg, 0))
 
 
+class AppendingCSVLogger(loggers.CSVLogger):
+  """Acme's CSV logger takes its columns from the first row it writes; a node restarted or
+  resumed onto an existing log would write rows whose columns do not match the file's header.
+  This one keeps the header already in the file."""
+
+  def write(self, data):
+    if self._writer is None and self._file.tell() > 0:
+      with open(self.file_path) as f:
+        header = next(csv.reader(f), None)
+      if header:
+        self._writer = csv.DictWriter(self._file, fieldnames=header, extrasaction='ignore')
+    super().write(data)
+
+
 def make_logger(cfg: RunConfig, label: str, time_delta: float = 0.0) -> loggers.Logger:
-  csv = loggers.CSVLogger(cfg.run_dir, label=label, add_uid=False,
-                          time_delta=time_delta, flush_every=1)
-  return loggers.NoneFilter(csv)
+  logger = AppendingCSVLogger(cfg.run_dir, label=label, add_uid=False,
+                              time_delta=time_delta, flush_every=1)
+  return loggers.NoneFilter(logger)
 
 
 def make_tables(cfg: RunConfig) -> List[reverb.Table]:

@@ -95,10 +95,12 @@ def _run_ending(run_dir: str) -> bool:
   return os.path.exists(os.path.join(run_dir, 'final_state.json'))
 
 
-def _die_with_parent():
-  # The node child must not outlive its supervisor (kill -9 of the supervisor included).
+def die_with_parent(sig=signal.SIGKILL):
+  """preexec_fn: the child gets `sig` when its parent dies. A node child gets SIGKILL: a node
+  blocked in C++ (a learner waiting on Reverb) ignores SIGTERM, and with its supervisor gone
+  nothing is left that would stop it."""
   try:
-    ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
   except OSError:
     pass
 
@@ -154,7 +156,7 @@ class SupervisedNode(python.PyNode):
           child = subprocess.Popen(
               [sys.executable, entry, '--lp_task_id', '0', '--data_file', fn_path],
               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-              preexec_fn=_die_with_parent)
+              preexec_fn=die_with_parent)
         append_event(self._run_dir, {'node': self._name, 'event': 'start', 'pid': child.pid,
                                      'attempt': len(failures) + 1})
         code = child.wait()
@@ -169,8 +171,11 @@ class SupervisedNode(python.PyNode):
                                      'error': error})
         recent = [t for t in failures if now - t <= self._window_s]
         if len(recent) >= self._max_failures:
+          how = f'exit code {code}'
+          if code < 0:
+            how += f', killed by {signal.Signals(-code).name}'
           reason = (f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
-                    f'(exit code {code}); last error: {error or "none logged"}')
+                    f'({how}); last output line: {error or "none"}')
           with open(os.path.join(self._run_dir, FAILURE_FILE), 'w') as f:
             json.dump({'node': self._name, 'reason': reason, 'time': now}, f)
           append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})

@@ -140,3 +140,37 @@ def test_supervisor_reports_the_last_error_line(tmp_path):
     f.write('{"cut by a cra')  # a torn last line is skipped
   events = supervisor.read_events(str(tmp_path))
   assert [e['node'] for e in events] == ['actor_0']
+
+
+def test_estimator_checkpoint_of_another_env_is_refused_before_launch(tmp_path):
+  from estimators import checkpoint
+  from estimators import networks as nets
+  config = nets.default_config('turf')
+  est = nets.make_estimators(config, 4)
+  x = np.zeros((1, 10, 10, 3), np.uint8)
+  path = str(tmp_path / 'turf.ckpt')
+  checkpoint.save(path, config, 4, (10, 10, 3), np.uint8, est.psi_init(jax.random.PRNGKey(0), x),
+                  est.phi_init(jax.random.PRNGKey(1), x))
+  r = _train('--env', 'cartpole', '--mode', 'rac', '--estimator_checkpoint', path,
+             '--run_dir', str(tmp_path / 'run'))
+  assert r.returncode == 2
+  last = r.stderr.strip().splitlines()[-1]
+  assert last.startswith('error: estimator checkpoint') and '(10, 10, 3) uint8 with 4 actions' in last
+  assert 'cartpole has (4,) float32 with 2 actions' in last, last
+  assert not (tmp_path / 'run').exists()
+
+
+def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
+  from launch import program
+  from launch.config import RunConfig
+  cfg = RunConfig(run_dir=str(tmp_path))
+  first = program.make_logger(cfg, 'actor_0')
+  first.write({'actor_steps': 10, 'episode_length': 10})
+  # The restarted process's first row has more keys (counters that appeared meanwhile), in
+  # another order: its values must still land under the file's own columns.
+  again = program.make_logger(cfg, 'actor_0')
+  again.write({'learner_steps': 3, 'episode_length': 12, 'actor_steps': 22})
+  from launch import summary
+  rows = summary.read_log(str(tmp_path), 'actor_0')
+  assert rows == [{'actor_steps': 10.0, 'episode_length': 10.0},
+                  {'actor_steps': 22.0, 'episode_length': 12.0}]
