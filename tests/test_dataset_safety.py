@@ -307,8 +307,13 @@ def test_signals_wait_until_the_swap_into_place_is_done():
   """Between moving the old dataset aside and the new one in, --out does not exist: a SIGINT
   or SIGTERM there is held until both renames are done."""
   done = []
-  with pytest.raises(KeyboardInterrupt):
-    with dataset._signals_deferred():   # pylint: disable=protected-access
-      signal.raise_signal(signal.SIGINT)
-      done.append('both renames')
+  # Python's own SIGINT handler (a module imported earlier in the session may have replaced it).
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      with dataset._signals_deferred():   # pylint: disable=protected-access
+        signal.raise_signal(signal.SIGINT)
+        done.append('both renames')
+  finally:
+    signal.signal(signal.SIGINT, previous)
   assert done == ['both renames']
