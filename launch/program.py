@@ -15,6 +15,7 @@ import reverb
 from acme import specs, wrappers
 from acme.jax import variable_utils
 from acme.utils import counting, loggers
+from acme.utils.loggers import tf_summary
 
 import envs
 from agents import acting, adders, learning
@@ -54,10 +55,19 @@ class AppendingCSVLogger(loggers.CSVLogger):
     super().write(data)
 
 
+# Node label -> the counter that is its x axis in TensorBoard.
+_TB_STEPS = {'learner': 'learner_steps', 'precedence': 'precedence_steps'}
+
+
 def make_logger(cfg: RunConfig, label: str, time_delta: float = 0.0) -> loggers.Logger:
+  """CSV (every row) and TensorBoard event files (at most one row a second per node, so
+  actors with short episodes do not pay for it) under RUN_DIR/logs/<label>/."""
   logger = AppendingCSVLogger(cfg.run_dir, label=label, add_uid=False,
                               time_delta=time_delta, flush_every=1)
-  return loggers.NoneFilter(logger)
+  tensorboard = tf_summary.TFSummaryLogger(os.path.join(cfg.run_dir, 'logs', label), label=label,
+                                        steps_key=_TB_STEPS.get(label, 'actor_steps'))
+  return loggers.NoneFilter(loggers.Dispatcher(
+      [logger, loggers.TimeFilter(tensorboard, max(1.0, time_delta))]))
 
 
 def make_tables(cfg: RunConfig) -> List[reverb.Table]:

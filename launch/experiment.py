@@ -1,0 +1,200 @@
+r"""Runs a named experiment (`launch.experiments`) end to end, resumably, and writes its page.
+
+    python -m launch.experiment sokoban --scale small --seeds 3          # results/sokoban/
+    python -m launch.experiment sokoban --scale small --seeds 3 --max_steps 300000   # shorter
+    python -m launch.experiment sokoban --list                           # the steps, no run
+
+Each step runs as its own process (`python -m ...`), output in OUT/logs/<step>.log. A step whose
+`done` file exists is skipped; a training run that was stopped is continued with --resume. So
+after Ctrl-C, a crash or the end of a session, the same command goes on where it stopped.
+At the end (and with --report_only) the runs are aggregated over seeds into OUT/table.json,
+OUT/table.md and OUT/curves_steps.png / curves_wall.png.
+"""
+import argparse
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List
+
+from launch import experiments as registry
+from launch import run_state
+
+
+def _fmt_duration(seconds: float) -> str:
+  seconds = max(0, int(seconds))
+  return f'{seconds // 3600}h{(seconds % 3600) // 60:02d}m' if seconds >= 3600 else \
+      f'{seconds // 60}m{seconds % 60:02d}s'
+
+
+def step_done(step: registry.Step, out: str, max_steps_override=None) -> bool:
+  path = os.path.join(out, step.done)
+  if not os.path.exists(path):
+    return False
+  if step.is_training and max_steps_override is not None:
+    # A run finished at a smaller budget goes on (with --resume) to the larger one.
+    reached = (run_state.read_json(path, {}) or {}).get('summary', {}).get('actor_steps', 0)
+    return reached >= max_steps_override
+  return True
+
+
+def run_step(step: registry.Step, out: str, max_steps_override=None) -> int:
+  """Runs one step to completion (or until interrupted); returns its exit code."""
+  argv = registry.resolve(step, out)
+  if max_steps_override is not None and step.is_training:
+    i = argv.index('--max_steps')
+    argv[i + 1] = str(max_steps_override)
+  if step.is_training and run_state.holds_run(os.path.join(out, step.run_dir)):
+    argv.append('--resume')
+  os.makedirs(os.path.join(out, 'logs'), exist_ok=True)
+  log_path = os.path.join(out, 'logs', f'{step.name}.log')
+  with open(log_path, 'ab') as log:
+    log.write(f'\n$ python {" ".join(argv)}\n'.encode())
+    log.flush()
+    proc = subprocess.Popen([sys.executable] + argv, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+      code = proc.wait()
+    except KeyboardInterrupt:
+      # The child got the same Ctrl-C (one process group) and stops gracefully; wait for it.
+      code = proc.wait()
+      raise
+  if code == 0 and step.is_training:
+    summary = run_state.read_json(os.path.join(out, step.run_dir, 'summary.json'), {}) or {}
+    if summary.get('status') == run_state.COMPLETED:
+      run_state.write_json(os.path.join(out, step.done), {'summary': summary})
+  elif code == 0 and not step_done(step, out, max_steps_override):
+    # Steps whose output is a file they create themselves (datasets, checkpoints) are done when
+    # it exists; a zero exit without it is a failure.
+    code = 1
+  return code
+
+
+def run_experiment(exp: registry.Experiment, scale: str, seeds: int, out: str,
+                   max_steps_override=None) -> bool:
+  steps = exp.steps(scale, seeds)
+  todo = [s for s in steps if not step_done(s, out, max_steps_override)]
+  print(f'{exp.name} ({scale}, {seeds} seed{"s" * (seeds != 1)}): {len(steps) - len(todo)}/'
+        f'{len(steps)} steps done, output in {out}', flush=True)
+  measured: Dict[str, float] = {}
+  for k, step in enumerate(todo):
+    est_left = sum(measured.get(s.module, s.est_seconds) for s in todo[k:])
+    print(f'[{len(steps) - len(todo) + k + 1}/{len(steps)}] {step.name} '
+          f'(ETA for what is left: {_fmt_duration(est_left)})', flush=True)
+    start = time.time()
+    code = run_step(step, out, max_steps_override)
+    if code != 0:
+      log = os.path.join(out, 'logs', f'{step.name}.log')
+      print(f'error: step {step.name} failed (exit code {code}); its output: {log}. '
+            'Rerun the same command to retry from there.', file=sys.stderr)
+      return False
+    measured[step.module] = time.time() - start
+  return True
+
+
+def _training_steps(exp, scale, seeds):
+  return [s for s in exp.steps(scale, seeds) if s.is_training]
+
+
+def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
+  """Aggregates the training runs present over seeds into table.json / table.md / figures."""
+  from launch import aggregate
+  groups: Dict[str, List[str]] = {}
+  for step in _training_steps(exp, scale, seeds):
+    run_dir = os.path.join(out, step.run_dir)
+    if os.path.exists(os.path.join(run_dir, 'logs')):
+      groups.setdefault(step.group, []).append(run_dir)
+  rows = []
+  for group, run_dirs in groups.items():
+    row = {'group': group, 'runs': len(run_dirs),
+           'env_steps': [run_state.load_counts(d).get('actor_steps', 0) for d in run_dirs],
+           'wall_time_s': [run_state.total_wall_time(d) for d in run_dirs],
+           'completed': [os.path.exists(os.path.join(d, 'done')) for d in run_dirs]}
+    for metric in exp.table_metrics:
+      values = [aggregate.final_value(d, metric) for d in run_dirs]
+      mean, half = aggregate.mean_ci(values)
+      row[metric] = {'per_seed': values, 'mean': _num(mean), 'ci95': _num(half)}
+    rows.append(row)
+  table = {'experiment': exp.name, 'scale': scale, 'seeds': seeds, 'paper': exp.paper,
+           'rows': rows, 'written_at': time.strftime('%Y-%m-%d %H:%M:%S')}
+  run_state.write_json(os.path.join(out, 'table.json'), table)
+  with open(os.path.join(out, 'table.md'), 'w') as f:
+    f.write(table_markdown(exp, table))
+  if groups:
+    from launch import plot
+    for x, suffix in (('actor_steps', 'steps'), ('wall_time', 'wall')):
+      plot.plot_runs(groups, list(exp.metrics), x, os.path.join(out, f'curves_{suffix}.png'),
+                     title=f'{exp.name} ({scale})', aggregate=True)
+  return table
+
+
+def _num(v):
+  return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def table_markdown(exp: registry.Experiment, table: dict) -> str:
+  lines = [f'# {exp.name}: {exp.description}', '',
+           f'Scale `{table["scale"]}`, {table["seeds"]} seed(s) requested; values are means over '
+           'seeds of the last 100 episodes of each run, with 95% t-intervals.', '',
+           f'Paper: {exp.paper}', '']
+  header = ['group', 'runs (completed)', 'env steps reached', 'wall time'] + list(exp.table_metrics)
+  lines += ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+  for row in table['rows']:
+    cells = [row['group'], f'{row["runs"]} ({sum(row["completed"])})',
+             ', '.join(f'{s:,.0f}' for s in row['env_steps']),
+             ', '.join(_fmt_duration(w) for w in row['wall_time_s'])]
+    for metric in exp.table_metrics:
+      m = row[metric]
+      cells.append('–' if m['mean'] is None else
+                   f'{m["mean"]:.3f}' + ('' if m['ci95'] is None else f' ± {m["ci95"]:.3f}'))
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  lines += ['', 'Curves: `curves_steps.png` (against env steps), `curves_wall.png` (against wall time).', '']
+  return '\n'.join(lines)
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument('name', help=f'experiment: {", ".join(sorted(registry.EXPERIMENTS))}')
+  p.add_argument('--scale', default='small', choices=registry.SCALES)
+  p.add_argument('--seeds', type=int, default=3)
+  p.add_argument('--out', default=None, help='output directory (default: results/NAME)')
+  p.add_argument('--max_steps', type=int, default=None,
+                 help='override the env steps of every training run (a shorter or longer budget)')
+  p.add_argument('--list', action='store_true', help='print the steps and their state, run nothing')
+  p.add_argument('--report_only', action='store_true', help='only aggregate what has run')
+  args = p.parse_args(argv)
+  try:
+    exp = registry.get(args.name)
+    if args.seeds < 1:
+      raise ValueError(f'--seeds must be >= 1, got {args.seeds}')
+    if args.max_steps is not None and args.max_steps < 1:
+      raise ValueError(f'--max_steps must be >= 1, got {args.max_steps}')
+    out = os.path.abspath(args.out or os.path.join('results', exp.name))
+    run_state.check_writable(out)
+  except ValueError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  if args.list:
+    for step in exp.steps(args.scale, args.seeds):
+      state = 'done' if step_done(step, out, args.max_steps) else (
+          'started' if step.is_training and run_state.holds_run(os.path.join(out, step.run_dir))
+          else 'to do')
+      print(f'{state:8s} {step.name:24s} python {" ".join(registry.resolve(step, out))}')
+    return
+  ok = True
+  if not args.report_only:
+    try:
+      ok = run_experiment(exp, args.scale, args.seeds, out, args.max_steps)
+    except KeyboardInterrupt:
+      print('stopped; rerun the same command to continue', file=sys.stderr)
+      ok = False
+  table = report(exp, args.scale, args.seeds, out)
+  print(table_markdown(exp, table))
+  sys.exit(0 if ok else 1)
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,114 @@
+"""The registry of named experiments: which steps each one needs (data, estimators, training
+runs, evaluations), at which scale, and how its table is made.
+
+An experiment is a list of `Step`s. A step is a command (a `python -m ...` module and its flags)
+with a `done` file: the runner (`launch.experiment`) skips a step whose `done` file exists, and
+resumes a training run that holds a run directory, so rerunning the same command continues where
+it stopped. Paths are relative to the experiment's output directory.
+"""
+import dataclasses
+import os
+from typing import Callable, Dict, List, Optional, Tuple
+
+SCALES = ('small', 'paper')
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+  name: str                      # unique within the experiment; also its log file name
+  module: str                    # python -m MODULE
+  args: Tuple[str, ...]          # its flags; '{out}' is replaced by the experiment directory
+  done: str                      # file (relative to the experiment dir) whose presence means done
+  est_seconds: float             # for the ETA before any step has been timed
+  group: str = ''                # training runs: the curve/table group ('IMPALA', 'IMPALA+RAE')
+  seed: Optional[int] = None
+  run_dir: str = ''              # training runs: their run directory (relative)
+
+  @property
+  def is_training(self) -> bool:
+    return self.module == 'launch.train'
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  name: str
+  description: str
+  paper: str                                        # what the paper reports, for the page
+  steps: Callable[[str, int], List[Step]]           # (scale, seeds) -> steps
+  metrics: Tuple[str, ...]                          # curves to draw, actor episode metrics
+  table_metrics: Tuple[str, ...]                    # final values in the table (last 100 episodes)
+  evaluations: Tuple[str, ...] = ()                 # eval JSON files per run (relative to run dir)
+
+
+def _train(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
+           *flags: str) -> Step:
+  run_dir = os.path.join('runs', name)
+  return Step(name=name, module='launch.train',
+              args=('--run_dir', os.path.join('{out}', run_dir), '--seed', str(seed),
+                    '--max_steps', str(max_steps), *flags),
+              done=os.path.join(run_dir, 'done'), est_seconds=est_seconds, group=group, seed=seed,
+              run_dir=run_dir)
+
+
+# --------------------------------------------------------------------------------------------- #
+# Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline
+# --------------------------------------------------------------------------------------------- #
+
+# Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch.
+SOKOBAN_SCALES = {
+    # small: what this 2-core machine does in ~30 min per run (~4k env steps/s, README table).
+    'small': dict(episodes=20_000, pairs=5_000_000, max_steps=6_000_000, actors=2,
+                  envs_per_actor=16, batch=256, run_seconds=1800),
+    # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
+    'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
+                  envs_per_actor=1, batch=256, run_seconds=0),
+}
+SOKOBAN_BETA = 0.9   # Sec. 5.3
+
+
+def sokoban_steps(scale: str, seeds: int) -> List[Step]:
+  s = SOKOBAN_SCALES[scale]
+  steps = [
+      Step('collect_random', 'launch.collect',
+           ('--env', 'sokoban', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
+            '--num_actors', '1', '--resume', '--noprogress'),
+           done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.02),
+      Step('train_psi', 'estimators.train',
+           ('--dataset', '{out}/data/random', '--out', '{out}/psi.ckpt', '--network_preset',
+            'sokoban', '--num_pairs', str(s['pairs']), '--noprogress'),
+           done='psi.ckpt', est_seconds=s['pairs'] / 50_000),
+  ]
+  common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
+            str(s['envs_per_actor']), '--batch_size', str(s['batch']))
+  for seed in range(seeds):
+    steps.append(_train(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
+                        *common, '--mode', 'none'))
+    steps.append(_train(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'], s['run_seconds'],
+                        *common, '--mode', 'rae', '--estimator_checkpoint', '{out}/psi.ckpt',
+                        '--beta', str(SOKOBAN_BETA)))
+  return steps
+
+
+EXPERIMENTS: Dict[str, Experiment] = {
+    'sokoban': Experiment(
+        name='sokoban',
+        description='IMPALA vs IMPALA+RAE on the 1k-level Sokoban set, psi trained offline on '
+                    'random episodes and frozen from step 1 (Sec. 5.3, Fig. 5b)',
+        paper='Fig. 5b: IMPALA+RAE learns faster than IMPALA and consistently solves all levels '
+              'of the 1k set; psi matches the exact ground truth with high accuracy (Fig. 5c).',
+        steps=sokoban_steps,
+        metrics=('episode_return', 'solved', 'boxes_on_target', 'episode_length'),
+        table_metrics=('episode_return', 'solved', 'boxes_on_target'),
+    ),
+}
+
+
+def get(name: str) -> Experiment:
+  if name not in EXPERIMENTS:
+    raise ValueError(f'unknown experiment {name!r}; known: {", ".join(sorted(EXPERIMENTS))}')
+  return EXPERIMENTS[name]
+
+
+def resolve(step: Step, out: str) -> List[str]:
+  """The step's command line (python -m MODULE ARGS), with '{out}' filled in."""
+  return ['-m', step.module] + [a.replace('{out}', out) for a in step.args]

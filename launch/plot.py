@@ -1,0 +1,206 @@
+"""Learning curves of runs as a PNG, one subplot per metric.
+
+    python -m launch.plot runs/turf_rae_s0 runs/turf_rae_s1 --out fig.png
+    python -m launch.plot runs/turf_rae_s* --aggregate --x wall_time --out fig.png
+    python -m launch.plot --group IMPALA=runs/impala_s0,runs/impala_s1 \\
+        --group IMPALA+RAE=runs/rae_s0,runs/rae_s1 --metrics episode_return,ruined_grass --out fig.png
+
+Without --aggregate or --group every run is its own line, labelled by its directory name. With
+--aggregate the runs are one mean line with a shaded 95% band (Student t across runs); each
+--group LABEL=RUN,RUN,... is one such line and band. Curves are those of `launch.aggregate`: an
+even grid of env steps (or wall time), each point the mean over a trailing window of --smooth
+of the x range. The default metrics are those of DEFAULT_METRICS that any run logs; a run that
+does not log a metric (intrinsic_return of a run without RAE) is left out of that subplot.
+"""
+import argparse
+import io
+import math
+import os
+import sys
+import tempfile
+from typing import Dict, List, Optional, Sequence
+
+# Imported under another name: plot_runs' `aggregate` flag would hide the module.
+from launch import aggregate as aggregation
+
+DEFAULT_METRICS = ('episode_return', 'episode_length', 'intrinsic_return', 'ruined_grass',
+                   'rejections', 'solved', 'boxes_on_target', 'psi_accuracy')
+X_LABELS = {'actor_steps': 'env steps', 'wall_time': 'wall time (s)'}
+MAX_COLS = 3
+
+
+def x_label(x_name: str) -> str:
+  return X_LABELS.get(x_name, x_name.replace('_', ' '))
+
+
+def run_labels(run_dirs: Sequence[str]) -> List[str]:
+  """Directory names, or the paths as given where two runs share a name."""
+  names = [os.path.basename(os.path.normpath(d)) for d in run_dirs]
+  return [n if names.count(n) == 1 else d for n, d in zip(names, run_dirs)]
+
+
+def choose_metrics(runs: Sequence[aggregation.RunLogs], metrics: Optional[Sequence[str]]) -> List[str]:
+  logged = set().union(*(aggregation.metric_names(r) for r in runs))
+  if metrics is None:
+    chosen = [m for m in DEFAULT_METRICS if m in logged]
+    if not chosen:
+      raise ValueError(f'the runs log none of the default metrics ({", ".join(DEFAULT_METRICS)})')
+    return chosen
+  unknown = [m for m in metrics if m not in logged]
+  if unknown:
+    raise ValueError(f'no run logs metric {", ".join(map(repr, unknown))}')
+  return list(dict.fromkeys(metrics))  # one subplot per metric, however often it is named
+
+
+def check_out(out_path: str) -> None:
+  """Raises ValueError (one line) when the PNG cannot go to OUT (the write itself is checked too)."""
+  directory = os.path.dirname(os.path.abspath(out_path))
+  if os.path.isdir(out_path):
+    raise ValueError(f'--out {out_path} is a directory')
+  if not os.path.isdir(directory):
+    raise ValueError(f'--out {out_path}: directory {directory} does not exist')
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+  # A temporary file renamed into place: an interrupted or failed write leaves no partial PNG.
+  directory = os.path.dirname(os.path.abspath(path))
+  try:
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix='.png')
+    with os.fdopen(fd, 'wb') as f:
+      f.write(data)
+    os.replace(tmp, path)
+  except OSError as e:
+    raise ValueError(f'cannot write --out {path}: {e.strerror or e}') from None
+
+
+def _draw_metric(ax, runs, groups, metric, x, aggregate_runs, num_points, smooth) -> List[str]:
+  """Draws one subplot; returns the labels of its lines."""
+  labels, x_names = [], set()
+  for group, run_dirs in groups.items():
+    having = [d for d in run_dirs if metric in aggregation.metric_names(runs[d])]
+    if not having:
+      continue
+    if aggregate_runs:
+      agg = aggregation.aggregate_curves([runs[d] for d in having], metric, x, num_points, smooth)
+      line, = ax.plot(agg.xs, agg.mean, label=group, lw=1.5)
+      ax.fill_between(agg.xs, agg.mean - agg.half_width, agg.mean + agg.half_width,
+                      color=line.get_color(), alpha=0.2, lw=0)
+      labels.append(group)
+      x_names.add(agg.x_name)
+      continue
+    for d, name in zip(having, run_labels(having)):
+      xs, ys = aggregation.curve(runs[d], metric, x, num_points, smooth)
+      label = name if len(groups) == 1 else f'{group}: {name}'
+      ax.plot(xs, ys, label=label, lw=1.0)
+      labels.append(label)
+      x_names.add(aggregation.series(runs[d], metric, x).x_name)
+  ax.set_title(metric, fontsize=10)
+  ax.set_xlabel(' / '.join(x_label(n) for n in sorted(x_names)), fontsize=9)
+  ax.tick_params(labelsize=8)
+  ax.grid(alpha=0.3)
+  return labels
+
+
+def plot_runs(groups: Dict[str, List[str]], metrics: Optional[Sequence[str]] = None,
+              x: str = 'actor_steps', out_path: str = 'curves.png', title: Optional[str] = None,
+              aggregate: bool = True, num_points: int = 100,
+              smooth: float = aggregation.DEFAULT_SMOOTH) -> Dict[str, List[str]]:
+  """Draws the groups' runs (one mean + 95% band per group, or with aggregate=False one line per
+  run) in one subplot per metric, writes the PNG to out_path, and returns {metric: labels of the
+  lines drawn}. Raises ValueError (one line) on bad input; nothing is written then."""
+  if x not in aggregation.X_AXES:
+    raise ValueError(f'unknown --x {x!r} (expected one of {", ".join(aggregation.X_AXES)})')
+  if not groups or not all(groups.values()):
+    raise ValueError('no runs to plot')
+  check_out(out_path)
+  runs = {d: aggregation.load(d) for ds in groups.values() for d in ds}
+  metrics = choose_metrics(list(runs.values()), metrics)
+  # Imported once the input is checked, so that refusals come at once; the Agg canvas of a bare
+  # Figure, not pyplot, so that a caller's matplotlib backend and state are left alone.
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  from matplotlib.figure import Figure
+  ncols = min(MAX_COLS, len(metrics))
+  nrows = math.ceil(len(metrics) / ncols)
+  fig = Figure(figsize=(4 * ncols, 3 * nrows), dpi=100)
+  FigureCanvasAgg(fig)
+  axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+  drawn = {m: _draw_metric(ax, runs, groups, m, x, aggregate, num_points, smooth)
+           for m, ax in zip(metrics, axes)}
+  for ax in axes[len(metrics):]:
+    ax.set_visible(False)
+  # The legend goes where most lines are: a metric some groups do not log has fewer.
+  axes[max(range(len(metrics)), key=lambda i: len(drawn[metrics[i]]))].legend(fontsize=7)
+  if title:
+    fig.suptitle(title, fontsize=11)
+  fig.tight_layout()
+  buf = io.BytesIO()
+  fig.savefig(buf, format='png', dpi=100)
+  _write_atomically(out_path, buf.getvalue())
+  return drawn
+
+
+class _Parser(argparse.ArgumentParser):
+  """Usage errors as one line (exit 2), like the project's other CLIs."""
+
+  def error(self, message):
+    print(f'error: {message}', file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_group(spec: str) -> tuple:
+  """'LABEL=RUN,RUN' -> ('LABEL', ['RUN', 'RUN'])."""
+  label, sep, dirs = spec.partition('=')
+  run_dirs = [d for d in dirs.split(',') if d]
+  if not sep or not label or not run_dirs:
+    raise ValueError(f'--group {spec!r} is not LABEL=RUN_DIR[,RUN_DIR...]')
+  return label, run_dirs
+
+
+def groups_from_args(args) -> Dict[str, List[str]]:
+  if args.group and args.run_dirs:
+    raise ValueError('give run directories or --group, not both')
+  if args.group:
+    groups = {}
+    for label, run_dirs in map(parse_group, args.group):
+      if label in groups:
+        raise ValueError(f'--group label {label!r} given twice')
+      groups[label] = run_dirs
+    return groups
+  if not args.run_dirs:
+    raise ValueError('no run directories given')
+  if args.aggregate:
+    return {f'mean of {len(args.run_dirs)} runs': args.run_dirs}
+  return {'runs': args.run_dirs}
+
+
+def main(argv=None) -> int:
+  parser = _Parser(prog='python -m launch.plot', description=__doc__.split('\n')[0])
+  parser.add_argument('run_dirs', nargs='*', metavar='RUN_DIR')
+  parser.add_argument('--out', required=True, help='PNG to write')
+  parser.add_argument('--metrics', help='comma-separated metrics (default: those of '
+                      f'{",".join(DEFAULT_METRICS)} that the runs log)')
+  parser.add_argument('--x', default='actor_steps', choices=aggregation.X_AXES)
+  parser.add_argument('--aggregate', action='store_true',
+                      help='one mean line with a 95%% band over all the runs')
+  parser.add_argument('--group', action='append', default=[], metavar='LABEL=RUN_DIR,...',
+                      help='one mean line with a 95%% band per group (repeatable)')
+  parser.add_argument('--smooth', type=float, default=aggregation.DEFAULT_SMOOTH,
+                      help='trailing window of each point, as a fraction of the x range')
+  parser.add_argument('--title')
+  args = parser.parse_args(argv)
+  try:
+    groups = groups_from_args(args)
+    metrics = [m for m in args.metrics.split(',') if m] if args.metrics else None
+    if metrics == []:
+      raise ValueError('--metrics names no metric')
+    plot_runs(groups, metrics, args.x, args.out, title=args.title,
+              aggregate=args.aggregate or bool(args.group), smooth=args.smooth)
+  except ValueError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  print(f'wrote {args.out}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
