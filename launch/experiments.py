@@ -10,7 +10,7 @@ import dataclasses
 import os
 from typing import Callable, Dict, List, Optional, Tuple
 
-SCALES = ('small', 'paper')
+SCALES = ('tiny', 'small', 'paper')   # tiny: a smoke test of every step (tests, a first try)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +56,8 @@ def _train(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
 
 # Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch.
 SOKOBAN_SCALES = {
+    'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
+                 batch=16, run_seconds=90),
     # small: what this 2-core machine does in ~30 min per run (~4k env steps/s, README table).
     'small': dict(episodes=20_000, pairs=5_000_000, max_steps=6_000_000, actors=2,
                   envs_per_actor=16, batch=256, run_seconds=1800),

@@ -1,0 +1,111 @@
+"""The experiment runner: its registry, skip/resume rules, failures, and the report it writes
+from run logs (hand-made logs here; the slow test runs the smallest configuration for real)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launch import experiment as runner
+from launch import experiments as registry
+from launch import run_state
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+
+
+def _cli(*args):
+  return subprocess.run([sys.executable, '-m', 'launch.experiment', *args], cwd=ROOT,
+                        capture_output=True, text=True, timeout=120)
+
+
+def test_list_shows_every_step_and_runs_nothing(tmp_path):
+  r = _cli('sokoban', '--seeds', '2', '--out', str(tmp_path), '--list')
+  assert r.returncode == 0, r.stderr
+  lines = r.stdout.strip().splitlines()
+  assert [l[9:].split()[0] for l in lines] == ['collect_random', 'train_psi', 'impala-s0',
+                                           'impala_rae-s0', 'impala-s1', 'impala_rae-s1']
+  assert all(l.startswith('to do') for l in lines)
+  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[3]
+  assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('args,message', [
+    (('nope',), "unknown experiment 'nope'"),
+    (('sokoban', '--seeds', '0'), '--seeds must be >= 1'),
+    (('sokoban', '--max_steps', '-5'), '--max_steps must be >= 1'),
+])
+def test_bad_input_is_one_line(tmp_path, args, message):
+  r = _cli(*args, '--out', str(tmp_path / 'x'), '--list')
+  assert r.returncode == 2, r.stderr
+  last = r.stderr.strip().splitlines()[-1]
+  assert last.startswith(f'error: {message}') and 'Traceback' not in r.stderr, r.stderr
+
+
+def test_done_steps_are_skipped_and_longer_budgets_resume(tmp_path):
+  step = registry.sokoban_steps('tiny', 1)[2]
+  assert step.is_training and not runner.step_done(step, str(tmp_path))
+  os.makedirs(tmp_path / step.run_dir)
+  run_state.write_json(str(tmp_path / step.done), {'summary': {'actor_steps': 20_400}})
+  assert runner.step_done(step, str(tmp_path))
+  assert runner.step_done(step, str(tmp_path), max_steps_override=20_000)
+  assert not runner.step_done(step, str(tmp_path), max_steps_override=50_000)
+
+
+def test_a_failing_step_stops_the_experiment_naming_it(tmp_path, capsys):
+  failing = registry.Step('broken', 'json.tool', ('{out}/missing.json',), done='never',
+                          est_seconds=1)
+  after = registry.Step('after', 'json.tool', ('--help',), done='never', est_seconds=1)
+  exp = registry.Experiment('t', 'test', 'none', lambda scale, seeds: [failing, after], (), ())
+  assert runner.run_experiment(exp, 'tiny', 1, str(tmp_path)) is False
+  err = capsys.readouterr().err.strip().splitlines()[-1]
+  assert err.startswith('error: step broken failed (exit code 2)')
+  assert not (tmp_path / 'logs' / 'after.log').exists()
+
+
+def _fake_run(run_dir, returns, solved):
+  os.makedirs(os.path.join(run_dir, 'logs', 'actor_0'))
+  with open(os.path.join(run_dir, 'logs', 'actor_0', 'logs.csv'), 'w') as f:
+    f.write('actor_steps,episode_return,solved,boxes_on_target,episode_length,unix_time\n')
+    for i, (r, s) in enumerate(zip(returns, solved)):
+      f.write(f'{(i + 1) * 100},{r},{s},{s},50,{1000 + i}\n')
+  run_state.write_json(os.path.join(run_dir, 'run_state.json'),
+                       {'segments': [{'start': 999, 'end': 1000 + len(returns), 'status': 'completed'}]})
+  run_state.save_counts(run_dir, {'actor_steps': 100 * len(returns)})
+
+
+def test_report_aggregates_seeds_with_intervals(tmp_path):
+  out = str(tmp_path)
+  steps = registry.sokoban_steps('tiny', 3)
+  finals = {'IMPALA': [1.0, 2.0, 3.0], 'IMPALA+RAE': [4.0, 4.0, 7.0]}
+  for step in steps:
+    if step.is_training:
+      value = finals[step.group][step.seed]
+      _fake_run(os.path.join(out, step.run_dir), [value] * 120, [1] * 120)
+  table = runner.report(registry.get('sokoban'), 'tiny', 3, out)
+  rows = {r['group']: r for r in table['rows']}
+  assert rows['IMPALA']['episode_return']['mean'] == pytest.approx(2.0)
+  assert rows['IMPALA']['episode_return']['ci95'] == pytest.approx(4.302653 / 3 ** 0.5, rel=1e-5)
+  assert rows['IMPALA+RAE']['episode_return']['mean'] == pytest.approx(5.0)
+  assert rows['IMPALA']['env_steps'] == [12_000] * 3
+  md = (tmp_path / 'table.md').read_text()
+  assert '| IMPALA | 3 (0) |' in md and '2.000 ± 2.484' in md
+  assert json.loads((tmp_path / 'table.json').read_text())['rows'] == table['rows']
+  for name in ('curves_steps.png', 'curves_wall.png'):
+    assert (tmp_path / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.mark.slow
+def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
+  r = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
+                      '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
+                     text=True, timeout=1500)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  table = json.loads((tmp_path / 'table.json').read_text())
+  assert {row['group'] for row in table['rows']} == {'IMPALA', 'IMPALA+RAE'}
+  assert all(all(row['completed']) for row in table['rows'])
+  # Rerunning skips everything.
+  again = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
+                          '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+  assert again.returncode == 0 and '4/4 steps done' in again.stdout
