@@ -57,15 +57,18 @@ def _train(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
 # Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch.
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
-                 batch=16, run_seconds=90),
+                 batch=16, run_seconds=90, eval_transitions=100),
     # small: what this 2-core machine does in ~30 min per run (~4k env steps/s, README table).
     'small': dict(episodes=20_000, pairs=5_000_000, max_steps=6_000_000, actors=2,
-                  envs_per_actor=16, batch=256, run_seconds=1800),
+                  envs_per_actor=16, batch=256, run_seconds=1800, eval_transitions=2000),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
-                  envs_per_actor=1, batch=256, run_seconds=0),
+                  envs_per_actor=1, batch=256, run_seconds=0, eval_transitions=10_000),
 }
 SOKOBAN_BETA = 0.9   # Sec. 5.3
+# Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
+BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'shared',
+                                              'data', 'boxoban', 'unfiltered_test_000.txt'))
 
 
 def sokoban_steps(scale: str, seeds: int) -> List[Step]:
@@ -80,6 +83,15 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
             'sokoban', '--num_pairs', str(s['pairs']), '--noprogress'),
            done='psi.ckpt', est_seconds=s['pairs'] / 50_000),
   ]
+  # psi against the exact oracle, on random transitions from the training levels and from
+  # Boxoban levels it never saw (Sec. 5.3: "high accuracy").
+  for name, levels in (('train_levels', 'default'), ('boxoban', BOXOBAN_LEVELS)):
+    steps.append(Step(
+        f'eval_psi_{name}', 'estimators.evaluate',
+        ('--checkpoint', '{out}/psi.ckpt', '--env', 'sokoban', '--env_option', f'levels={levels}',
+         '--transitions', str(s['eval_transitions']), '--beta', str(SOKOBAN_BETA),
+         '--out', f'{{out}}/psi_eval/{name}'),
+        done=f'psi_eval/{name}/report.json', est_seconds=s['eval_transitions'] * 0.1))
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']), '--batch_size', str(s['batch']))
   for seed in range(seeds):

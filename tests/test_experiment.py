@@ -23,10 +23,11 @@ def test_list_shows_every_step_and_runs_nothing(tmp_path):
   r = _cli('sokoban', '--seeds', '2', '--out', str(tmp_path), '--list')
   assert r.returncode == 0, r.stderr
   lines = r.stdout.strip().splitlines()
-  assert [l[9:].split()[0] for l in lines] == ['collect_random', 'train_psi', 'impala-s0',
-                                           'impala_rae-s0', 'impala-s1', 'impala_rae-s1']
+  assert [l[9:].split()[0] for l in lines] == [
+      'collect_random', 'train_psi', 'eval_psi_train_levels', 'eval_psi_boxoban', 'impala-s0',
+      'impala_rae-s0', 'impala-s1', 'impala_rae-s1']
   assert all(l.startswith('to do') for l in lines)
-  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[3]
+  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[5]
   assert os.listdir(tmp_path) == []
 
 
@@ -43,7 +44,7 @@ def test_bad_input_is_one_line(tmp_path, args, message):
 
 
 def test_done_steps_are_skipped_and_longer_budgets_resume(tmp_path):
-  step = registry.sokoban_steps('tiny', 1)[2]
+  step = [s for s in registry.sokoban_steps('tiny', 1) if s.is_training][0]
   assert step.is_training and not runner.step_done(step, str(tmp_path))
   os.makedirs(tmp_path / step.run_dir)
   run_state.write_json(str(tmp_path / step.done), {'summary': {'actor_steps': 20_400}})
@@ -108,4 +109,4 @@ def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
   again = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
                           '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
-  assert again.returncode == 0 and '4/4 steps done' in again.stdout
+  assert again.returncode == 0 and '6/6 steps done' in again.stdout
