@@ -156,6 +156,12 @@ class Coordinator:
                           'checkpoints': checkpoints})
 
 
+def make_optimizer(impala) -> optax.GradientTransformation:
+  """The IMPALA learner's optimiser (its state is checkpointed: evaluation rebuilds it)."""
+  return optax.chain(optax.clip_by_global_norm(impala.max_gradient_norm),
+                     optax.adam(impala.learning_rate, b1=impala.adam_b1, b2=impala.adam_b2))
+
+
 def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   supervisor.write_pid(cfg.run_dir, 'learner')
   spec = environment_spec(cfg)
@@ -165,9 +171,7 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
       server_address=replay.server_address, table=IMPALA_TABLE,
       max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
   iterator = dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator()
-  optimizer = optax.chain(optax.clip_by_global_norm(cfg.impala.max_gradient_norm),
-                          optax.adam(cfg.impala.learning_rate, b1=cfg.impala.adam_b1,
-                                     b2=cfg.impala.adam_b2))
+  optimizer = make_optimizer(cfg.impala)
   learner = learning.IMPALALearner(
       networks, iterator, optimizer, random_key, discount=cfg.impala.discount,
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
