@@ -117,6 +117,10 @@ def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
       values = [aggregate.final_value(d, metric) for d in run_dirs]
       mean, half = aggregate.mean_ci(values)
       row[metric] = {'per_seed': values, 'mean': _num(mean), 'ci95': _num(half)}
+    for column, filename, policy, key in exp.evaluations:
+      values = [_eval_value(os.path.join(d, filename), policy, key) for d in run_dirs]
+      mean, half = aggregate.mean_ci([v for v in values if v is not None] or [float('nan')])
+      row[column] = {'per_seed': values, 'mean': _num(mean), 'ci95': _num(half)}
     rows.append(row)
   table = {'experiment': exp.name, 'scale': scale, 'seeds': seeds, 'paper': exp.paper,
            'rows': rows, 'written_at': time.strftime('%Y-%m-%d %H:%M:%S')}
@@ -131,6 +135,13 @@ def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
   return table
 
 
+def _eval_value(path: str, policy: str, key: str):
+  result = run_state.read_json(path)
+  if not result:
+    return None
+  return result.get('policies', {}).get(policy, {}).get(key)
+
+
 def _num(v):
   return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
@@ -138,15 +149,17 @@ def _num(v):
 def table_markdown(exp: registry.Experiment, table: dict) -> str:
   lines = [f'# {exp.name}: {exp.description}', '',
            f'Scale `{table["scale"]}`, {table["seeds"]} seed(s) requested; values are means over '
-           'seeds of the last 100 episodes of each run, with 95% t-intervals.', '',
+           'seeds (± 95% t-interval) of the last 100 training episodes of each run, and of the '
+           'evaluations of its final policy.', '',
            f'Paper: {exp.paper}', '']
-  header = ['group', 'runs (completed)', 'env steps reached', 'wall time'] + list(exp.table_metrics)
+  columns = list(exp.table_metrics) + [e[0] for e in exp.evaluations]
+  header = ['group', 'runs (completed)', 'env steps reached', 'wall time'] + columns
   lines += ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
   for row in table['rows']:
     cells = [row['group'], f'{row["runs"]} ({sum(row["completed"])})',
              ', '.join(f'{s:,.0f}' for s in row['env_steps']),
              ', '.join(_fmt_duration(w) for w in row['wall_time_s'])]
-    for metric in exp.table_metrics:
+    for metric in columns:
       m = row[metric]
       cells.append('–' if m['mean'] is None else
                    f'{m["mean"]:.3f}' + ('' if m['ci95'] is None else f' ± {m["ci95"]:.3f}'))

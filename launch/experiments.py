@@ -37,7 +37,9 @@ class Experiment:
   steps: Callable[[str, int], List[Step]]           # (scale, seeds) -> steps
   metrics: Tuple[str, ...]                          # curves to draw, actor episode metrics
   table_metrics: Tuple[str, ...]                    # final values in the table (last 100 episodes)
-  evaluations: Tuple[str, ...] = ()                 # eval JSON files per run (relative to run dir)
+  # Table columns read from each run's evaluation JSON (launch.evaluate_policy):
+  # (column, file in the run dir, policy, key of that policy's summary).
+  evaluations: Tuple[Tuple[str, str, str, str], ...] = ()
 
 
 def _train(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
@@ -57,13 +59,16 @@ def _train(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
 # Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch.
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
-                 batch=16, run_seconds=90, eval_transitions=100),
+                 batch=16, run_seconds=90, eval_transitions=100,
+                 eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
     # small: what this 2-core machine does in ~30 min per run (~4k env steps/s, README table).
     'small': dict(episodes=20_000, pairs=5_000_000, max_steps=6_000_000, actors=2,
-                  envs_per_actor=16, batch=256, run_seconds=1800, eval_transitions=2000),
+                  envs_per_actor=16, batch=256, run_seconds=1800, eval_transitions=2000,
+                  eval_levels=1000, eval_boxoban_levels=500, eval_oracle_levels=100),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
-                  envs_per_actor=1, batch=256, run_seconds=0, eval_transitions=10_000),
+                  envs_per_actor=1, batch=256, run_seconds=0, eval_transitions=10_000,
+                  eval_levels=1000, eval_boxoban_levels=1000, eval_oracle_levels=1000),
 }
 SOKOBAN_BETA = 0.9   # Sec. 5.3
 # Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
@@ -92,14 +97,34 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
          '--transitions', str(s['eval_transitions']), '--beta', str(SOKOBAN_BETA),
          '--out', f'{{out}}/psi_eval/{name}'),
         done=f'psi_eval/{name}/report.json', est_seconds=s['eval_transitions'] * 0.1))
+  steps.append(Step('psi_trace', 'estimators.psi_trace',
+                    ('--checkpoint', '{out}/psi.ckpt', '--level', '0', '--beta', str(SOKOBAN_BETA),
+                     '--out', '{out}/psi_trace.png', '--json', '{out}/psi_eval/trace.json'),
+                    done='psi_eval/trace.json', est_seconds=60))
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']), '--batch_size', str(s['batch']))
+  runs = []
   for seed in range(seeds):
-    steps.append(_train(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
-                        *common, '--mode', 'none'))
-    steps.append(_train(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'], s['run_seconds'],
-                        *common, '--mode', 'rae', '--estimator_checkpoint', '{out}/psi.ckpt',
-                        '--beta', str(SOKOBAN_BETA)))
+    runs.append(_train(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
+                       *common, '--mode', 'none'))
+    runs.append(_train(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'], s['run_seconds'],
+                       *common, '--mode', 'rae', '--estimator_checkpoint', '{out}/psi.ckpt',
+                       '--beta', str(SOKOBAN_BETA)))
+  steps += runs
+  # The final policies, greedy and sampled, on the 1k training levels, on Boxoban levels they
+  # never saw, and (oracle-counted irreversible actions, expensive) on the first levels.
+  for run in runs:
+    for name, levels, n, extra in (
+        ('eval_train', 'default', s['eval_levels'], ()),
+        ('eval_boxoban', BOXOBAN_LEVELS, s['eval_boxoban_levels'], ()),
+        ('eval_irreversible', 'default', s['eval_oracle_levels'],
+         ('--count_irreversible', '--max_expansions', '2000'))):
+      steps.append(Step(
+          f'{run.name}-{name}', 'launch.evaluate_policy',
+          ('--run_dir', os.path.join('{out}', run.run_dir), '--levels', levels, '--num_levels',
+           str(n), '--policy', 'both', *extra, '--out', os.path.join('{out}', run.run_dir, f'{name}.json')),
+          done=os.path.join(run.run_dir, f'{name}.json'), est_seconds=n * (1.5 if extra else 0.05),
+          group=run.group, seed=run.seed))
   return steps
 
 
@@ -113,6 +138,16 @@ EXPERIMENTS: Dict[str, Experiment] = {
         steps=sokoban_steps,
         metrics=('episode_return', 'solved', 'boxes_on_target', 'episode_length'),
         table_metrics=('episode_return', 'solved', 'boxes_on_target'),
+        evaluations=(
+            ('solved 1k greedy', 'eval_train.json', 'greedy', 'solved_fraction'),
+            ('solved 1k sampled', 'eval_train.json', 'sampled', 'solved_fraction'),
+            ('solved Boxoban greedy', 'eval_boxoban.json', 'greedy', 'solved_fraction'),
+            ('solved Boxoban sampled', 'eval_boxoban.json', 'sampled', 'solved_fraction'),
+            ('irreversible/episode greedy', 'eval_irreversible.json', 'greedy',
+             'mean_irreversible_excl_solving'),
+            ('irreversible/episode sampled', 'eval_irreversible.json', 'sampled',
+             'mean_irreversible_excl_solving'),
+        ),
     ),
 }
 

@@ -23,11 +23,13 @@ def test_list_shows_every_step_and_runs_nothing(tmp_path):
   r = _cli('sokoban', '--seeds', '2', '--out', str(tmp_path), '--list')
   assert r.returncode == 0, r.stderr
   lines = r.stdout.strip().splitlines()
-  assert [l[9:].split()[0] for l in lines] == [
-      'collect_random', 'train_psi', 'eval_psi_train_levels', 'eval_psi_boxoban', 'impala-s0',
-      'impala_rae-s0', 'impala-s1', 'impala_rae-s1']
+  names = [l[9:].split()[0] for l in lines]
+  runs = ['impala-s0', 'impala_rae-s0', 'impala-s1', 'impala_rae-s1']
+  assert names == ['collect_random', 'train_psi', 'eval_psi_train_levels', 'eval_psi_boxoban',
+                   'psi_trace'] + runs + [f'{r}-{e}' for r in runs for e in (
+                       'eval_train', 'eval_boxoban', 'eval_irreversible')]
   assert all(l.startswith('to do') for l in lines)
-  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[5]
+  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[6]
   assert os.listdir(tmp_path) == []
 
 
@@ -109,4 +111,4 @@ def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
   again = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
                           '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
-  assert again.returncode == 0 and '6/6 steps done' in again.stdout
+  assert again.returncode == 0 and '13/13 steps done' in again.stdout
