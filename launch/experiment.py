@@ -114,7 +114,7 @@ def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
            'wall_time_s': [run_state.total_wall_time(d) for d in run_dirs],
            'completed': [os.path.exists(os.path.join(d, 'done')) for d in run_dirs]}
     for metric in exp.table_metrics:
-      values = [aggregate.final_value(d, metric) for d in run_dirs]
+      values = [_final_value(aggregate, d, metric, exp.table_last_n) for d in run_dirs]
       mean, half = aggregate.mean_ci(values)
       row[metric] = {'per_seed': values, 'mean': _num(mean), 'ci95': _num(half)}
     for column, filename, policy, key in exp.evaluations:
@@ -133,6 +133,13 @@ def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
       plot.plot_runs(groups, list(exp.metrics), x, os.path.join(out, f'curves_{suffix}.png'),
                      title=f'{exp.name} ({scale})', aggregate=True)
   return table
+
+
+def _final_value(aggregate, run_dir: str, metric: str, last_n: int) -> float:
+  try:
+    return aggregate.final_value(run_dir, metric, last_n)
+  except ValueError:  # the run does not log this metric (e.g. rejections without RAC)
+    return float('nan')
 
 
 def _eval_value(path: str, policy: str, key: str):
@@ -165,6 +172,8 @@ def table_markdown(exp: registry.Experiment, table: dict) -> str:
                    f'{m["mean"]:.3f}' + ('' if m['ci95'] is None else f' ± {m["ci95"]:.3f}'))
     lines.append('| ' + ' | '.join(cells) + ' |')
   lines += ['', 'Curves: `curves_steps.png` (against env steps), `curves_wall.png` (against wall time).', '']
+  if exp.extra_markdown is not None:
+    lines += [exp.extra_markdown(table)]
   return '\n'.join(lines)
 
 

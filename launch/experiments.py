@@ -40,6 +40,8 @@ class Experiment:
   # Table columns read from each run's evaluation JSON (launch.evaluate_policy):
   # (column, file in the run dir, policy, key of that policy's summary).
   evaluations: Tuple[Tuple[str, str, str, str], ...] = ()
+  table_last_n: int = 100             # training episodes per run in the table (fixed policies: all)
+  extra_markdown: Optional[Callable[[dict], str]] = None   # e.g. the paper's grid layout
 
 
 def _train(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
@@ -128,6 +130,73 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   return steps
 
 
+# --------------------------------------------------------------------------------------------- #
+# Windy cliff-walk, Tables 1-2 (App. D): random policy, and random policy + RAC
+# --------------------------------------------------------------------------------------------- #
+
+CLIFF_WINDS = (0.0, 0.1, 0.2, 0.3, 0.4)
+CLIFF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4)
+CLIFF_SCALES = {
+    'tiny': dict(episodes=100, pairs=20_000, transitions=2_000, max_steps=3_000, winds=(0.0, 0.2),
+                 betas=(0.0, 0.3), run_seconds=40),
+    # small: ~240+ episodes per cell (RAC episodes last up to the 250-step limit).
+    'small': dict(episodes=2_000, pairs=1_000_000, transitions=100_000, max_steps=60_000,
+                  winds=CLIFF_WINDS, betas=CLIFF_BETAS, run_seconds=45),
+    # paper: 5,000 episodes per cell.
+    'paper': dict(episodes=20_000, pairs=3_000_000, transitions=100_000, max_steps=1_250_000,
+                  winds=CLIFF_WINDS, betas=CLIFF_BETAS, run_seconds=300),
+}
+# Tables 1 and 2 of the paper: mean return (steps alive, at most 250) per wind p and threshold.
+CLIFF_PAPER_RANDOM = {0.0: 57.5, 0.1: 29.8, 0.2: 18.6, 0.3: 13.4, 0.4: 10.5}  # beta column 0
+CLIFF_PAPER_RAC = {
+    0.0: (59.1, 250.0, 250.0, 250.0, 250.0), 0.1: (29.2, 56.0, 56.3, 80.2, 248.5),
+    0.2: (18.7, 26.7, 29.2, 85.8, 238.6), 0.3: (13.2, 16.8, 19.6, 77.6, 250.0),
+    0.4: (10.4, 12.5, 24.9, 152.2, 250.0)}
+
+
+def cliff_steps(scale: str, seeds: int) -> List[Step]:
+  s = CLIFF_SCALES[scale]
+  steps = []
+  for p in s['winds']:
+    tag = f'p{p:g}'
+    option = ('--env_option', f'wind={p:g}')
+    steps.append(Step(f'collect_{tag}', 'launch.collect',
+                      ('--env', 'cliff', *option, '--episodes', str(s['episodes']),
+                       '--out', f'{{out}}/data/{tag}', '--resume', '--noprogress'),
+                      done=f'data/{tag}/noturningback.json', est_seconds=s['episodes'] * 0.02))
+    steps.append(Step(f'estimators_{tag}', 'estimators.train',
+                      ('--dataset', f'{{out}}/data/{tag}', '--out', f'{{out}}/estimators/{tag}.ckpt',
+                       '--num_pairs', str(s['pairs']), '--phi', '--phi_transitions',
+                       str(s['transitions']), '--noprogress'),
+                      done=f'estimators/{tag}.ckpt', est_seconds=60))
+    for seed in range(seeds):
+      common = ('--env', 'cliff', *option, '--agent', 'random', '--num_actors', '1')
+      steps.append(_train(f'random-{tag}-s{seed}', f'random p={p:g}', seed, s['max_steps'],
+                          s['run_seconds'], *common, '--mode', 'none'))
+      for beta in s['betas']:
+        steps.append(_train(f'rac-{tag}-b{beta:g}-s{seed}', f'RAC p={p:g} beta={beta:g}', seed,
+                            s['max_steps'], s['run_seconds'], *common, '--mode', 'rac',
+                            '--beta', f'{beta:g}', '--estimator_checkpoint',
+                            f'{{out}}/estimators/{tag}.ckpt'))
+  return steps
+
+
+def cliff_grid_markdown(table: dict) -> str:
+  """Tables 1-2 laid out as in the paper: ours (paper) per wind p and threshold beta."""
+  rows = {r['group']: r for r in table['rows']}
+  value = lambda g: rows.get(g, {}).get('episode_return', {}).get('mean')  # noqa: E731
+  fmt = lambda v: '–' if v is None else f'{v:.1f}'  # noqa: E731
+  lines = ['## Tables 1-2: mean return, ours (paper)', '',
+           '| p | random | ' + ' | '.join(f'RAC beta={b:g}' for b in CLIFF_BETAS) + ' |',
+           '|---|---|' + '---|' * len(CLIFF_BETAS)]
+  for p in CLIFF_WINDS:
+    cells = [f'{p:g}', f'{fmt(value(f"random p={p:g}"))} ({CLIFF_PAPER_RANDOM[p]})']
+    cells += [f'{fmt(value(f"RAC p={p:g} beta={b:g}"))} ({CLIFF_PAPER_RAC[p][i]})'
+              for i, b in enumerate(CLIFF_BETAS)]
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
 EXPERIMENTS: Dict[str, Experiment] = {
     'sokoban': Experiment(
         name='sokoban',
@@ -148,6 +217,20 @@ EXPERIMENTS: Dict[str, Experiment] = {
             ('irreversible/episode sampled', 'eval_irreversible.json', 'sampled',
              'mean_irreversible_excl_solving'),
         ),
+    ),
+    'cliff': Experiment(
+        name='cliff',
+        description='random policy and random policy + RAC in the windy cliff-walk, wind p x '
+                    'threshold beta, estimators trained offline on random trajectories per p '
+                    '(App. D, Tables 1-2)',
+        paper='Table 1: a random policy scores 57.5 (p=0) down to 10.5 (p=0.4); Table 2: with '
+              'RAC and beta >= 0.1 it stays alive the whole 250 steps at p=0, and at beta=0.4 '
+              'for every p (238.6-250).',
+        steps=cliff_steps,
+        metrics=('episode_return', 'rejections'),
+        table_metrics=('episode_return', 'rejections'),
+        table_last_n=10**9,
+        extra_markdown=cliff_grid_markdown,
     ),
 }
 

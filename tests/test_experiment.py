@@ -112,3 +112,26 @@ def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
                           '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
   assert again.returncode == 0 and '13/13 steps done' in again.stdout
+
+
+def test_cliff_lays_out_the_papers_grid(tmp_path):
+  steps = registry.cliff_steps('small', 1)
+  assert len(steps) == 5 * (2 + 1 + 5)
+  rac = [s for s in steps if s.group == 'RAC p=0.2 beta=0.3']
+  assert len(rac) == 1 and '--estimator_checkpoint' in rac[0].args
+  table = {'rows': [{'group': 'random p=0.2', 'episode_return': {'mean': 18.04}},
+                    {'group': 'RAC p=0.2 beta=0.3', 'episode_return': {'mean': 91.26}}]}
+  md = registry.cliff_grid_markdown(table)
+  row = [l for l in md.splitlines() if l.startswith('| 0.2 |')][0]
+  assert row.startswith('| 0.2 | 18.0 (18.6) | – (18.7) | – (26.7) | – (29.2) | 91.3 (85.8) |'), row
+
+
+@pytest.mark.slow
+def test_cliff_smallest_configuration_runs_end_to_end(tmp_path):
+  r = subprocess.run([sys.executable, '-m', 'launch.experiment', 'cliff', '--scale', 'tiny',
+                      '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
+                     text=True, timeout=1500)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  table = json.loads((tmp_path / 'table.json').read_text())
+  assert len(table['rows']) == 2 * 3  # 2 winds x (random + 2 thresholds)
+  assert '## Tables 1-2' in (tmp_path / 'table.md').read_text()
