@@ -3,7 +3,6 @@ network preset that does not fit the dataset, NaN/inf observations, outputs that
 written or would overwrite the input. Each refusal is one line on stderr, exit code 2, and
 leaves what is on disk as it was."""
 import os
-import shutil
 import subprocess
 import sys
 
@@ -44,32 +43,6 @@ def _state(path):
   return path.read_bytes(), os.stat(path).st_mtime_ns
 
 
-def _can_create_in(path) -> bool:
-  try:
-    os.mkdir(os.path.join(path, 'probe'))
-  except OSError:
-    return False
-  os.rmdir(os.path.join(path, 'probe'))
-  return True
-
-
-@pytest.fixture
-def read_only_dir(tmp_path):
-  """A directory nothing can be created in. Root ignores permission bits, so there it is made
-  immutable (chattr +i) instead; skipped where neither works."""
-  path = tmp_path / 'read_only'
-  path.mkdir()
-  path.chmod(0o555)
-  immutable = False
-  if _can_create_in(path) and shutil.which('chattr'):
-    immutable = subprocess.run(['chattr', '+i', str(path)], capture_output=True).returncode == 0
-  if _can_create_in(path):
-    path.chmod(0o755)
-    pytest.skip('cannot make a read-only directory here (root, no chattr +i)')
-  yield path
-  if immutable:
-    subprocess.run(['chattr', '-i', str(path)], check=True)
-  path.chmod(0o755)
 
 
 @pytest.fixture(scope='module')
