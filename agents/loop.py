@@ -169,6 +169,10 @@ class BatchedEnvironmentLoop:
       with signals.runtime_terminator():
         while True:
           time.sleep(1.0)
+          # Acme's counter sends local counts to the counter node only from a call made after
+          # its sync period: without this the last episodes' steps would never arrive, and the
+          # coordinator would wait for them forever.
+          self._counter.get_counts()
     return steps_taken
 
   def _count_shield(self, episodes: List[_Episode], out):

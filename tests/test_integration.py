@@ -75,3 +75,16 @@ def test_rae_program_end_to_end(tmp_path):
   # No node process of this run is left.
   session = int((run_dir / 'launcher_session.txt').read_text())
   assert launcher.leftover_processes(session) == []
+
+
+def test_one_actor_run_ends_at_its_budget(tmp_path):
+  """With one actor and no learner, the actor's last counts reach the counter node only through
+  its idle loop once it stops at the budget: the run must end by itself (it once waited forever)."""
+  run_dir = tmp_path / 'run'
+  cmd = [sys.executable, '-m', 'launch.train', '--env', 'cliff', '--agent', 'random', '--mode',
+         'none', '--num_actors', '1', '--max_steps', '3000', '--run_dir', str(run_dir)]
+  proc = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  final = json.loads((run_dir / 'final_state.json').read_text())
+  assert final['status'] == 'completed' and final['counts']['actor_steps'] >= 3000, final
