@@ -126,7 +126,7 @@ def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
            'rows': rows, 'written_at': time.strftime('%Y-%m-%d %H:%M:%S')}
   run_state.write_json(os.path.join(out, 'table.json'), table)
   with open(os.path.join(out, 'table.md'), 'w') as f:
-    f.write(table_markdown(exp, table))
+    f.write(table_markdown(exp, table, out))
   if groups:
     from launch import plot
     for x, suffix in (('actor_steps', 'steps'), ('wall_time', 'wall')):
@@ -153,7 +153,7 @@ def _num(v):
   return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def table_markdown(exp: registry.Experiment, table: dict) -> str:
+def table_markdown(exp: registry.Experiment, table: dict, out: str = '') -> str:
   lines = [f'# {exp.name}: {exp.description}', '',
            f'Scale `{table["scale"]}`, {table["seeds"]} seed(s) requested; values are means over '
            'seeds (± 95% t-interval) of the last 100 training episodes of each run, and of the '
@@ -173,7 +173,7 @@ def table_markdown(exp: registry.Experiment, table: dict) -> str:
     lines.append('| ' + ' | '.join(cells) + ' |')
   lines += ['', 'Curves: `curves_steps.png` (against env steps), `curves_wall.png` (against wall time).', '']
   if exp.extra_markdown is not None:
-    lines += [exp.extra_markdown(table)]
+    lines += [exp.extra_markdown(table, out)]
   return '\n'.join(lines)
 
 
@@ -214,7 +214,7 @@ def main(argv=None):
       print('stopped; rerun the same command to continue', file=sys.stderr)
       ok = False
   table = report(exp, args.scale, args.seeds, out)
-  print(table_markdown(exp, table))
+  print(table_markdown(exp, table, out))
   sys.exit(0 if ok else 1)
 
 

@@ -41,7 +41,8 @@ class Experiment:
   # (column, file in the run dir, policy, key of that policy's summary).
   evaluations: Tuple[Tuple[str, str, str, str], ...] = ()
   table_last_n: int = 100             # training episodes per run in the table (fixed policies: all)
-  extra_markdown: Optional[Callable[[dict], str]] = None   # e.g. the paper's grid layout
+  # More of the page from the table and the experiment directory (e.g. the paper's grid layout).
+  extra_markdown: Optional[Callable[[dict, str], str]] = None
 
 
 def _train(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
@@ -181,7 +182,7 @@ def cliff_steps(scale: str, seeds: int) -> List[Step]:
   return steps
 
 
-def cliff_grid_markdown(table: dict) -> str:
+def cliff_grid_markdown(table: dict, out: str = '') -> str:
   """Tables 1-2 laid out as in the paper: ours (paper) per wind p and threshold beta."""
   rows = {r['group']: r for r in table['rows']}
   value = lambda g: rows.get(g, {}).get('episode_return', {}).get('mean')  # noqa: E731
@@ -194,6 +195,37 @@ def cliff_grid_markdown(table: dict) -> str:
     cells += [f'{fmt(value(f"RAC p={p:g} beta={b:g}"))} ({CLIFF_PAPER_RAC[p][i]})'
               for i, b in enumerate(CLIFF_BETAS)]
     lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def sokoban_psi_markdown(table: dict, out: str) -> str:
+  """psi against the exact oracle (held-out Boxoban levels included) and along a solution."""
+  import json
+
+  def read(path):
+    try:
+      with open(os.path.join(out, path)) as f:
+        return json.load(f)
+    except (OSError, ValueError):
+      return None
+  lines = ['## psi against the exact oracle (random transitions, beta = 0.9)', '',
+           '| levels | labelled transitions | irreversible | AUROC | precision at beta | recall at beta |',
+           '|---|---|---|---|---|---|']
+  for name, label in (('train_levels', 'training set (1k)'), ('boxoban', 'Boxoban, never seen')):
+    r = read(f'psi_eval/{name}/report.json')
+    if r is None:
+      lines.append(f'| {label} | – | – | – | – | – |')
+      continue
+    psi = r['psi']
+    lines.append(f"| {label} | {r['evaluated']} | {r['labels']['irreversible']} | "
+                 f"{psi['auroc']:.3f} | {psi['precision']:.3f} | {psi['recall']:.3f} |")
+  trace = read('psi_eval/trace.json')
+  if trace is not None:
+    t = trace['summary']
+    lines += ['', f"Along a solution of level 0 (`psi_trace.png`, Fig. 5c): {t['steps']} steps, "
+              f"{t['irreversible']} irreversible by the oracle, {t['irreversible_above_beta']} of "
+              f"them with psi > beta, {t['psi_above_beta'] - t['irreversible_above_beta']} "
+              'reversible steps above beta.', '', '![psi along a solution](psi_trace.png)']
   return '\n'.join(lines) + '\n'
 
 
@@ -217,6 +249,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
             ('irreversible/episode sampled', 'eval_irreversible.json', 'sampled',
              'mean_irreversible_excl_solving'),
         ),
+        extra_markdown=sokoban_psi_markdown,
     ),
     'cliff': Experiment(
         name='cliff',
