@@ -154,10 +154,12 @@ def _num(v):
 
 
 def table_markdown(exp: registry.Experiment, table: dict, out: str = '') -> str:
+  episodes = ('all training episodes' if exp.table_last_n >= 10**6 else
+              f'the last {exp.table_last_n} training episodes')
   lines = [f'# {exp.name}: {exp.description}', '',
            f'Scale `{table["scale"]}`, {table["seeds"]} seed(s) requested; values are means over '
-           'seeds (± 95% t-interval) of the last 100 training episodes of each run, and of the '
-           'evaluations of its final policy.', '',
+           f'seeds (± 95% t-interval) of {episodes} of each run, and of the evaluations of its '
+           'final policy.', '',
            f'Paper: {exp.paper}', '']
   columns = list(exp.table_metrics) + [e[0] for e in exp.evaluations]
   header = ['group', 'runs (completed)', 'env steps reached', 'wall time'] + columns

@@ -217,8 +217,9 @@ def sokoban_psi_markdown(table: dict, out: str) -> str:
       lines.append(f'| {label} | – | – | – | – | – |')
       continue
     psi = r['psi']
+    num = lambda v: '–' if v is None else f'{v:.3f}'  # noqa: E731  (None: no irreversible drawn)
     lines.append(f"| {label} | {r['evaluated']} | {r['labels']['irreversible']} | "
-                 f"{psi['auroc']:.3f} | {psi['precision']:.3f} | {psi['recall']:.3f} |")
+                 f"{num(psi['auroc'])} | {num(psi['precision'])} | {num(psi['recall'])} |")
   trace = read('psi_eval/trace.json')
   if trace is not None:
     t = trace['summary']
