@@ -9,13 +9,13 @@ bool (true/false), int, float, or left as strings. The PNG goes next to the GIF 
 import argparse
 import os
 import sys
-import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 from PIL import Image
 
 import envs
+from envs import paths
 
 
 def parse_options(items: Sequence[str]) -> Dict[str, Any]:
@@ -68,22 +68,10 @@ class RenderError(ValueError):
 
 
 def unwritable_reason(path: str) -> Optional[str]:
-  """Why `path` cannot be written (None when it can), found by trying to create an empty
-  directory in its nearest existing ancestor: permission bits would not tell (root ignores
-  them). The same probe as estimators.dataset.unwritable_reason; envs does not import
-  estimators."""
+  """Why `path` cannot be written (None when it can)."""
   if os.path.isdir(path):
     return 'it is a directory'
-  parent = os.path.dirname(os.path.abspath(path))
-  while not os.path.lexists(parent):
-    parent = os.path.dirname(parent)
-  if not os.path.isdir(parent):
-    return f'{parent} is a file, not a directory'
-  try:
-    os.rmdir(tempfile.mkdtemp(prefix='.write-probe-', dir=parent))
-  except OSError as e:
-    return f'cannot create anything in {parent} ({e.strerror})'
-  return None
+  return paths.unwritable_reason(path)
 
 
 def check_args(args):

@@ -33,6 +33,8 @@ from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Se
 
 import numpy as np
 
+from envs import paths
+
 METADATA_FILE = 'noturningback.json'
 _INFO_FILE = 'dataset_info.json'         # TFDS's: splits and shard lengths
 _FEATURES_FILE = 'features.json'
@@ -275,21 +277,8 @@ def _Writer(ds_info, **kwargs):  # pylint: disable=invalid-name
 _WRITER_CLASS = None
 
 
-def unwritable_reason(path: str) -> Optional[str]:
-  """Why nothing can be created at `path` (None when it can), found by trying: an empty
-  directory is made and removed in the nearest existing ancestor of `path`. Permission bits
-  would not tell (root ignores them; read-only mounts do not show in them). Used by the CLIs
-  to refuse an output before any work is done."""
-  parent = os.path.dirname(os.path.abspath(path))
-  while not os.path.lexists(parent):
-    parent = os.path.dirname(parent)
-  if not os.path.isdir(parent):
-    return f'{parent} is a file, not a directory'
-  try:
-    os.rmdir(tempfile.mkdtemp(prefix='.write-probe-', dir=parent))
-  except OSError as e:
-    return f'cannot create anything in {parent} ({e.strerror})'
-  return None
+# Used by the CLIs to refuse an output before any work is done.
+unwritable_reason = paths.unwritable_reason
 
 
 def dataset_exists(path: str) -> bool:

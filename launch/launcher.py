@@ -7,6 +7,7 @@ own session, which is killed as a whole at the end), and then prints the summary
 
 Usage (internal): python -m launch.launcher RUN_DIR/config.pkl
 """
+import functools
 import glob
 import os
 import pickle
@@ -52,7 +53,8 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   child = subprocess.Popen([sys.executable, '-m', 'launch.launcher', cfg_path],
                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                            start_new_session=True, cwd=os.getcwd(), env=env,
-                           preexec_fn=_die_with_parent)
+                           # SIGTERM: the child then stops the program as on Ctrl-C of Launchpad.
+                           preexec_fn=functools.partial(supervisor.die_with_parent, signal.SIGTERM))
   with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
     f.write(str(child.pid))   # the session id of every node process of this run
   failure = None
@@ -81,11 +83,6 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
 def _recorded_failure(run_dir: str) -> Optional[str]:
   f = run_state.read_json(os.path.join(run_dir, supervisor.FAILURE_FILE))
   return None if f is None else f.get('reason')
-
-
-def _die_with_parent():
-  # SIGTERM: the child launcher then stops the program as on Ctrl-C of Launchpad itself.
-  supervisor.die_with_parent(signal.SIGTERM)
 
 
 def node_names(run_dir: str):
