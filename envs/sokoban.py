@@ -12,7 +12,8 @@
   adjacent box when it can move and otherwise just move the player. Its no-op and its separate
   move-only actions are left out: a move-only action differs from the push action only by refusing
   to push, so the 4 push actions reach every state the 8 would, and the reversibility oracle's step
-  counts are counted in these 4 actions.
+  counts are counted in these 4 actions. `action_set='push_and_move'` adds the 4 move-only actions
+  (actions 4-7), for collecting random data whose pushes are rarer (the psi ablation).
 - Rewards (the paper's, gym-sokoban's defaults, set explicitly): -0.1 per step, +1 for a box pushed
   onto a target, -1 for a box pushed off one, +10 when the level is solved.
 - Solving (all boxes on targets) terminates (discount 0); `max_steps` (120) truncates (discount 1).
@@ -38,6 +39,7 @@ from envs import base
 DEFAULT_LEVELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data',
                               'sokoban_1000.txt')
 ACTION_NAMES = ('up', 'down', 'left', 'right')
+ACTION_SETS = ('push', 'push_and_move')
 # Our action a -> gym-sokoban action a + 1 ('push up', 'push down', 'push left', 'push right').
 _GYM_ACTION_OFFSET = 1
 
@@ -50,6 +52,14 @@ State = Tuple[int, Tuple[int, int], Tuple[Tuple[int, int], ...]]
 # with 6 = player on a target.
 _TINY_PALETTE = np.array([[0, 0, 0], [243, 248, 238], [254, 126, 125], [254, 95, 56],
                           [142, 121, 56], [160, 212, 56], [219, 212, 56]], dtype=np.uint8)
+
+
+def box_cells(observations: np.ndarray) -> np.ndarray:
+  """[..., H, W] bool: the cells of tiny-RGB observations [..., H, W, 3] that hold a box (on a
+  target or not)."""
+  colours = _TINY_PALETTE[[_BOX, _BOX_ON_TARGET]]
+  obs = np.asarray(observations)[..., None, :]
+  return np.any(np.all(obs == colours, axis=-1), axis=-1)
 
 
 def _engine_class():
@@ -99,9 +109,12 @@ class Sokoban(dm_env.Environment):
   deterministic = True  # for envs.oracle
 
   def __init__(self, seed: int = 0, levels: Union[str, Sequence[levels_lib.Level]] = 'default',
-               max_steps: int = 120, level_index: Optional[int] = None):
+               max_steps: int = 120, level_index: Optional[int] = None,
+               action_set: str = 'push'):
     if int(max_steps) < 1:
       raise ValueError(f'max_steps must be >= 1, got {max_steps}')
+    if action_set not in ACTION_SETS:
+      raise ValueError(f'action_set must be one of {ACTION_SETS}, got {action_set!r}')
     self._levels = load_level_set(levels)
     n = len(self._levels)
     if level_index is not None and not 0 <= int(level_index) < n:
@@ -136,7 +149,8 @@ class Sokoban(dm_env.Environment):
     self._engine.reward_box_on_target = 1.0
     self._engine.penalty_box_off_target = -1.0
     self._engine.reward_finished = 10.0
-    self.num_actions = len(ACTION_NAMES)
+    # gym-sokoban's actions 1-4 push, 5-8 only move; ours are theirs minus _GYM_ACTION_OFFSET.
+    self.num_actions = len(ACTION_NAMES) * (2 if action_set == 'push_and_move' else 1)
     self._box_reach: Dict[int, Dict[Tuple[int, int], FrozenSet[Tuple[int, int]]]] = {}
     self._level = 0
     self._t = 0

@@ -202,6 +202,46 @@ def calibration_plot(path: str, panels: List[Dict[str, Any]], title: str) -> str
   return path
 
 
+def oracle_labels(env_name: str, env_options: dict, data: Dict[str, Any], seed: int,
+                  max_expansions: int, labels_cache: Optional[str] = None):
+  """The oracle's status per transition of `data` (collect_transitions with states), read from
+  `labels_cache` when the very same transitions were labelled before; returns (status, cached)."""
+  import numpy as np
+  import envs
+  from envs import oracle
+
+  cache_path = None
+  status = None
+  num = len(data['actions'])
+  if labels_cache:
+    # Collection is deterministic given (env, options, seed, num): cache the oracle's labels.
+    key = hashlib.sha1(json.dumps([env_name, env_options, num, seed, max_expansions, 'random'],
+                                  sort_keys=True, default=str).encode()).hexdigest()[:16]
+    cache_path = os.path.join(labels_cache, f'oracle-{env_name}-{key}.npz')
+    # The labels are reused only for the very same transitions (e.g. not after a level set of
+    # the environment changed): the digest covers every observation and action.
+    digest = hashlib.sha1()
+    for part in (data['obs'], data['next_obs'], data['actions']):
+      digest.update(np.ascontiguousarray(part).tobytes())
+    digest = digest.hexdigest()
+    if os.path.isfile(cache_path):
+      with np.load(cache_path, allow_pickle=False) as cached:
+        if str(cached['digest']) == digest and len(cached['status']) == num:
+          status = cached['status']
+  if status is not None:
+    return status, True
+  oracle_env = envs.make(env_name, seed=seed, **env_options)
+  results = oracle.label_transitions(oracle_env, data['states'], data['actions'],
+                                     max_expansions=max_expansions)
+  status = np.array([r.status for r in results])
+  if cache_path:
+    os.makedirs(labels_cache, exist_ok=True)
+    tmp = cache_path + f'.tmp-{os.getpid()}.npz'
+    np.savez(tmp, status=status, digest=np.array(digest))
+    os.replace(tmp, cache_path)
+  return status, False
+
+
 def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta: float,
                       phi_beta: float, out_dir: str, max_expansions: int = 100_000,
                       seed: int = 0, num_bins: int = 10, batch: int = 4096,
@@ -224,34 +264,8 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
   collect_s = time.time() - t0
 
   t0 = time.time()
-  cache_path = None
-  status = None
-  if labels_cache:
-    # Collection is deterministic given (env, options, seed, num): cache the oracle's labels.
-    key = hashlib.sha1(json.dumps([env_name, env_options, num, seed, max_expansions, 'random'],
-                                  sort_keys=True, default=str).encode()).hexdigest()[:16]
-    cache_path = os.path.join(labels_cache, f'oracle-{env_name}-{key}.npz')
-    # The labels are reused only for the very same transitions (e.g. not after a level set of
-    # the environment changed): the digest covers every observation and action.
-    digest = hashlib.sha1()
-    for part in (data['obs'], data['next_obs'], data['actions']):
-      digest.update(np.ascontiguousarray(part).tobytes())
-    digest = digest.hexdigest()
-    if os.path.isfile(cache_path):
-      with np.load(cache_path, allow_pickle=False) as cached:
-        if str(cached['digest']) == digest and len(cached['status']) == len(data['actions']):
-          status = cached['status']
-  cached_labels = status is not None
-  if status is None:
-    oracle_env = envs.make(env_name, seed=seed, **env_options)
-    results = oracle.label_transitions(oracle_env, data['states'], data['actions'],
-                                       max_expansions=max_expansions)
-    status = np.array([r.status for r in results])
-    if cache_path:
-      os.makedirs(labels_cache, exist_ok=True)
-      tmp = cache_path + f'.tmp-{os.getpid()}.npz'
-      np.savez(tmp, status=status, digest=np.array(digest))
-      os.replace(tmp, cache_path)
+  status, cached_labels = oracle_labels(env_name, env_options, data, seed, max_expansions,
+                                        labels_cache)
   oracle_s = time.time() - t0
   known = status != oracle.UNKNOWN
   irreversible = status[known] == oracle.IRREVERSIBLE

@@ -19,6 +19,7 @@ import numpy as np
 
 
 PHI_ENCODERS = ('torso', 'full')
+PSI_FUSIONS = ('siamese', 'early')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,13 +27,20 @@ class NetworkConfig:
   """What the encoder and heads look like. `torso='mlp'` for vectors, `'conv'` for images."""
   torso: str = 'mlp'
   mlp_sizes: Tuple[int, ...] = (64, 64)        # encoder MLP (torso='mlp')
-  conv_channels: Tuple[int, ...] = ()          # encoder convs, 3x3 VALID (torso='conv')
+  conv_channels: Tuple[int, ...] = ()          # encoder convs, 3x3 (torso='conv')
   conv_strides: Tuple[int, ...] = ()
+  # VALID shrinks a 10x10 Sokoban frame to 2x2 after the paper's two convs (stride 2 then 1);
+  # SAME keeps 5x5 (Haiku's default, and what a Haiku implementation gets unless it asks).
+  conv_padding: str = 'VALID'
   relu_after_last_conv: bool = True            # the Sokoban net has no ReLU after its last conv
   embedding_size: Optional[int] = None         # linear projection of each flattened embedding
   psi_head_sizes: Tuple[int, ...] = ()         # hidden layers after the concatenation
   phi_hidden_sizes: Tuple[int, ...] = (64,)    # phi: hidden layers after the encoder
   dropout: float = 0.0                         # in the psi head (Sokoban: 0.1)
+  # How psi sees its two observations. 'siamese': one encoder embeds each, the head compares the
+  # embeddings (App. C.1's Cartpole net). 'early': x and x' stacked along channels go through one
+  # encoder, so the convs see where the two frames differ (a pushed box) directly.
+  psi_fusion: str = 'siamese'
   # What phi's encoder is. 'torso' (the paper, App. C.4/C.6): the conv layers only, flattened
   # (torso='conv'), or nothing but a flatten (torso='mlp'); no mlp_sizes, no embedding
   # projection. 'full': psi's whole encoder (convs/MLP + embedding), the pre-field behaviour.
@@ -44,6 +52,10 @@ class NetworkConfig:
     if self.torso == 'conv' and (not self.conv_channels or
                                  len(self.conv_channels) != len(self.conv_strides)):
       raise ValueError('conv torso needs conv_channels and conv_strides of equal, non-zero length')
+    if self.psi_fusion not in PSI_FUSIONS:
+      raise ValueError(f"psi_fusion must be one of {PSI_FUSIONS}, got {self.psi_fusion!r}")
+    if self.conv_padding not in ('VALID', 'SAME'):
+      raise ValueError(f"conv_padding must be 'VALID' or 'SAME', got {self.conv_padding!r}")
     if not 0.0 <= self.dropout < 1.0:
       raise ValueError(f'dropout must be in [0, 1), got {self.dropout}')
     if self.phi_encoder not in PHI_ENCODERS:
@@ -107,7 +119,7 @@ class Encoder(hk.Module):
     if c.torso == 'conv':
       n = len(c.conv_channels)
       for i, (ch, st) in enumerate(zip(c.conv_channels, c.conv_strides)):
-        x = hk.Conv2D(ch, kernel_shape=3, stride=st, padding='VALID')(x)
+        x = hk.Conv2D(ch, kernel_shape=3, stride=st, padding=c.conv_padding)(x)
         if i < n - 1 or c.relu_after_last_conv:
           x = jax.nn.relu(x)
       x = hk.Flatten()(x)
@@ -124,8 +136,11 @@ class Encoder(hk.Module):
 
 def _psi_logits(config: NetworkConfig, x: jnp.ndarray, x_next: jnp.ndarray,
                 is_training: bool) -> jnp.ndarray:
-  encoder = Encoder(config)  # shared weights: the same module applied to both inputs
-  h = jnp.concatenate([encoder(x), encoder(x_next)], axis=-1)
+  encoder = Encoder(config)
+  if config.psi_fusion == 'early':
+    h = encoder(jnp.concatenate([x, x_next], axis=-1))
+  else:  # shared weights: the same module applied to both inputs
+    h = jnp.concatenate([encoder(x), encoder(x_next)], axis=-1)
   for size in config.psi_head_sizes:
     h = jax.nn.relu(hk.Linear(size)(h))
     if is_training and config.dropout > 0:

@@ -63,6 +63,11 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_list('conv_channels', None, 'Override: encoder conv channels, e.g. 32,64,64 (conv torso).', flag_values=fv)
   flags.DEFINE_list('conv_strides', None, 'Override: encoder conv strides, e.g. 1,1,1.', flag_values=fv)
   flags.DEFINE_float('dropout', None, 'Override: dropout in the psi head.', flag_values=fv)
+  flags.DEFINE_enum('psi_fusion', None, ['siamese', 'early'], "Override: psi embeds each "
+                    "observation ('siamese') or stacks both along channels first ('early').",
+                    flag_values=fv)
+  flags.DEFINE_enum('conv_padding', None, ['VALID', 'SAME'], 'Override: padding of the encoder '
+                    'convs (default: the preset; VALID).', flag_values=fv)
   flags.DEFINE_integer('steps_per_call', 100, 'Training steps per update call (one lax.scan; conv nets on CPU loop).', flag_values=fv)
   flags.DEFINE_integer('seed', 0, 'Random seed (initialisation and pair sampling).', flag_values=fv)
   flags.DEFINE_integer('eval_pairs', 10_000, 'Pairs re-sampled from the dataset after training to '
@@ -88,7 +93,7 @@ def _ints(values, name) -> Tuple[int, ...]:
 
 
 def network_config(preset: str, mlp_sizes=None, conv_channels=None, conv_strides=None,
-                   dropout=None):
+                   dropout=None, conv_padding=None, psi_fusion=None):
   """The preset's NetworkConfig with the given overrides applied."""
   from estimators import networks as nets
   config = nets.default_config(preset)
@@ -104,6 +109,10 @@ def network_config(preset: str, mlp_sizes=None, conv_channels=None, conv_strides
     changes['conv_strides'] = _ints(conv_strides, 'conv_strides')
   if dropout is not None:
     changes['dropout'] = float(dropout)
+  if conv_padding is not None:
+    changes['conv_padding'] = conv_padding
+  if psi_fusion is not None:
+    changes['psi_fusion'] = psi_fusion
   try:
     return dataclasses.replace(config, **changes)
   except ValueError as e:
@@ -304,7 +313,10 @@ def check_network_fits(preset: str, network, obs_shape, obs_dtype, explicit: boo
     raise TrainError(f'{name} has a conv torso and expects image observations [H, W, C]; {have}')
   size = list(shape[:2])
   for stride in network.conv_strides:
-    size = [(n - 3) // stride + 1 for n in size]
+    if network.conv_padding == 'SAME':
+      size = [-(-n // stride) for n in size]
+    else:
+      size = [(n - 3) // stride + 1 for n in size]
     if min(size) < 1:
       raise TrainError(f'{name} needs images of at least {_min_image_side(network)}x'
                        f'{_min_image_side(network)} for its 3x3 convs (strides '
@@ -337,7 +349,8 @@ def run(argv_flags=FLAGS) -> dict:
   env_name = _env_name(meta)
   preset = f.network_preset or (env_name if env_name in recipes.RECIPES else 'cartpole')
   recipe = recipes.recipe(preset)
-  network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout)
+  network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout,
+                           f.conv_padding, f.psi_fusion)
   if 'observation_shape' in meta and 'observation_dtype' in meta:
     try:
       check_network_fits(preset, network, meta['observation_shape'], meta['observation_dtype'],

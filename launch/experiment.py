@@ -11,14 +11,13 @@ At the end (and with --report_only) the runs are aggregated over seeds into OUT/
 OUT/table.md and OUT/curves_steps.png / curves_wall.png.
 """
 import argparse
-import dataclasses
-import json
+import fnmatch
 import math
 import os
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 from launch import experiments as registry
 from launch import run_state
@@ -41,12 +40,18 @@ def step_done(step: registry.Step, out: str, max_steps_override=None) -> bool:
   return True
 
 
-def run_step(step: registry.Step, out: str, max_steps_override=None) -> int:
-  """Runs one step to completion (or until interrupted); returns its exit code."""
+def step_argv(step: registry.Step, out: str, max_steps_override=None) -> List[str]:
+  """The step's command line (after `python`), with a training run's budget overridden."""
   argv = registry.resolve(step, out)
   if max_steps_override is not None and step.is_training:
     i = argv.index('--max_steps')
     argv[i + 1] = str(max_steps_override)
+  return argv
+
+
+def run_step(step: registry.Step, out: str, max_steps_override=None) -> int:
+  """Runs one step to completion (or until interrupted); returns its exit code."""
+  argv = step_argv(step, out, max_steps_override)
   if step.is_training and run_state.holds_run(os.path.join(out, step.run_dir)):
     argv.append('--resume')
   os.makedirs(os.path.join(out, 'logs'), exist_ok=True)
@@ -73,9 +78,19 @@ def run_step(step: registry.Step, out: str, max_steps_override=None) -> int:
   return code
 
 
+def select_steps(steps: List[registry.Step], only: Sequence[str]) -> List[registry.Step]:
+  """The steps whose names match one of the shell patterns in `only` (all when it is empty)."""
+  if not only:
+    return list(steps)
+  unmatched = [p for p in only if not any(fnmatch.fnmatchcase(s.name, p) for s in steps)]
+  if unmatched:
+    raise ValueError(f'--only {",".join(unmatched)} matches no step (--list shows them)')
+  return [s for s in steps if any(fnmatch.fnmatchcase(s.name, p) for p in only)]
+
+
 def run_experiment(exp: registry.Experiment, scale: str, seeds: int, out: str,
-                   max_steps_override=None) -> bool:
-  steps = exp.steps(scale, seeds)
+                   max_steps_override=None, only: Sequence[str] = ()) -> bool:
+  steps = select_steps(exp.steps(scale, seeds), only)
   todo = [s for s in steps if not step_done(s, out, max_steps_override)]
   print(f'{exp.name} ({scale}, {seeds} seed{"s" * (seeds != 1)}): {len(steps) - len(todo)}/'
         f'{len(steps)} steps done, output in {out}', flush=True)
@@ -127,10 +142,14 @@ def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
   run_state.write_json(os.path.join(out, 'table.json'), table)
   with open(os.path.join(out, 'table.md'), 'w') as f:
     f.write(table_markdown(exp, table, out))
-  if groups:
+  # Curves of the metrics some run logs: a partial experiment (--only) may lack a group that
+  # is the only one to log a metric (intrinsic_return without an RAE run).
+  logged = set().union(*(aggregate.metric_names(d) for ds in groups.values() for d in ds))
+  metrics = [m for m in exp.metrics if m in logged]
+  if groups and metrics:
     from launch import plot
     for x, suffix in (('actor_steps', 'steps'), ('wall_time', 'wall')):
-      plot.plot_runs(groups, list(exp.metrics), x, os.path.join(out, f'curves_{suffix}.png'),
+      plot.plot_runs(groups, metrics, x, os.path.join(out, f'curves_{suffix}.png'),
                      title=f'{exp.name} ({scale})', aggregate=True)
   return table
 
@@ -187,6 +206,8 @@ def main(argv=None):
   p.add_argument('--out', default=None, help='output directory (default: results/NAME)')
   p.add_argument('--max_steps', type=int, default=None,
                  help='override the env steps of every training run (a shorter or longer budget)')
+  p.add_argument('--only', default='', help='comma-separated shell patterns of step names to run '
+                 '(e.g. "impala-s*"); the others are left as they are (default: every step)')
   p.add_argument('--list', action='store_true', help='print the steps and their state, run nothing')
   p.add_argument('--report_only', action='store_true', help='only aggregate what has run')
   args = p.parse_args(argv)
@@ -197,21 +218,23 @@ def main(argv=None):
     if args.max_steps is not None and args.max_steps < 1:
       raise ValueError(f'--max_steps must be >= 1, got {args.max_steps}')
     out = os.path.abspath(args.out or os.path.join('results', exp.name))
+    only = [p for p in args.only.split(',') if p]
+    selected = select_steps(exp.steps(args.scale, args.seeds), only)
     run_state.check_writable(out)
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   if args.list:
-    for step in exp.steps(args.scale, args.seeds):
+    for step in selected:
       state = 'done' if step_done(step, out, args.max_steps) else (
           'started' if step.is_training and run_state.holds_run(os.path.join(out, step.run_dir))
           else 'to do')
-      print(f'{state:8s} {step.name:24s} python {" ".join(registry.resolve(step, out))}')
+      print(f'{state:8s} {step.name:24s} python {" ".join(step_argv(step, out, args.max_steps))}')
     return
   ok = True
   if not args.report_only:
     try:
-      ok = run_experiment(exp, args.scale, args.seeds, out, args.max_steps)
+      ok = run_experiment(exp, args.scale, args.seeds, out, args.max_steps, only)
     except KeyboardInterrupt:
       print('stopped; rerun the same command to continue', file=sys.stderr)
       ok = False

@@ -6,53 +6,12 @@ with a `done` file: the runner (`launch.experiment`) skips a step whose `done` f
 resumes a training run that holds a run directory, so rerunning the same command continues where
 it stopped. Paths are relative to the experiment's output directory.
 """
-import dataclasses
 import os
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List
 
-SCALES = ('tiny', 'small', 'paper')   # tiny: a smoke test of every step (tests, a first try)
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-  name: str                      # unique within the experiment; also its log file name
-  module: str                    # python -m MODULE
-  args: Tuple[str, ...]          # its flags; '{out}' is replaced by the experiment directory
-  done: str                      # file (relative to the experiment dir) whose presence means done
-  est_seconds: float             # for the ETA before any step has been timed
-  group: str = ''                # training runs: the curve/table group ('IMPALA', 'IMPALA+RAE')
-  seed: Optional[int] = None
-  run_dir: str = ''              # training runs: their run directory (relative)
-
-  @property
-  def is_training(self) -> bool:
-    return self.module == 'launch.train'
-
-
-@dataclasses.dataclass(frozen=True)
-class Experiment:
-  name: str
-  description: str
-  paper: str                                        # what the paper reports, for the page
-  steps: Callable[[str, int], List[Step]]           # (scale, seeds) -> steps
-  metrics: Tuple[str, ...]                          # curves to draw, actor episode metrics
-  table_metrics: Tuple[str, ...]                    # final values in the table (last 100 episodes)
-  # Table columns read from each run's evaluation JSON (launch.evaluate_policy):
-  # (column, file in the run dir, policy, key of that policy's summary).
-  evaluations: Tuple[Tuple[str, str, str, str], ...] = ()
-  table_last_n: int = 100             # training episodes per run in the table (fixed policies: all)
-  # More of the page from the table and the experiment directory (e.g. the paper's grid layout).
-  extra_markdown: Optional[Callable[[dict, str], str]] = None
-
-
-def _train(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
-           *flags: str) -> Step:
-  run_dir = os.path.join('runs', name)
-  return Step(name=name, module='launch.train',
-              args=('--run_dir', os.path.join('{out}', run_dir), '--seed', str(seed),
-                    '--max_steps', str(max_steps), *flags),
-              done=os.path.join(run_dir, 'done'), est_seconds=est_seconds, group=group, seed=seed,
-              run_dir=run_dir)
+from launch.experiment_spec import SCALES, Experiment, Step, resolve, train_step  # noqa: F401
+from launch import experiments_cartpole as cartpole_exps
+from launch import experiments_turf as turf_exps
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -108,9 +67,9 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
             str(s['envs_per_actor']), '--batch_size', str(s['batch']))
   runs = []
   for seed in range(seeds):
-    runs.append(_train(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
+    runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
                        *common, '--mode', 'none'))
-    runs.append(_train(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'], s['run_seconds'],
+    runs.append(train_step(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'], s['run_seconds'],
                        *common, '--mode', 'rae', '--estimator_checkpoint', '{out}/psi.ckpt',
                        '--beta', str(SOKOBAN_BETA)))
   steps += runs
@@ -172,10 +131,10 @@ def cliff_steps(scale: str, seeds: int) -> List[Step]:
                       done=f'estimators/{tag}.ckpt', est_seconds=60))
     for seed in range(seeds):
       common = ('--env', 'cliff', *option, '--agent', 'random', '--num_actors', '1')
-      steps.append(_train(f'random-{tag}-s{seed}', f'random p={p:g}', seed, s['max_steps'],
+      steps.append(train_step(f'random-{tag}-s{seed}', f'random p={p:g}', seed, s['max_steps'],
                           s['run_seconds'], *common, '--mode', 'none'))
       for beta in s['betas']:
-        steps.append(_train(f'rac-{tag}-b{beta:g}-s{seed}', f'RAC p={p:g} beta={beta:g}', seed,
+        steps.append(train_step(f'rac-{tag}-b{beta:g}-s{seed}', f'RAC p={p:g} beta={beta:g}', seed,
                             s['max_steps'], s['run_seconds'], *common, '--mode', 'rac',
                             '--beta', f'{beta:g}', '--estimator_checkpoint',
                             f'{{out}}/estimators/{tag}.ckpt'))
@@ -266,6 +225,49 @@ EXPERIMENTS: Dict[str, Experiment] = {
         table_last_n=10**9,
         extra_markdown=cliff_grid_markdown,
     ),
+    'cartpole_plus': Experiment(
+        name='cartpole_plus',
+        description='Cartpole+ (50k-step episodes): a random policy with RAC, psi/phi trained '
+                    'offline on random trajectories, against DQN and M-DQN trained with App. '
+                    "C.4's settings (Sec. 5.4, Fig. 6)",
+        paper='Fig. 6a: a random policy with RAC reaches "seemingly infinite" scores (10 seeds); '
+              'DQN and M-DQN reach a maximum evaluation score of 1152 and 2801 in 2M steps; '
+              'Fig. 6b/c: phi prefers pushing the cart towards the side the pole leans to.',
+        steps=cartpole_exps.cartpole_plus_steps,
+        metrics=('episode_length', 'rejections'),
+        table_metrics=('episode_length',),
+        evaluations=(
+            ('greedy eval, max return', 'eval.json', 'greedy', 'max_return'),
+            ('greedy eval, mean return', 'eval.json', 'greedy', 'mean_return'),
+        ),
+        table_last_n=10**9,
+        extra_markdown=cartpole_exps.cartpole_plus_markdown,
+    ),
+    'cartpole_reward_free': Experiment(
+        name='cartpole_reward_free',
+        description='reward-free Cartpole: IMPALA + RAE with psi learned online and no '
+                    'extrinsic reward, plain IMPALA as the control (Sec. 5.1, Fig. 3)',
+        paper='Fig. 3a: PPO + RAE reaches and holds the 200-step cap (10 seeds); the intrinsic '
+              'return goes from 0 to negative and back to 0 as the agent learns to avoid '
+              'penalties; Fig. 3b/c: psi grows with the angle and angular velocity.',
+        steps=cartpole_exps.cartpole_reward_free_steps,
+        metrics=('episode_length', 'intrinsic_return', 'psi_accuracy'),
+        table_metrics=('episode_length', 'intrinsic_return'),
+        extra_markdown=cartpole_exps.reward_free_markdown,
+    ),
+    'turf': Experiment(
+        name='turf',
+        description='Turf: IMPALA, IMPALA + RAE (psi online), IMPALA + RAC (psi/phi offline, '
+                    'beta = 0.2) and the RAC threshold sweep (Sec. 5.2, 5.4, Fig. 4, Fig. 7)',
+        paper='Fig. 4: PPO tramples grass, PPO + RAE keeps to the stone path; PPO + RAC '
+              '(beta = 0.2) ruins no grass over the whole of training and still learns to reach '
+              'the goal; Fig. 7: beta > 0.4 never reaches the goal, beta >= 0.2 ruins nothing.',
+        steps=turf_exps.turf_steps,
+        metrics=('episode_return', 'ruined_grass', 'episode_length', 'intrinsic_return',
+                 'rejections'),
+        table_metrics=('episode_return', 'ruined_grass', 'episode_length'),
+        extra_markdown=turf_exps.turf_markdown,
+    ),
 }
 
 
@@ -273,8 +275,3 @@ def get(name: str) -> Experiment:
   if name not in EXPERIMENTS:
     raise ValueError(f'unknown experiment {name!r}; known: {", ".join(sorted(EXPERIMENTS))}')
   return EXPERIMENTS[name]
-
-
-def resolve(step: Step, out: str) -> List[str]:
-  """The step's command line (python -m MODULE ARGS), with '{out}' filled in."""
-  return ['-m', step.module] + [a.replace('{out}', out) for a in step.args]

@@ -33,6 +33,20 @@ def test_list_shows_every_step_and_runs_nothing(tmp_path):
   assert os.listdir(tmp_path) == []
 
 
+def test_only_selects_steps_by_pattern_and_list_shows_the_budget(tmp_path):
+  r = _cli('sokoban', '--seeds', '2', '--out', str(tmp_path), '--max_steps', '12345',
+           '--only', 'impala-s*,psi_trace', '--list')
+  assert r.returncode == 0, r.stderr
+  lines = r.stdout.strip().splitlines()
+  assert [l[9:].split()[0] for l in lines] == [
+      'psi_trace', 'impala-s0', 'impala-s1'] + [f'impala-s{i}-{e}' for i in (0, 1) for e in (
+          'eval_train', 'eval_boxoban', 'eval_irreversible')]
+  assert '--max_steps 12345 ' in lines[1]
+  r = _cli('sokoban', '--out', str(tmp_path), '--only', 'impala-x*', '--list')
+  assert r.returncode == 2 and r.stderr.strip() == (
+      'error: --only impala-x* matches no step (--list shows them)'), r.stderr
+
+
 @pytest.mark.parametrize('args,message', [
     (('nope',), "unknown experiment 'nope'"),
     (('sokoban', '--seeds', '0'), '--seeds must be >= 1'),

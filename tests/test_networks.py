@@ -51,6 +51,33 @@ def test_sokoban_phi_keeps_convs_and_three_hidden_layers():
       (2 * 2 * 8, 64), (64, 64), (64, 64)]  # 10 -> 4 -> 2 (VALID)
 
 
+def test_same_padding_keeps_5x5_maps_and_checkpoints_round_trip(tmp_path):
+  config = dataclasses.replace(nets.default_config('sokoban'), conv_padding='SAME')
+  shapes = _phi(config, IMAGE)
+  assert shapes['linear']['w'] == (5 * 5 * 8, 64)  # 10 -> 5 -> 5 (SAME)
+  # A dict without the field (checkpoints before it existed) rebuilds the VALID network.
+  d = config.to_dict()
+  assert nets.NetworkConfig.from_dict(d).conv_padding == 'SAME'
+  del d['conv_padding']
+  assert nets.NetworkConfig.from_dict(d).conv_padding == 'VALID'
+  with pytest.raises(ValueError, match='conv_padding'):
+    dataclasses.replace(config, conv_padding='same')
+
+
+def test_early_fusion_stacks_both_frames_into_one_encoder():
+  config = dataclasses.replace(nets.default_config('sokoban'), psi_fusion='early')
+  est = nets.make_estimators(config, 4)
+  x = np.zeros((2, 10, 10, 3), np.uint8)
+  y = np.full((2, 10, 10, 3), 255, np.uint8)
+  params = est.psi_init(jax.random.PRNGKey(0), x)
+  assert _shapes(params)['encoder/conv2_d']['w'] == (3, 3, 6, 8)   # 2 x 3 channels in
+  assert _shapes(params)['linear']['w'] == (2 * 2 * 8, 64)         # one embedding, not two
+  xy, yx = (est.psi_apply(params, None, a, b, False) for a, b in ((x, y), (y, x)))
+  assert xy.shape == (2,) and not np.allclose(xy, yx)              # order matters
+  with pytest.raises(ValueError, match='psi_fusion'):
+    dataclasses.replace(config, psi_fusion='late')
+
+
 def test_psi_is_unchanged_by_phi_encoder():
   for env, obs in (('cartpole', CARTPOLE), ('turf', IMAGE)):
     new = nets.default_config(env)

@@ -9,6 +9,7 @@ import pytest
 import envs
 from envs import levels as levels_lib
 from envs import oracle
+from envs import sokoban
 from envs.sokoban import DEFAULT_LEVELS, Sokoban
 
 REPO = Path(__file__).resolve().parents[1]
@@ -340,3 +341,25 @@ def test_generator_resume_drops_partial_level(tmp_path):
   assert gen.existing_levels(str(path)) == 2
   path.write_text(complete.replace('; 1', '; 5'))  # out-of-order headers: keep the good prefix
   assert gen.existing_levels(str(path)) == 1
+
+
+def test_box_cells_reads_boxes_off_observations():
+  env = Sokoban.from_text(TWO_BOX_ROOM)
+  ts = env.reset()
+  assert sorted(map(tuple, np.argwhere(sokoban.box_cells(ts.observation)))) == [(2, 2), (4, 2)]
+  ts = env.step(RIGHT)   # pushes the box at (2, 2) onto the target at (2, 3)
+  assert sorted(map(tuple, np.argwhere(sokoban.box_cells(ts.observation)))) == [(2, 3), (4, 2)]
+
+
+def test_push_and_move_action_set_adds_move_only_actions():
+  env = Sokoban.from_text(TWO_BOX_ROOM, action_set='push_and_move')
+  assert env.action_spec().num_values == 8
+  env.reset()
+  player, boxes = env.get_state()[1], env.get_state()[2]
+  env.step(RIGHT + 4)   # move-only right: the box beside the player stays, so does the player
+  assert env.get_state()[1:] == (player, boxes)
+  env.step(RIGHT)       # the push action moves it
+  assert env.get_state()[1] == (player[0], player[1] + 1)
+  assert env.get_state()[2] != boxes
+  with pytest.raises(ValueError, match='action_set'):
+    Sokoban.from_text(TWO_BOX_ROOM, action_set='moves')

@@ -1,0 +1,227 @@
+r"""Which psi recipe finds irreversible Sokoban pushes? A small ablation, chosen by held-out AUROC.
+
+    python -m bench.psi_ablation --dataset results/sokoban/data/random \
+        --out results/sokoban/psi_ablation [--variants paper,same,...] [--list]
+
+Each variant is one `estimators.train` run (flags on top of the Sokoban preset) followed by two
+`estimators.evaluate` runs against the exact oracle: random transitions on Boxoban levels psi
+never saw (the held-out score that picks the winner) and on the 1k training levels. The
+transitions and their oracle labels are the same for every variant (`--labels_cache`), so the
+variants differ only by psi. Every step writes its file before the next starts and a variant
+whose files exist is skipped: rerunning the same command resumes. Results: OUT/ablation.json and
+OUT/ablation.md (one row per variant, best held-out AUROC first).
+"""
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Tuple
+
+from absl import app, flags
+
+from bench import common
+from estimators import checkpoint
+
+BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'shared',
+                                              'data', 'boxoban', 'unfiltered_test_000.txt'))
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+  name: str
+  axis: str                    # what it changes against the paper's recipe
+  train_flags: Tuple[str, ...]
+  dataset: str = ''            # '' = --dataset; else a dataset flag name ('dataset_large', ...)
+
+
+# The paper's recipe (App. C.3) is `paper`; each other variant changes one axis (the later ones
+# build on the encoder that won, SAME padding, as noted in their axis).
+VARIANTS: Dict[str, Variant] = {v.name: v for v in (
+    Variant('paper', 'the paper (2 convs of 8, VALID; w 15; 5M pairs)', ()),
+    Variant('same', 'encoder padding SAME (5x5 maps instead of 2x2)', ('--conv_padding', 'SAME')),
+    Variant('same_wide', 'SAME, convs of 32', ('--conv_padding', 'SAME', '--conv_channels', '32,32',
+                                                '--conv_strides', '2,1')),
+    Variant('early', 'early fusion: x and x\' stacked along channels, one encoder',
+            ('--psi_fusion', 'early')),
+    Variant('early_same', 'early fusion and SAME padding',
+            ('--psi_fusion', 'early', '--conv_padding', 'SAME')),
+    Variant('same_stride1', 'SAME, strides 1,1 (10x10 maps)',
+            ('--conv_padding', 'SAME', '--conv_strides', '1,1')),
+    Variant('same_w5', 'SAME, window 5', ('--conv_padding', 'SAME', '--window', '5')),
+    Variant('same_w60', 'SAME, window 60', ('--conv_padding', 'SAME', '--window', '60')),
+    Variant('same_start_uniform', 'SAME, pairs start-uniform',
+            ('--conv_padding', 'SAME', '--pair_sampling', 'start_uniform')),
+    Variant('same_20m', 'SAME, 20M pairs', ('--conv_padding', 'SAME', '--num_pairs', '20000000')),
+    Variant('paper_1m', 'the paper, 1M pairs (training length)', ('--num_pairs', '1000000')),
+    Variant('paper_100k', 'the paper on 100k episodes, 20M pairs (the full recipe)',
+            ('--num_pairs', '20000000'), dataset='dataset_large'),
+    Variant('same_100k', 'SAME on 100k episodes, 20M pairs',
+            ('--conv_padding', 'SAME', '--num_pairs', '20000000'), dataset='dataset_large'),
+    Variant('same_moves', 'SAME on random episodes with move-only actions too',
+            ('--conv_padding', 'SAME',), dataset='dataset_moves'),
+)}
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('dataset', None, 'Random Sokoban episodes (launch.collect), 20k in the preset.')
+flags.DEFINE_string('dataset_large', None, 'The 100k-episode dataset (variants *_100k).')
+flags.DEFINE_string('dataset_moves', None, 'Episodes of a random policy that also uses the '
+                    'move-only actions (variants *_moves).')
+flags.DEFINE_string('out', 'results/sokoban/psi_ablation', 'Output directory.')
+flags.DEFINE_list('variants', ['paper', 'same', 'early', 'early_same', 'same_w5',
+                               'same_start_uniform', 'paper_1m'], 'Variants to run, in order.')
+flags.DEFINE_integer('num_pairs', 5_000_000, 'psi training pairs unless a variant says.')
+flags.DEFINE_integer('transitions', 4000, 'Held-out (Boxoban) transitions labelled by the oracle.')
+flags.DEFINE_integer('train_level_transitions', 2000, 'Training-level transitions labelled.')
+flags.DEFINE_float('beta', 0.9, 'Threshold for precision/recall (the paper: 0.9).')
+flags.DEFINE_bool('list', False, 'List the variants and exit.')
+
+
+def _run(cmd: List[str], log: str) -> float:
+  start = time.time()
+  with open(log, 'a') as f:
+    f.write(f'$ {" ".join(cmd)}\n')
+    f.flush()
+    code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+  if code != 0:
+    raise RuntimeError(f'{cmd[2]} failed (exit {code}); see {log}')
+  return time.time() - start
+
+
+def _scores(report_path: str) -> Optional[dict]:
+  if not os.path.isfile(report_path):
+    return None
+  with open(report_path) as f:
+    r = json.load(f)
+  psi = r['psi']
+  return dict(auroc=psi['auroc'], precision=psi['precision'], recall=psi['recall'],
+              best_f1=psi['best_f1'], irreversible=r['labels']['irreversible'],
+              evaluated=r['evaluated'])
+
+
+def run_variant(v: Variant, out: str, datasets: Dict[str, str]) -> dict:
+  """Trains and evaluates one variant (skipping what exists); returns its row."""
+  vdir = os.path.join(out, v.name)
+  os.makedirs(vdir, exist_ok=True)
+  ckpt, log = os.path.join(vdir, 'psi.ckpt'), os.path.join(vdir, 'run.log')
+  dataset = datasets[v.dataset or 'dataset']
+  if not dataset:
+    raise RuntimeError(f'variant {v.name} needs --{v.dataset}')
+  timing_path = os.path.join(vdir, 'train_seconds.json')
+  if not os.path.isfile(ckpt):
+    pairs = () if '--num_pairs' in v.train_flags else ('--num_pairs', str(FLAGS.num_pairs))
+    seconds = _run([sys.executable, '-m', 'estimators.train', '--dataset', dataset, '--out', ckpt,
+                    '--network_preset', 'sokoban', *pairs, *v.train_flags, '--noprogress'], log)
+    with open(timing_path, 'w') as f:
+      json.dump({'seconds': seconds}, f)
+  labels = os.path.join(out, 'labels')
+  for name, levels, n in (('boxoban', BOXOBAN_LEVELS, FLAGS.transitions),
+                          ('train_levels', 'default', FLAGS.train_level_transitions)):
+    report = os.path.join(vdir, name, 'report.json')
+    if not os.path.isfile(report):
+      _run([sys.executable, '-m', 'estimators.evaluate', '--checkpoint', ckpt, '--env', 'sokoban',
+            '--env_option', f'levels={levels}', '--transitions', str(n), '--beta', str(FLAGS.beta),
+            '--labels_cache', labels, '--out', os.path.join(vdir, name)], log)
+  metadata = checkpoint.load(ckpt).metadata
+  seconds = None
+  if os.path.isfile(timing_path):
+    with open(timing_path) as f:
+      seconds = json.load(f)['seconds']
+  return dict(variant=v.name, axis=v.axis, train_flags=list(v.train_flags),
+              dataset=dataset, train_seconds=seconds,
+              pair_accuracy=metadata.get('psi_accuracy'),
+              heldout=_scores(os.path.join(vdir, 'boxoban', 'report.json')),
+              train_levels=_scores(os.path.join(vdir, 'train_levels', 'report.json')))
+
+
+def box_moved_reference(levels: str, num: int) -> dict:
+  """A score that is no psi at all: 1 when the transition moved a box, else 0. Its AUROC is what
+  a psi reaches that knows pushes from walks and nothing more, which tells where a psi stands."""
+  import numpy as np
+  import envs
+  from envs import oracle
+  from envs import sokoban
+  from estimators import evaluate, metrics
+
+  env = envs.make('sokoban', levels=levels)
+  data = evaluate.collect_transitions(env, num, seed=0, with_states=True)
+  status, _ = evaluate.oracle_labels('sokoban', {'levels': levels}, data, 0, 100_000,
+                                     os.path.join(FLAGS.out, 'labels'))
+  known = status != oracle.UNKNOWN
+  moved = np.any(sokoban.box_cells(data['obs']) != sokoban.box_cells(data['next_obs']),
+                 axis=(1, 2))
+  labels = status[known] == oracle.IRREVERSIBLE
+  score = moved[known].astype(np.float64)
+  pr = metrics.precision_recall(score > 0.5, labels)
+  return dict(auroc=metrics.auroc(score, labels), precision=pr['precision'], recall=pr['recall'],
+              push_fraction=float(score.mean()), irreversible=int(labels.sum()),
+              evaluated=int(known.sum()))
+
+
+def _seconds(value: Optional[float]) -> str:
+  return '–' if value is None else f'{value:.0f}'
+
+
+def markdown(rows: List[dict], beta: float, reference: Optional[dict] = None) -> str:
+  lines = ['| variant | change | held-out AUROC (Boxoban) | precision / recall at beta | '
+           'best F1 (threshold) | training-level AUROC | train s |',
+           '|---|---|---|---|---|---|---|']
+  for r in rows:
+    h, t = r['heldout'] or {}, r['train_levels'] or {}
+    best = h.get('best_f1') or {}
+    lines.append(
+        f"| {r['variant']} | {r['axis']} | {h.get('auroc', float('nan')):.3f} | "
+        f"{h.get('precision', float('nan')):.2f} / {h.get('recall', float('nan')):.2f} | "
+        f"{best.get('f1', float('nan')):.2f} ({best.get('threshold', float('nan')):.2f}) | "
+        f"{t.get('auroc', float('nan')):.3f} | "
+        f"{_seconds(r['train_seconds'])} |")
+  n = rows[0]['heldout'] if rows and rows[0]['heldout'] else {}
+  lines.append('')
+  lines.append(f"Held-out: {n.get('evaluated', '?')} random transitions on Boxoban levels "
+               f"({n.get('irreversible', '?')} irreversible by the oracle); beta = {beta:g}.")
+  if reference:
+    h, t = reference['heldout'], reference['train_levels']
+    lines.append(f"Reference, no psi: scoring 1 when a box moved, else 0, gives AUROC "
+                 f"{h['auroc']:.3f} held-out / {t['auroc']:.3f} on training levels (precision "
+                 f"{h['precision']:.2f}, recall {h['recall']:.2f} held-out; "
+                 f"{h['push_fraction']:.1%} of the random transitions move a box).")
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv):
+  del argv
+  if FLAGS.list:
+    for v in VARIANTS.values():
+      print(f'{v.name:20s} {v.axis}')
+    return 0
+  unknown = [n for n in FLAGS.variants if n not in VARIANTS]
+  if unknown:
+    print(f'error: unknown variant(s) {", ".join(unknown)}; --list shows them', file=sys.stderr)
+    return 2
+  if not FLAGS.dataset:
+    print('error: --dataset is required', file=sys.stderr)
+    return 2
+  datasets = dict(dataset=FLAGS.dataset, dataset_large=FLAGS.dataset_large,
+                  dataset_moves=FLAGS.dataset_moves)
+  os.makedirs(FLAGS.out, exist_ok=True)
+  rows = []
+  for name in FLAGS.variants:
+    print(f'[{len(rows) + 1}/{len(FLAGS.variants)}] {name}', flush=True)
+    rows.append(run_variant(VARIANTS[name], FLAGS.out, datasets))
+    h = rows[-1]['heldout'] or {}
+    print(f"  held-out AUROC {h.get('auroc', float('nan')):.3f}", flush=True)
+  rows.sort(key=lambda r: -(r['heldout'] or {}).get('auroc', 0.0))
+  reference = dict(heldout=box_moved_reference(BOXOBAN_LEVELS, FLAGS.transitions),
+                   train_levels=box_moved_reference('default', FLAGS.train_level_transitions))
+  result = dict(beta=FLAGS.beta, rows=rows, best=rows[0]['variant'] if rows else None,
+                box_moved_reference=reference)
+  common.write_json(os.path.join(FLAGS.out, 'ablation.json'), result)
+  with open(os.path.join(FLAGS.out, 'ablation.md'), 'w') as f:
+    f.write(markdown(rows, FLAGS.beta, reference))
+  print(markdown(rows, FLAGS.beta, reference))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(main)
