@@ -30,6 +30,8 @@ RECIPES: Dict[str, EstimatorRecipe] = {
     'turf': EstimatorRecipe(120, 1e-2, 0.0, 3_000_000, 100_000, 'App. C.2, C.6'),
     # C.3: 20M pairs, w = 15, Adam 5e-4 (b1 0.9, b2 0.999), weight decay 1e-4.
     'sokoban': EstimatorRecipe(15, 5e-4, 1e-4, 20_000_000, 100_000, 'App. C.3'),
+    # The same training recipe; the name selects the paper's psi network (estimators.networks).
+    'sokoban_paper': EstimatorRecipe(15, 5e-4, 1e-4, 20_000_000, 100_000, 'App. C.3'),
     # App. D gives no estimator recipe for the cliff: Cartpole+'s, with w = 200 (episodes <= 250).
     'cliff': EstimatorRecipe(200, 1e-2, 0.0, 3_000_000, 100_000, 'App. D (recipe of C.4)'),
 }

@@ -57,7 +57,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_float('learning_rate', None, 'Adam learning rate (default: preset; 0.01, sokoban 5e-4).', flag_values=fv)
   flags.DEFINE_float('phi_learning_rate', None, 'phi learning rate (default: --learning_rate).', flag_values=fv)
   flags.DEFINE_float('weight_decay', None, 'AdamW weight decay (default: preset; 0, sokoban 1e-4).', flag_values=fv)
-  flags.DEFINE_enum('network_preset', None, ['cartpole', 'turf', 'sokoban', 'cliff'],
+  flags.DEFINE_enum('network_preset', None, ['cartpole', 'turf', 'sokoban', 'sokoban_paper', 'cliff'],
                     "Network/recipe preset (default: the dataset's environment).", flag_values=fv)
   flags.DEFINE_list('mlp_sizes', None, 'Override: encoder MLP sizes, e.g. 64,64.', flag_values=fv)
   flags.DEFINE_list('conv_channels', None, 'Override: encoder conv channels, e.g. 32,64,64 (conv torso).', flag_values=fv)

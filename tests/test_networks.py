@@ -46,13 +46,20 @@ def test_turf_phi_is_convs_then_64_without_embedding():
 
 
 def test_sokoban_phi_keeps_convs_and_three_hidden_layers():
-  shapes = _phi(nets.default_config('sokoban'), IMAGE)
+  shapes = _phi(nets.default_config('sokoban_paper'), IMAGE)
   assert [shapes[m]['w'] for m in ('linear', 'linear_1', 'linear_2')] == [
       (2 * 2 * 8, 64), (64, 64), (64, 64)]  # 10 -> 4 -> 2 (VALID)
 
 
+def test_sokoban_preset_is_the_papers_convs_early_fused_with_same_padding():
+  paper, ours = nets.default_config('sokoban_paper'), nets.default_config('sokoban')
+  assert (paper.psi_fusion, paper.conv_padding) == ('siamese', 'VALID')
+  assert dataclasses.replace(ours, psi_fusion='siamese', conv_padding='VALID') == paper
+  assert nets.PAPER_DEFAULTS['sokoban'] == paper
+
+
 def test_same_padding_keeps_5x5_maps_and_checkpoints_round_trip(tmp_path):
-  config = dataclasses.replace(nets.default_config('sokoban'), conv_padding='SAME')
+  config = dataclasses.replace(nets.default_config('sokoban_paper'), conv_padding='SAME')
   shapes = _phi(config, IMAGE)
   assert shapes['linear']['w'] == (5 * 5 * 8, 64)  # 10 -> 5 -> 5 (SAME)
   # A dict without the field (checkpoints before it existed) rebuilds the VALID network.
@@ -65,7 +72,7 @@ def test_same_padding_keeps_5x5_maps_and_checkpoints_round_trip(tmp_path):
 
 
 def test_early_fusion_stacks_both_frames_into_one_encoder():
-  config = dataclasses.replace(nets.default_config('sokoban'), psi_fusion='early')
+  config = dataclasses.replace(nets.default_config('sokoban_paper'), psi_fusion='early')
   est = nets.make_estimators(config, 4)
   x = np.zeros((2, 10, 10, 3), np.uint8)
   y = np.full((2, 10, 10, 3), 255, np.uint8)
