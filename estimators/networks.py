@@ -97,14 +97,15 @@ PAPER_DEFAULTS = {
 }
 
 
-# The presets: the paper's networks, except Sokoban's psi, where the paper's Siamese net with
-# VALID convs (kept as 'sokoban_paper') ranks irreversible random transitions at AUROC 0.66 on
-# unseen Boxoban levels, and the same convs applied to both frames stacked along channels, with
-# SAME padding, at 0.83 (bench.psi_ablation; BUILD_NOTES.md, "Sokoban psi").
+# The presets: the paper's networks, except Sokoban's psi. The paper's Siamese net with VALID
+# convs (kept as 'sokoban_paper') ranks irreversible random transitions at AUROC 0.66 on unseen
+# Boxoban levels; its two convs (strides 2, 1) applied to both frames stacked along channels,
+# with SAME padding and 32 channels each, at 0.95 (bench.psi_ablation; BUILD_NOTES.md,
+# "Sokoban psi").
 PRESETS = dict(
     PAPER_DEFAULTS,
     sokoban=dataclasses.replace(PAPER_DEFAULTS['sokoban'], psi_fusion='early',
-                                conv_padding='SAME'),
+                                conv_padding='SAME', conv_channels=(32, 32)),
     sokoban_paper=PAPER_DEFAULTS['sokoban'])
 
 

@@ -24,12 +24,16 @@ def test_list_shows_every_step_and_runs_nothing(tmp_path):
   assert r.returncode == 0, r.stderr
   lines = r.stdout.strip().splitlines()
   names = [l[9:].split()[0] for l in lines]
-  runs = ['impala-s0', 'impala_rae-s0', 'impala-s1', 'impala_rae-s1']
-  assert names == ['collect_random', 'train_psi', 'eval_psi_train_levels', 'eval_psi_boxoban',
-                   'psi_trace'] + runs + [f'{r}-{e}' for r in runs for e in (
-                       'eval_train', 'eval_boxoban', 'eval_irreversible')]
+  runs = [f'{r}-s{i}' for i in (0, 1) for r in ('impala', 'impala_rae', 'impala_rae_paper_psi')]
+  psi = ['train_psi{}', 'eval_psi{}_train_levels', 'eval_psi{}_boxoban', 'psi_trace{}']
+  assert names == (['collect_random'] + [p.format('') for p in psi] +
+                   [p.format('_paper') for p in psi] + runs + [
+                       f'{r}-{e}' for r in runs for e in (
+                           'eval_train', 'eval_boxoban', 'eval_irreversible')])
   assert all(l.startswith('to do') for l in lines)
-  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[6]
+  assert '--network_preset sokoban ' in lines[1] and '--network_preset sokoban_paper ' in lines[5]
+  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[10]
+  assert '--estimator_checkpoint ' + str(tmp_path / 'psi_paper.ckpt') in lines[11]
   assert os.listdir(tmp_path) == []
 
 
@@ -94,7 +98,8 @@ def _fake_run(run_dir, returns, solved):
 def test_report_aggregates_seeds_with_intervals(tmp_path):
   out = str(tmp_path)
   steps = registry.sokoban_steps('tiny', 3)
-  finals = {'IMPALA': [1.0, 2.0, 3.0], 'IMPALA+RAE': [4.0, 4.0, 7.0]}
+  finals = {'IMPALA': [1.0, 2.0, 3.0], 'IMPALA+RAE': [4.0, 4.0, 7.0],
+            "IMPALA+RAE (paper's psi)": [0.0, 0.0, 0.0]}
   for step in steps:
     if step.is_training:
       value = finals[step.group][step.seed]

@@ -54,7 +54,8 @@ def test_sokoban_phi_keeps_convs_and_three_hidden_layers():
 def test_sokoban_preset_is_the_papers_convs_early_fused_with_same_padding():
   paper, ours = nets.default_config('sokoban_paper'), nets.default_config('sokoban')
   assert (paper.psi_fusion, paper.conv_padding) == ('siamese', 'VALID')
-  assert dataclasses.replace(ours, psi_fusion='siamese', conv_padding='VALID') == paper
+  assert dataclasses.replace(ours, psi_fusion='siamese', conv_padding='VALID',
+                             conv_channels=(8, 8)) == paper
   assert nets.PAPER_DEFAULTS['sokoban'] == paper
 
 
