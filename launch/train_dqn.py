@@ -1,0 +1,322 @@
+r"""Trains the paper's DQN or M-DQN baseline (App. C.4) on Cartpole+ and evaluates it as it goes.
+
+    python -m launch.train_dqn --algorithm dqn --run_dir runs/dqn              # 2M steps, Cartpole+
+    python -m launch.train_dqn --algorithm mdqn --max_steps 300000 --run_dir runs/mdqn --seed 1
+
+One process, no Launchpad: Acme's agent (actor and learner in lock-step, one gradient step every
+--update_every env steps, as the paper's baselines) with an in-process Reverb replay server
+(agents/dqn.py), driven by the loop below. Every --eval_every env steps one greedy evaluation
+episode is played on a separate environment; the run reports the maximum (the paper's figure:
+DQN 1152, M-DQN 2801) and the mean of those evaluation returns.
+
+RUN_DIR holds what `launch.aggregate`, `launch.plot` and `launch.experiment` read from any run:
+  config.json, flags.json   the resolved configuration and the command-line flags
+  logs/actor_0/logs.csv     one row per training episode (actor_steps, episode_length,
+                            episode_return, epsilon, unix_time, ...)
+  logs/evaluator/logs.csv   one row per evaluation episode (actor_steps, eval_return, eval_length)
+  logs/learner/logs.csv     the learner's loss, at most one row a second
+  counts.json, run_state.json, summary.json (status, eval_max_return, eval_mean_return, ...),
+  eval.json                 the evaluation summary in launch.evaluate_policy's layout
+A RUN_DIR that holds a run is refused unless --resume. --resume on a run that completed
+--max_steps does nothing; on a stopped or shorter one it starts the run again from step 0 (the
+replay buffer is not saved, so there is no exact continuation). Ctrl-C / SIGTERM stop the run
+with status 'stopped by user' (exit code 130).
+"""
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Dict, List
+
+from absl import app, flags
+
+if TYPE_CHECKING:
+  from agents import dqn_config
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum('algorithm', 'dqn', ['dqn', 'mdqn'], 'DQN (Mnih et al. 2015) or M-DQN.')
+flags.DEFINE_string('env', 'cartpole', 'Environment name (envs.make); vector observations only.')
+flags.DEFINE_integer('episode_steps', 50_000, "Environment time limit (its 'max_steps' option): "
+                     "50000 is the paper's Cartpole+.")
+flags.DEFINE_multi_string('env_option', [], 'Extra environment option key=value (repeatable).')
+flags.DEFINE_integer('max_steps', 2_000_000, 'Training env steps (the paper: 2M).')
+flags.DEFINE_integer('eval_every', 1000, 'Env steps between greedy evaluation episodes.')
+flags.DEFINE_integer('seed', 0, 'Random seed (network, exploration, environments).')
+flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<algorithm>-<time>).')
+flags.DEFINE_bool('resume', False, 'Continue the run in --run_dir: nothing to do when it '
+                  'completed --max_steps, else it starts again from step 0.')
+flags.DEFINE_list('hidden_sizes', ['512', '512'], 'Q-network hidden layers (App. C.4: 512,512).')
+flags.DEFINE_float('learning_rate', 1e-3, 'Adam learning rate (App. C.4).')
+flags.DEFINE_float('discount', 0.99, 'Discount gamma (App. C.4).')
+flags.DEFINE_integer('batch_size', 128, 'Transitions per gradient step (App. C.4).')
+flags.DEFINE_integer('replay_size', 50_000, 'Replay buffer size in transitions (App. C.4).')
+flags.DEFINE_integer('update_every', 4, 'Env steps per gradient step (App. C.4).')
+flags.DEFINE_integer('target_update_every', 400, 'Env steps between target copies (App. C.4).')
+flags.DEFINE_float('munchausen_alpha', 0.9, 'M-DQN alpha (App. C.4).')
+flags.DEFINE_float('munchausen_tau', 0.03, 'M-DQN tau (App. C.4).')
+flags.DEFINE_integer('min_replay_size', 1_000, 'Transitions stored before the first gradient '
+                     'step (ours; not in the paper).')
+flags.DEFINE_float('epsilon_start', 1.0, 'Exploration epsilon at step 0 (ours).')
+flags.DEFINE_float('epsilon_end', 0.01, 'Exploration epsilon after the decay (ours).')
+flags.DEFINE_integer('epsilon_decay_steps', 50_000, 'Env steps of the linear epsilon decay (ours).')
+flags.DEFINE_float('progress_every_s', 30.0, 'Seconds between progress lines.')
+
+ACTOR_LOG, EVAL_LOG, LEARNER_LOG = 'actor_0', 'evaluator', 'learner'
+EVAL_FILE = 'eval.json'
+_OUTPUTS = ('logs', 'counts.json', 'run_state.json', 'summary.json', EVAL_FILE)
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNRunConfig:
+  env: str
+  env_options: Dict[str, Any]
+  max_steps: int
+  eval_every: int
+  seed: int
+  run_dir: str
+  agent: 'dqn_config.DQNConfig'
+
+  def __post_init__(self):
+    if self.max_steps < 1:
+      raise ValueError(f'--max_steps must be >= 1, got {self.max_steps}')
+    if self.eval_every < 1:
+      raise ValueError(f'--eval_every must be >= 1, got {self.eval_every}')
+
+
+def config_from_flags() -> DQNRunConfig:
+  """Parses the flags into a typed config; raises ValueError with a one-line message."""
+  import envs
+  from agents import dqn_config
+  options = envs.parse_options(FLAGS.env_option)
+  if FLAGS.episode_steps is not None:
+    options['max_steps'] = FLAGS.episode_steps
+  env = envs.make(FLAGS.env, seed=0, **options)  # a bad name or option fails here, in one line
+  if len(env.observation_spec().shape) != 1:
+    raise ValueError(f'--env {FLAGS.env}: DQN here takes vector observations, this environment '
+                     f'gives {tuple(env.observation_spec().shape)}')
+  try:
+    hidden = tuple(int(h) for h in FLAGS.hidden_sizes)
+  except ValueError:
+    raise ValueError(f'--hidden_sizes must be integers, got {",".join(FLAGS.hidden_sizes)}') from None
+  agent = dqn_config.DQNConfig(
+      algorithm=FLAGS.algorithm, hidden_sizes=hidden, learning_rate=FLAGS.learning_rate,
+      discount=FLAGS.discount, batch_size=FLAGS.batch_size, replay_size=FLAGS.replay_size,
+      update_every=FLAGS.update_every, target_update_every=FLAGS.target_update_every,
+      munchausen_alpha=FLAGS.munchausen_alpha, munchausen_tau=FLAGS.munchausen_tau,
+      min_replay_size=FLAGS.min_replay_size, epsilon_start=FLAGS.epsilon_start,
+      epsilon_end=FLAGS.epsilon_end, epsilon_decay_steps=FLAGS.epsilon_decay_steps)
+  run_dir = FLAGS.run_dir or os.path.join(
+      'runs', f'{FLAGS.env}-{FLAGS.algorithm}-{time.strftime("%Y%m%d-%H%M%S")}')
+  return DQNRunConfig(env=FLAGS.env, env_options=options, max_steps=FLAGS.max_steps,
+                      eval_every=FLAGS.eval_every, seed=FLAGS.seed,
+                      run_dir=os.path.abspath(run_dir), agent=agent)
+
+
+def make_environment(cfg: DQNRunConfig, seed: int):
+  import envs
+  from acme import wrappers
+  # float32 rewards/discounts: the Reverb signature and the loss work in float32.
+  return wrappers.SinglePrecisionWrapper(envs.make(cfg.env, seed=seed, **cfg.env_options))
+
+
+class _WithSteps:
+  """A logger that adds the run's env step count (the x axis of every curve) to each row."""
+
+  def __init__(self, inner, steps_fn):
+    self._inner, self._steps_fn = inner, steps_fn
+
+  def write(self, data):
+    self._inner.write({**data, 'actor_steps': self._steps_fn(), 'unix_time': time.time()})
+
+  def close(self):
+    self._inner.close()
+
+
+class _Discard:
+  def write(self, data):
+    del data
+
+  def close(self):
+    pass
+
+
+def _csv(run_dir: str, label: str, time_delta: float = 0.0):
+  from acme.utils import loggers
+  return loggers.CSVLogger(run_dir, label=label, add_uid=False, time_delta=time_delta,
+                           flush_every=1)
+
+
+def eval_summary(returns: List[float], lengths: List[float]) -> Dict[str, Any]:
+  """The evaluation episodes' max and mean (the paper reports the max)."""
+  import numpy as np
+  if not returns:
+    return {'episodes': 0, 'max_return': None, 'mean_return': None, 'last_return': None,
+            'max_length': None}
+  return {'episodes': len(returns), 'max_return': float(np.max(returns)),
+          'mean_return': float(np.mean(returns)), 'last_return': float(returns[-1]),
+          'max_length': float(np.max(lengths))}
+
+
+def train(cfg: DQNRunConfig) -> Dict[str, Any]:
+  """Runs the training loop to cfg.max_steps (or Ctrl-C); returns the summary it writes."""
+  import acme
+  from acme import specs
+  from acme.utils import counting
+  from agents import dqn
+  from launch import run_state
+  from launch import summary as summary_lib
+
+  env = make_environment(cfg, cfg.seed * 1000 + 1)
+  eval_env = make_environment(cfg, cfg.seed * 1000 + 2)
+  spec = specs.make_environment_spec(env)
+  steps = [0]
+  actor_log = _csv(cfg.run_dir, ACTOR_LOG)
+  eval_log = _csv(cfg.run_dir, EVAL_LOG)
+  learner_log = _WithSteps(_csv(cfg.run_dir, LEARNER_LOG, time_delta=1.0), lambda: steps[0])
+  agent = dqn.make_agent(spec, cfg.agent, cfg.seed, env_steps=lambda: steps[0],
+                         counter=counting.Counter(prefix='learner', time_delta=0.0),
+                         learner_logger=learner_log)
+  # Evaluation results are logged below, with the training step; the loop's own logger
+  # (Acme's default writes under ~/acme) gets nothing.
+  evaluation = acme.EnvironmentLoop(eval_env, agent.evaluator, should_update=False,
+                                    logger=_Discard())
+  eval_returns, eval_lengths = [], []
+  run_state.begin_segment(cfg.run_dir, 0)
+  start = last_progress = time.time()
+  status = run_state.STOPPED
+  episodes = 0
+  try:
+    timestep = env.reset()
+    agent.agent.observe_first(timestep)
+    ep_len, ep_return, ep_start = 0, 0.0, time.time()
+    while steps[0] < cfg.max_steps:
+      action = agent.agent.select_action(timestep.observation)
+      timestep = env.step(action)
+      agent.agent.observe(action, timestep)
+      agent.agent.update()
+      steps[0] += 1
+      ep_len += 1
+      ep_return += float(timestep.reward)
+      if timestep.last():
+        episodes += 1
+        actor_log.write({'actor_steps': steps[0], 'actor_episodes': episodes,
+                         'episode_length': ep_len, 'episode_return': ep_return,
+                         'epsilon': cfg.agent.epsilon(steps[0]),
+                         'steps_per_second': ep_len / max(time.time() - ep_start, 1e-9),
+                         'unix_time': time.time()})
+        timestep = env.reset()
+        agent.agent.observe_first(timestep)
+        ep_len, ep_return, ep_start = 0, 0.0, time.time()
+      if steps[0] % cfg.eval_every == 0:
+        agent.evaluator_variables.update_and_wait()
+        result = evaluation.run_episode()
+        eval_returns.append(float(result['episode_return']))
+        eval_lengths.append(float(result['episode_length']))
+        eval_log.write({'actor_steps': steps[0], 'eval_return': eval_returns[-1],
+                        'eval_length': eval_lengths[-1], 'unix_time': time.time()})
+      if time.time() - last_progress >= FLAGS.progress_every_s:
+        last_progress = time.time()
+        best = max(eval_returns) if eval_returns else float('nan')
+        print(f'[{time.time() - start:6.0f}s] env steps {steps[0]:>9,}/{cfg.max_steps:,}  '
+              f'episodes {episodes:>6}  eval max {best:8.1f}  '
+              f'epsilon {cfg.agent.epsilon(steps[0]):.3f}', flush=True)
+        run_state.save_counts(cfg.run_dir, {'actor_steps': steps[0], 'actor_episodes': episodes})
+    status = run_state.COMPLETED
+  except KeyboardInterrupt:
+    status = run_state.STOPPED
+  finally:
+    for log in (actor_log, eval_log, learner_log):
+      log.close()
+    run_state.save_counts(cfg.run_dir, {'actor_steps': steps[0], 'actor_episodes': episodes})
+    run_state.end_segment(cfg.run_dir, status, steps[0])
+    evals = eval_summary(eval_returns, eval_lengths)
+    run_state.write_json(os.path.join(cfg.run_dir, EVAL_FILE),
+                         {'algorithm': cfg.agent.algorithm, 'eval_every': cfg.eval_every,
+                          'actor_steps': steps[0], 'policies': {'greedy': evals}})
+    summary = summary_lib.summarize(cfg.run_dir, wall_time=run_state.total_wall_time(cfg.run_dir))
+    summary['actor_steps'] = steps[0]  # also when no training episode has ended yet
+    summary.update({'status': status, 'algorithm': cfg.agent.algorithm,
+                    **{f'eval_{k}': v for k, v in evals.items()}})
+    run_state.write_json(os.path.join(cfg.run_dir, 'summary.json'), summary)
+    # Flush the adder's items while the server still runs: a writer flushed after the server
+    # stopped waits 10 s for a timeout when it is deleted.
+    agent.replay.adder.reset()
+    agent.replay.server.stop()
+  return summary
+
+
+def _jsonable(obj):
+  return json.loads(json.dumps(dataclasses.asdict(obj)))
+
+
+def prepare_resume(run_dir: str) -> None:
+  """--resume: the saved flags become this launch's defaults (flags given here win)."""
+  from launch import run_state
+  saved = run_state.read_json(os.path.join(run_dir, run_state.FLAGS_FILE))
+  if not run_state.holds_run(run_dir) or saved is None:
+    raise ValueError(f'nothing to resume in {run_dir}: it holds no run (no config.json/flags.json)')
+  for name, value in saved.items():
+    if name in FLAGS and not FLAGS[name].present and name != 'resume':
+      FLAGS[name].value = value
+
+
+def _terminate_gracefully(signum, frame):
+  raise KeyboardInterrupt
+
+
+def main(argv):
+  del argv
+  signal.signal(signal.SIGTERM, _terminate_gracefully)
+  signal.signal(signal.SIGHUP, _terminate_gracefully)
+  from launch import run_state
+  try:
+    if FLAGS.resume:
+      if not FLAGS.run_dir:
+        raise ValueError('--resume needs --run_dir (the run to continue)')
+      prepare_resume(FLAGS.run_dir)
+    elif FLAGS.run_dir and run_state.holds_run(FLAGS.run_dir):
+      raise ValueError(f'{FLAGS.run_dir} already holds a run; pass --resume to continue it, or '
+                       'choose another --run_dir')
+    cfg = config_from_flags()
+    run_state.check_writable(cfg.run_dir)
+    if FLAGS.resume:
+      diff = run_state.config_differences(
+          run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG)), _jsonable(cfg))
+      if diff:
+        raise ValueError(f'cannot resume {cfg.run_dir}: the configuration differs in '
+                         f'{", ".join(diff)} (only max_steps may change)')
+  except ValueError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  if FLAGS.resume:
+    summary = run_state.read_json(os.path.join(cfg.run_dir, 'summary.json'), {}) or {}
+    if summary.get('status') == run_state.COMPLETED and summary.get('actor_steps', 0) >= cfg.max_steps:
+      print(f'nothing to do: {cfg.run_dir} already completed {summary["actor_steps"]:,} env steps')
+      return
+    print(f'{cfg.run_dir}: the run stopped before --max_steps; starting it again from step 0 '
+          '(its replay buffer was not saved)', flush=True)
+    for name in _OUTPUTS:  # what the previous attempt wrote; config.json and flags.json stay
+      path = os.path.join(cfg.run_dir, name)
+      if os.path.isdir(path):
+        shutil.rmtree(path)
+      elif os.path.exists(path):
+        os.remove(path)
+  else:
+    run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE),
+                         {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])})
+  run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), _jsonable(cfg))
+  print(f'run directory: {cfg.run_dir} ({cfg.agent.algorithm}, {cfg.max_steps:,} env steps)',
+        flush=True)
+  summary = train(cfg)
+  from launch import summary as summary_lib
+  print(summary_lib.format_summary(summary))
+  if summary['status'] != run_state.COMPLETED:
+    print(f'stopped; run it again with: python -m launch.train_dqn --run_dir {cfg.run_dir} --resume')
+    sys.exit(130)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,202 @@
+"""The Cartpole+, reward-free Cartpole and Turf experiments: their steps per scale, the page
+sections built from hand-made runs, and (slow) each one's smallest configuration end to end."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launch import experiment as runner
+from launch import experiments as registry
+from launch import experiments_cartpole as cp
+from launch import experiments_turf as turf
+from launch import run_state
+from launch.experiment_spec import train_step
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+NEW = ('cartpole_plus', 'cartpole_reward_free', 'turf')
+
+
+@pytest.mark.parametrize('name', NEW)
+@pytest.mark.parametrize('scale', ('tiny', 'small', 'paper'))
+def test_steps_are_named_once_and_every_run_has_a_group(name, scale):
+  steps = registry.get(name).steps(scale, 1)
+  names = [s.name for s in steps]
+  assert len(names) == len(set(names))
+  runs = [s for s in steps if s.is_training]
+  assert runs and all(s.group and s.seed is not None and s.done == f'{s.run_dir}/done'
+                      for s in runs)
+
+
+def test_cartpole_plus_seeds_and_dqn_runs_are_training_steps(tmp_path):
+  small = cp.cartpole_plus_steps('small', 2)
+  groups = {}
+  for s in small:
+    if s.is_training:
+      groups.setdefault(s.group, []).append(s)
+  # The issue's 10 seeds of random + RAC at small scale; --seeds for the DQN baselines.
+  assert {g: len(v) for g, v in groups.items()} == {'random': 10, 'random+RAC': 10, 'DQN': 2,
+                                                     'M-DQN': 2}
+  mdqn = groups['M-DQN'][0]
+  assert mdqn.module == 'launch.train_dqn' and '--algorithm' in mdqn.args
+  argv = runner.step_argv(mdqn, str(tmp_path), max_steps_override=777)
+  assert argv[argv.index('--max_steps') + 1] == '777' and argv[1] == 'launch.train_dqn'
+  rac = groups['random+RAC'][0].args
+  assert rac[rac.index('--episode_steps') + 1] == '50000' and '--estimator_checkpoint' in rac
+  assert len([s for s in cp.cartpole_plus_steps('tiny', 1) if s.is_training]) == 4
+  with pytest.raises(ValueError, match='not a training module'):
+    train_step('x', 'g', 0, 10, 1, module='launch.collect')
+
+
+def test_reward_free_and_turf_seed_minimums():
+  rf = [s for s in cp.cartpole_reward_free_steps('small', 1) if s.is_training]
+  assert sorted({s.group for s in rf}) == ['IMPALA', 'IMPALA+RAE'] and len(rf) == 10
+  assert all('--reward_free=true' in s.args for s in rf)
+  t = [s for s in turf.turf_steps('small', 1) if s.is_training]
+  counts = {}
+  for s in t:
+    counts[s.group] = counts.get(s.group, 0) + 1
+  assert counts == {'IMPALA': 3, 'IMPALA+RAE': 3, 'IMPALA+RAC beta=0.2': 3,
+                    'IMPALA+RAC beta=0': 1, 'IMPALA+RAC beta=0.1': 1, 'IMPALA+RAC beta=0.3': 1,
+                    'IMPALA+RAC beta=0.4': 1, 'IMPALA+RAC beta=0.5': 1}
+  rae = [s for s in t if s.group == 'IMPALA+RAE'][0].args
+  assert '--estimator_checkpoint' not in rae  # RAE learns psi online (Sec. 5.2)
+
+
+def test_length_stats_count_the_cap_and_the_unfinished_steps():
+  s = cp.length_stats([10, 50_000, 30, 50_000], unfinished_steps=1234, cap=50_000)
+  assert s == {'episodes': 4, 'median': 25_015.0, 'mean': 25_010.0, 'max': 50_000.0,
+               'capped': 2, 'unfinished_steps': 1234.0}
+  empty = cp.length_stats([], 300, 50_000)
+  assert empty['episodes'] == 0 and empty['capped'] == 0
+
+
+def test_length_table_pools_runs_of_a_group():
+  stats = {'random+RAC': [cp.length_stats([50_000, 50_000, 20], 7_000, 50_000),
+                          cp.length_stats([50_000], 0, 50_000)],
+           'random': [cp.length_stats([20, 24], 5, 50_000)]}
+  md = cp.length_table_markdown(stats, 50_000)
+  rows = [l for l in md.splitlines() if l.startswith('| random')]
+  # 4 episodes, 3 at the cap; mean (100000 + 20 + 50000) / 4; median of run medians 50000.
+  assert rows[0] == '| random+RAC | 2 | 4 | 50,000 | 37,505.0 | 50,000 | 3 (75%) | 7,000 |'
+  assert rows[1] == '| random | 1 | 2 | 22 | 22.0 | 24 | 0 (0%) | 5 |'
+
+
+def test_dqn_table_against_the_papers_scores():
+  md = cp.dqn_table_markdown({'M-DQN': [{'max_return': 500.0, 'mean_return': 100.0, 'episodes': 10},
+                                        {'max_return': 700.0, 'mean_return': 140.0, 'episodes': 10}]})
+  row = [l for l in md.splitlines() if l.startswith('| M-DQN')][0]
+  # max: mean 600, t(1 df) 12.706 * std 141.42 / sqrt 2 = 1270.6
+  assert row == '| M-DQN | 2 | 500, 700 | 600 ± 1,271 | 120.0 ± 254.1 | 20 | 2,801 |'
+  assert '| DQN |' not in md
+
+
+def test_reward_free_seeds_table_and_verdict():
+  md = cp.seeds_markdown([('IMPALA+RAE', 'impala_rae-s0', 195.5, 400_000),
+                          ('IMPALA+RAE', 'impala_rae-s1', 150.0, None),
+                          ('IMPALA', 'impala-s0', 21.0, None)])
+  assert '| IMPALA+RAE | impala_rae-s0 | 195.5 | 400,000 |' in md
+  assert '| IMPALA+RAE | impala_rae-s1 | 150.0 | never |' in md
+  assert 'IMPALA+RAE: 1 of 2 seeds at or above 190.' in md
+  assert 'IMPALA: 0 of 1 seeds at or above 190.' in md
+
+
+def test_turf_run_record_and_claim():
+  rec = turf.run_record([0, 0, 1, 1], [0, 0, 0, 0], [100, 200, 300, 400], last_n=2)
+  assert rec == {'episodes': 4, 'ruined_total': 0.0, 'episodes_with_ruin': 0, 'goal_last': 1.0,
+                 'ruined_last': 0.0, 'first_goal_step': 300.0}
+  dirty = turf.run_record([0, 1], [3, 1], [50, 90])
+  records = {'IMPALA': [dirty], 'IMPALA+RAC beta=0.2': [rec, rec],
+             'IMPALA+RAC beta=0.5': [turf.run_record([0, 0], [0, 0], [1, 2])]}
+  md = turf.side_effects_markdown(records)
+  assert '| IMPALA | 1 | 2 | 4 | 2 | 0.50 | 2.00 | 90 |' in md
+  assert '2 of 2 runs ruined no grass; 2 of 2 reached the goal' in md
+  sweep = turf.sweep_markdown(records)
+  assert '| 0.2 | 2 | 1.00 ± 0.00 | 0.0 ± 0.0 | 2 |' in sweep
+  assert '| 0.5 | 1 | 0.00 | 0.0 | 1 |' in sweep and '| 0.1 |' not in sweep
+
+
+def _fake_run(run_dir, rows, header, counts):
+  os.makedirs(os.path.join(run_dir, 'logs', 'actor_0'))
+  with open(os.path.join(run_dir, 'logs', 'actor_0', 'logs.csv'), 'w') as f:
+    f.write(','.join(header) + '\n')
+    for row in rows:
+      f.write(','.join(str(v) for v in row) + '\n')
+  run_state.write_json(os.path.join(run_dir, 'run_state.json'),
+                       {'segments': [{'start': 0, 'end': 100, 'status': 'completed'}]})
+  run_state.save_counts(run_dir, {'actor_steps': counts})
+
+
+def test_cartpole_plus_page_from_hand_made_runs(tmp_path):
+  out = str(tmp_path)
+  header = ('actor_steps', 'episode_length', 'episode_return', 'unix_time')
+  for step in cp.cartpole_plus_steps('tiny', 1):
+    if not step.is_training:
+      continue
+    run_dir = os.path.join(out, step.run_dir)
+    if step.group == 'random+RAC':
+      _fake_run(run_dir, [(50_000, 50_000, 50_000, 10), (50_020, 20, 20, 20)], header, 60_000)
+    else:
+      _fake_run(run_dir, [(20, 20, 20, 1), (50, 30, 30, 2)], header, 55)
+    if step.group in ('DQN', 'M-DQN'):
+      run_state.write_json(os.path.join(run_dir, 'eval.json'), {'policies': {'greedy': {
+          'max_return': 321.0, 'mean_return': 99.5, 'episodes': 3}}})
+  table = runner.report(registry.get('cartpole_plus'), 'tiny', 1, out)
+  rows = {r['group']: r for r in table['rows']}
+  assert rows['DQN']['greedy eval, max return']['mean'] == 321.0
+  assert rows['random+RAC']['greedy eval, max return']['per_seed'] == [None]
+  md = (tmp_path / 'table.md').read_text()
+  assert '| random+RAC | 1 | 2 | 25,010 | 25,010.0 | 50,000 | 1 (50%) | 9,980 |' in md
+  assert '| DQN | 1 | 321 | 321 | 99.5 | 3 | 1,152 |' in md
+  assert (tmp_path / 'episode_lengths.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_turf_page_from_hand_made_runs(tmp_path):
+  out = str(tmp_path)
+  header = ('actor_steps', 'episode_return', 'ruined_grass', 'episode_length', 'unix_time')
+  for step in turf.turf_steps('tiny', 1):
+    if step.is_training:
+      ruined = 0 if 'RAC' in step.group else 5
+      _fake_run(os.path.join(out, step.run_dir),
+                [(120 * (i + 1), int(i >= 2), ruined, 120, i) for i in range(4)], header, 480)
+  table = runner.report(registry.get('turf'), 'tiny', 1, out)
+  assert {r['group'] for r in table['rows']} == {'IMPALA', 'IMPALA+RAE', 'IMPALA+RAC beta=0.2',
+                                                 'IMPALA+RAC beta=0'}
+  md = (tmp_path / 'table.md').read_text()
+  assert '1 of 1 runs ruined no grass; 1 of 1 reached the goal' in md
+  assert '| IMPALA | 1 | 4 | 20 | 4 | 0.50 | 5.00 | 360 |' in md
+
+
+def _run_tiny(name, tmp_path):
+  r = subprocess.run([sys.executable, '-m', 'launch.experiment', name, '--scale', 'tiny',
+                      '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
+                     text=True, timeout=3600)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  table = json.loads((tmp_path / 'table.json').read_text())
+  assert all(all(row['completed']) for row in table['rows'])
+  return table, (tmp_path / 'table.md').read_text()
+
+
+@pytest.mark.slow
+def test_cartpole_plus_smallest_configuration_runs_end_to_end(tmp_path):
+  table, md = _run_tiny('cartpole_plus', tmp_path)
+  assert {row['group'] for row in table['rows']} == {'random', 'random+RAC', 'DQN', 'M-DQN'}
+  dqn = {row['group']: row for row in table['rows']}['DQN']
+  assert dqn['greedy eval, max return']['mean'] > 0
+  assert '## Episode lengths' in md and '## DQN and M-DQN' in md and '## Fig. 6b/6c' in md
+  assert (tmp_path / 'estimator_eval' / 'cartpole_phi_action0.png').exists()
+
+
+@pytest.mark.slow
+def test_cartpole_reward_free_smallest_configuration_runs_end_to_end(tmp_path):
+  table, md = _run_tiny('cartpole_reward_free', tmp_path)
+  assert {row['group'] for row in table['rows']} == {'IMPALA', 'IMPALA+RAE'}
+  assert '## Fig. 3b/3c' in md and (tmp_path / 'psi_eval' / 'cartpole_psi.png').exists()
+
+
+@pytest.mark.slow
+def test_turf_smallest_configuration_runs_end_to_end(tmp_path):
+  table, md = _run_tiny('turf', tmp_path)
+  assert len(table['rows']) == 4
+  assert '## RAC threshold sweep' in md and '## Offline psi / phi' in md
