@@ -1,6 +1,6 @@
 # Two entry points for users: `make run` (main job) and `make test`. Both set up ./.venv first.
 PY := .venv/bin/python
-.PHONY: setup run test test-slow bench lock
+.PHONY: setup run test test-slow bench bench-cluster lock
 
 setup:
 	@bash scripts/setup_venv.sh
@@ -16,6 +16,10 @@ test-slow: setup
 
 bench: setup
 	$(PY) -m bench.throughput $(ARGS)
+
+# Cluster launch across network namespaces with 1, 2, 4, 8 actors (needs root).
+bench-cluster: setup
+	$(PY) -m bench.cluster_scaling $(ARGS)
 
 # Re-resolve requirements.lock from the human-edited pins in constraints.txt (needs `uv`).
 lock:

@@ -9,7 +9,9 @@ from estimators.training import TrainConfig as EstimatorTrainConfig
 
 AGENTS = ('impala', 'random')
 
-LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt')
+# cluster: many hosts through Launchpad's CLUSTER_SPEC runtime (launch.cluster); vertex_ai:
+# Launchpad's own Vertex AI launcher.
+LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'cluster', 'vertex_ai')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Loopback-only local launches: builds the bind() shim in launch/native/ and names it for
-LD_PRELOAD (see bind_loopback.c for why). Built once per source version with the system C
+"""Loopback-only local launches (and own-address cluster nodes): builds the bind() shim in
+launch/native/ and names it for LD_PRELOAD (see bind_loopback.c for why). Built once per source version with the system C
 compiler into ~/.cache/noturningback/; without a compiler the run goes on, listening on all
 interfaces, and says so."""
 import hashlib
@@ -36,8 +36,15 @@ def shim_path() -> Tuple[Optional[str], str]:
   return path, ''
 
 
-def preload_env(env: dict) -> Tuple[dict, str]:
-  """`env` with the shim added to LD_PRELOAD, and a warning ('' when it is in place)."""
+BIND_ADDRESS_ENV = 'NTB_BIND_ADDRESS'   # read by the shim: the address wildcard binds go to
+
+
+def preload_env(env: dict, address: Optional[str] = None) -> Tuple[dict, str]:
+  """`env` with the shim added to LD_PRELOAD, and a warning ('' when it is in place). Wildcard
+  binds go to `address` (an IP literal) when given, else to loopback."""
+  env = {k: v for k, v in env.items() if k != BIND_ADDRESS_ENV}
+  if address:
+    env[BIND_ADDRESS_ENV] = address
   path, why = shim_path()
   if path is None:
     return env, f'warning: nodes will listen on all interfaces ({why})'

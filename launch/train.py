@@ -41,7 +41,18 @@ flags.DEFINE_integer('max_node_failures', 3, 'A learner or actor process that di
 flags.DEFINE_bool('resume', False, 'Continue the run in --run_dir from its checkpoints and counters '
                   '(its saved flags are the defaults; only --max_steps, --num_actors, '
                   '--envs_per_actor and --launch_type may change).')
-flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt'], 'Launchpad launch type.')
+flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt', 'cluster', 'vertex_ai'],
+                  "Launchpad launch type. 'cluster': the hosts of --cluster_description through "
+                  "Launchpad's CLUSTER_SPEC runtime (launch.cluster); 'vertex_ai': Launchpad's own "
+                  'Vertex AI launcher (needs xmanager, Docker, a GCP project).')
+flags.DEFINE_string('cluster_description', None, '--launch_type cluster: the JSON (or YAML) file '
+                    'naming the hosts and which node groups run where (launch.cluster_spec).')
+flags.DEFINE_bool('cluster_start', False, '--launch_type cluster: also start every host (through '
+                  'its "start" prefix, else ssh HOST) and wait for the run, as a local launch; '
+                  'without it the run is only packaged and the per-host, Slurm and Kubernetes '
+                  'commands are printed.')
+flags.DEFINE_string('vertex_requirements', None, '--launch_type vertex_ai: the pip requirements '
+                    'file the Docker image installs.')
 flags.DEFINE_integer('seed', 0, 'Random seed.')
 # Reversibility.
 flags.DEFINE_float('beta', None, 'Threshold (default: per (env, mode) preset, launch.presets).')
@@ -144,11 +155,97 @@ def config_from_flags():
       checkpoint_period_s=FLAGS.checkpoint_every_s, max_node_failures=FLAGS.max_node_failures)
 
 
+def check_launch_type_flags() -> None:
+  """The flags a cluster or Vertex AI launch needs; raises ValueError (one line)."""
+  if FLAGS.launch_type == 'cluster':
+    if not FLAGS.cluster_description:
+      raise ValueError('--launch_type cluster needs --cluster_description FILE (hosts and node '
+                       'groups; see README "Running on a cluster")')
+    from launch import cluster_spec
+    cluster_spec.load_description(FLAGS.cluster_description)
+  elif FLAGS.cluster_description or FLAGS.cluster_start:
+    raise ValueError('--cluster_description and --cluster_start need --launch_type cluster')
+  if FLAGS.launch_type == 'vertex_ai':
+    from launch import cluster
+    try:
+      import xmanager  # noqa: F401  pylint: disable=unused-import
+    except ImportError:
+      raise ValueError(cluster.VERTEX_AI_NEEDS) from None
+    if not FLAGS.vertex_requirements or not os.path.exists(FLAGS.vertex_requirements):
+      raise ValueError('--launch_type vertex_ai needs --vertex_requirements FILE (pip requirements '
+                       'of the Docker image)')
+
+
 def _default_option(env_name, option):
   import inspect
   import envs
   p = inspect.signature(envs.env_class(env_name).__init__).parameters.get(option)
   return None if p is None else p.default
+
+
+def record_end(run_dir: str, status: str = None) -> dict:
+  """Closes the run's current segment and writes summary.json (status: the given one, else the
+  coordinator's final state, else a recorded node failure, else stopped); returns the summary."""
+  from launch import run_state
+  from launch import summary as summary_lib
+  final = run_state.read_json(os.path.join(run_dir, 'final_state.json'), {}) or {}
+  failure = run_state.read_json(os.path.join(run_dir, 'failure.json'), {}) or {}
+  status = (status or final.get('status')
+            or (f"failed: {failure['reason']}" if failure.get('reason') else None) or run_state.STOPPED)
+  counts = run_state.load_counts(run_dir)
+  run_state.end_segment(run_dir, status, counts.get('actor_steps', 0))
+  summary = summary_lib.summarize(run_dir, wall_time=run_state.total_wall_time(run_dir))
+  summary['status'] = status
+  summary['launches'] = len(run_state.segments(run_dir))
+  summary.update(summary_lib.restarts(run_dir))
+  run_state.write_json(os.path.join(run_dir, 'summary.json'), summary)
+  return summary
+
+
+def _progress_printer(cfg, start):
+  from launch import summary as summary_lib
+
+  def progress():
+    p = summary_lib.summarize(cfg.run_dir, last_n=20)
+    print(f"[{time.time() - start:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{cfg.max_steps:,}"
+          f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
+          f"  learner steps {p.get('learner_steps', 0):>6,.0f}", flush=True)
+  return progress
+
+
+def run_cluster(cfg, description_path: str, start: bool, resume: bool = False) -> dict:
+  """--launch_type cluster: packages the run for the described hosts; with `start`, runs every
+  host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
+  when nothing was started). Raises ValueError (one line) on a bad description."""
+  from launch import cluster
+  from launch import cluster_spec
+  from launch import launcher
+  from launch import run_state
+  from launch import summary as summary_lib
+
+  desc = cluster_spec.load_description(description_path)
+  run_state.check_writable(cfg.run_dir)
+  if not resume:
+    run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), _jsonable(cfg))
+  cluster.prepare_run_dir(cfg)
+  pkg = cluster.package(cfg, desc)
+  cluster.print_package(pkg, desc)
+  if not start:
+    print('started nothing: run each host\'s command above (or the Slurm / Kubernetes files); '
+          'the run ends by itself and writes its summary', flush=True)
+    return {'status': 'packaged'}
+  print(f'{"resuming" if resume else "run directory"}: {cfg.run_dir} (node output: '
+        f'{pkg.directory}/logs/)', flush=True)
+  status = None
+  try:
+    cluster.start_and_supervise(cfg, pkg, progress=_progress_printer(cfg, time.time()))
+  except launcher.RunFailed as e:
+    status = f'failed: {e}'
+    raise
+  finally:
+    summary = record_end(cfg.run_dir, status)
+    print(summary_lib.format_summary(summary))
+  return summary
 
 
 def run(cfg, resume: bool = False) -> dict:
@@ -169,30 +266,14 @@ def run(cfg, resume: bool = False) -> dict:
   verb = 'resuming' if resume else 'run directory'
   print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
         + (f' from {start_counts.get("actor_steps", 0):,.0f} actor steps' if resume else ''), flush=True)
-  start = time.time()
-
-  def progress():
-    p = summary_lib.summarize(cfg.run_dir, last_n=20)
-    print(f"[{time.time() - start:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{cfg.max_steps:,}"
-          f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
-          f"  learner steps {p.get('learner_steps', 0):>6,.0f}", flush=True)
-
   status = None
   try:
-    launcher.launch_and_supervise(cfg, progress=progress)
+    launcher.launch_and_supervise(cfg, progress=_progress_printer(cfg, time.time()))
   except launcher.RunFailed as e:
     status = f'failed: {e}'
     raise
   finally:
-    final = run_state.read_json(os.path.join(cfg.run_dir, 'final_state.json'), {}) or {}
-    status = status or final.get('status') or run_state.STOPPED
-    counts = run_state.load_counts(cfg.run_dir)
-    run_state.end_segment(cfg.run_dir, status, counts.get('actor_steps', 0))
-    summary = summary_lib.summarize(cfg.run_dir, wall_time=run_state.total_wall_time(cfg.run_dir))
-    summary['status'] = status
-    summary['launches'] = len(run_state.segments(cfg.run_dir))
-    summary.update(summary_lib.restarts(cfg.run_dir))
-    run_state.write_json(os.path.join(cfg.run_dir, 'summary.json'), summary)
+    summary = record_end(cfg.run_dir, status)
     print(summary_lib.format_summary(summary))
   return summary
 
@@ -251,6 +332,10 @@ def main(argv):
       raise ValueError(f'{FLAGS.run_dir} already holds a run; pass --resume to continue it, or '
                        'choose another --run_dir')
     cfg = config_from_flags()
+    check_launch_type_flags()
+    if cfg.launch_type == 'cluster':
+      from launch import cluster, cluster_spec
+      cluster.check_placement(cfg, cluster_spec.load_description(FLAGS.cluster_description))
     if FLAGS.resume:
       check_resume(cfg)
     elif not FLAGS.show_config:
@@ -273,7 +358,17 @@ def main(argv):
   else:
     run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE), _train_flags())
   try:
-    summary = run(cfg, resume=FLAGS.resume)
+    if cfg.launch_type == 'cluster':
+      summary = run_cluster(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume)
+    elif cfg.launch_type == 'vertex_ai':
+      from launch import cluster
+      cluster.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
+      return
+    else:
+      summary = run(cfg, resume=FLAGS.resume)
+  except ValueError as e:   # a description that does not fit the program (placement, ports)
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
   except RunFailed as e:
     print(f'error: run failed: {e}', file=sys.stderr)
     sys.exit(1)

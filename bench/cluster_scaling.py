@@ -1,0 +1,252 @@
+r"""Scaling of the cluster launch: the same reward-free Cartpole RAE job with 1, 2, 4 and 8 actor
+processes, each run across network namespaces (launch.netns_hosts: replay, counter and
+coordinator on one host, the two learners on another, the actors spread over four more), started
+by `launch.train --launch_type cluster --cluster_start`. Needs root.
+
+    python -m bench.cluster_scaling --actors 1,2,4,8 --out results/cluster_scaling.json
+
+Per run: env steps/s, learner and precedence-learner steps/s (least squares over the counter
+node's counts, sampled from counts.json during a fixed window after warm-up), the actors' loop
+breakdown (us per step in env / inference / Reverb writes), and CPU seconds of the replay and
+learner processes per item and per step. Then, one process on loopback, the per-item and
+per-fetch costs a 64-actor estimate needs: the Reverb server's insert cost through the real
+adder, and a parameter fetch (policy; psi + phi) from a Courier server like the learners'.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import psutil
+from absl import app, flags
+
+from bench import common
+from launch import netns_hosts
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list('actors', ['1', '2', '4', '8'], 'Actor counts to run.')
+flags.DEFINE_integer('actor_hosts', 4, 'Namespaces the actors are spread over (round-robin).')
+flags.DEFINE_float('warmup_s', 20.0, 'Seconds after the first actor steps left out.')
+flags.DEFINE_float('window_s', 90.0, 'Seconds measured per run.')
+flags.DEFINE_float('start_timeout_s', 1200.0, 'Longest wait for the first actor steps.')
+flags.DEFINE_integer('fetches', 300, 'Parameter fetches timed per payload.')
+flags.DEFINE_integer('insert_steps', 20_000, 'Environment steps written in the insert measurement.')
+flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
+flags.DEFINE_string('out', 'results/cluster_scaling.json', 'JSON output.')
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOB = ['--env', 'cartpole', '--reward_free', '--mode', 'rae', '--env_steps_per_psi_update', '100',
+       '--max_steps', '100000000']
+
+
+def _rate(samples, key):
+  """Slope (per second) of counts[key] over (time, counts) samples, by least squares."""
+  t = np.array([s[0] for s in samples])
+  y = np.array([s[1].get(key, 0.0) for s in samples])
+  if len(t) < 3 or t[-1] - t[0] <= 0:
+    return None
+  return float(np.polyfit(t - t[0], y, 1)[0])
+
+
+def _pid(run_dir, node):
+  try:
+    with open(os.path.join(run_dir, 'pids', f'{node}.pid')) as f:
+      return psutil.Process(int(f.read()))
+  except (OSError, ValueError, psutil.Error):
+    return None
+
+
+def _cpu(proc):
+  try:
+    t = proc.cpu_times()
+    return t.user + t.system
+  except (psutil.Error, AttributeError):
+    return None
+
+
+def actor_breakdown(run_dir: str) -> dict:
+  """Microseconds per env step in each part of the actors' loops (their last log rows), as
+  bench.throughput reports it (not imported: its flags would clash with these)."""
+  from launch import summary
+  totals, steps = {}, 0
+  for d in sorted(os.listdir(os.path.join(run_dir, 'logs'))):
+    rows = summary.read_log(run_dir, d) if d.startswith('actor_') else []
+    if rows and 'loop_steps' in rows[-1]:
+      steps += rows[-1]['loop_steps']
+      for key, value in rows[-1].items():
+        if key.startswith('loop_s_'):
+          totals[key[len('loop_s_'):]] = totals.get(key[len('loop_s_'):], 0.0) + value
+  return {k: 1e6 * v / steps for k, v in totals.items()} if steps else {}
+
+
+def run_one(num_actors: int, workdir: str) -> dict:
+  actor_hosts = [f'c{i}' for i in range(min(FLAGS.actor_hosts, num_actors))]
+  with netns_hosts.NetnsHosts(['a', 'b'] + actor_hosts, subnet=num_actors % 250) as hosts:
+    run_dir = os.path.join(workdir, f'actors-{num_actors}')
+    desc_path = os.path.join(workdir, f'cluster-{num_actors}.json')
+    with open(desc_path, 'w') as f:
+      json.dump({'name': f'scale{num_actors}',
+                 'hosts': {h: {'address': hosts.address(h), 'start': hosts.start_prefix(h)}
+                           for h in ['a', 'b'] + actor_hosts},
+                 'groups': {'replay': 'a', 'counter': 'a', 'coordinator': 'a', 'learner': 'b',
+                            'precedence_learner': 'b', 'actor': {'hosts': actor_hosts}}}, f)
+    cmd = [sys.executable, '-m', 'launch.train', *JOB, '--num_actors', str(num_actors),
+           '--run_dir', run_dir, '--launch_type', 'cluster', '--cluster_start',
+           '--cluster_description', desc_path]
+    log = open(os.path.join(workdir, f'actors-{num_actors}.log'), 'w')
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT)
+    counts_path = os.path.join(run_dir, 'counts.json')
+    start, first = time.time(), None
+    samples, cpu = [], {}
+    try:
+      while proc.poll() is None:
+        now = time.time()
+        try:
+          with open(counts_path) as f:
+            counts = json.load(f)
+        except (OSError, ValueError):
+          counts = {}
+        if first is None and counts.get('actor_steps', 0) > 0:
+          first = now
+        if first is None and now - start > FLAGS.start_timeout_s:
+          raise RuntimeError(f'{num_actors} actors: no actor step within {FLAGS.start_timeout_s} s')
+        if first is not None and now - first >= FLAGS.warmup_s:
+          samples.append((os.path.getmtime(counts_path), counts))
+          for node in ('replay', 'learner', 'precedence_learner'):
+            p = _pid(run_dir, node)
+            c = _cpu(p) if p else None
+            if c is not None:
+              cpu.setdefault(node, []).append((now, c, counts))
+          if now - first >= FLAGS.warmup_s + FLAGS.window_s:
+            break
+        time.sleep(2.0)
+    finally:
+      if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)   # a graceful stop, as Ctrl-C
+        try:
+          proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+          proc.kill()
+      log.close()
+    # Distinct counter snapshots only (counts.json is rewritten every 2 s).
+    seen, uniq = set(), []
+    for t, c in samples:
+      if t not in seen:
+        seen.add(t)
+        uniq.append((t, c))
+    out = {'num_actors': num_actors, 'actor_hosts': len(actor_hosts),
+           'startup_s': (first - start) if first else None,
+           'measured_s': (uniq[-1][0] - uniq[0][0]) if len(uniq) > 1 else 0.0,
+           'env_steps_per_s': _rate(uniq, 'actor_steps'),
+           'learner_steps_per_s': _rate(uniq, 'learner_steps'),
+           'precedence_steps_per_s': _rate(uniq, 'precedence_steps'),
+           'actor_breakdown_us_per_step': actor_breakdown(run_dir)}
+    if out['env_steps_per_s'] and out['learner_steps_per_s']:
+      out['learner_frames_per_env_step'] = 320 * out['learner_steps_per_s'] / out['env_steps_per_s']
+    for node, series in cpu.items():
+      if len(series) < 2:
+        continue
+      (t0, c0, n0), (t1, c1, n1) = series[0], series[-1]
+      out[f'{node}_cpu_fraction'] = (c1 - c0) / (t1 - t0)
+      steps = n1.get('actor_steps', 0) - n0.get('actor_steps', 0)
+      if steps > 0:
+        out[f'{node}_cpu_us_per_env_step'] = 1e6 * (c1 - c0) / steps
+    out['status'] = (json.load(open(os.path.join(run_dir, 'summary.json'))).get('status')
+                     if os.path.exists(os.path.join(run_dir, 'summary.json')) else None)
+  out['namespaces_left'] = hosts.exists()   # after the with block: all should be gone
+  return out
+
+
+def insert_cost() -> dict:
+  """Reverb server + writer cost per environment step and per item, through the real adder
+  (agents.adders.TrajectoryAdder: IMPALA unrolls of 20 and precedence windows of 2w, w = 200),
+  one process on loopback."""
+  from acme import specs
+  from bench import adder_bench
+  from agents import adders
+  env, steps = adder_bench._steps('cartpole', FLAGS.insert_steps)  # pylint: disable=protected-access
+  spec = specs.make_environment_spec(env)
+  n_add = sum(1 for k, _, _ in steps if k == 'add')
+  proc = psutil.Process()
+  c0 = sum(proc.cpu_times()[:2])
+  wall, items = adder_bench.measure(lambda c: adders.TrajectoryAdder(c, 20, 200), spec, steps,
+                                    spec.actions.num_values, 20)
+  c1 = sum(proc.cpu_times()[:2])
+  n_items = sum(items.values())
+  return {'env_steps': n_add, 'items': items, 'wall_us_per_env_step': 1e6 * wall / n_add,
+          'wall_us_per_item': 1e6 * wall / n_items, 'cpu_us_per_item': 1e6 * (c1 - c0) / n_items}
+
+
+def fetch_cost() -> dict:
+  """A parameter fetch as actors make it (`get_variables` over Courier, as a VariableClient
+  calls the learners), from a Courier server in this process, for the IMPALA policy and for
+  psi + phi of Cartpole."""
+  import courier
+  import jax
+  from agents import networks as agent_networks
+  from estimators import networks as est_nets
+  from estimators import training
+  from launch import program
+  from launch.config import RunConfig
+  from launchpad.nodes.courier import courier_utils
+  spec = program.environment_spec(RunConfig(env='cartpole', env_options={'reward_free': True}))
+  nets = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))
+  key_state, key_params = jax.random.split(jax.random.PRNGKey(0))
+  policy = nets.unroll_init_fn(key_params, nets.initial_state_fn(nets.initial_state_init_fn(key_state)))
+  est = est_nets.make_estimators(est_nets.default_config('cartpole'), spec.actions.num_values)
+  obs = np.zeros(spec.observations.shape, spec.observations.dtype)
+  state = training.init_state(est, training.TrainConfig(train_phi=True), obs)
+  payloads = {'policy': policy, 'psi': state.psi_params, 'phi': state.phi_params}
+
+  class Source:
+    def get_variables(self, names):
+      return [payloads[n] for n in names]
+
+  server = courier_utils.make_courier_server(Source())
+  server.Start()
+  out = {}
+  try:
+    client = courier.Client(server.address)
+    for label, names in (('policy', ['policy']), ('psi_phi', ['psi', 'phi'])):
+      nbytes = sum(np.asarray(x).nbytes for n in names for x in jax.tree_util.tree_leaves(payloads[n]))
+      client.get_variables(names)   # warm-up (connection)
+      t0, c0 = time.perf_counter(), sum(psutil.Process().cpu_times()[:2])
+      for _ in range(FLAGS.fetches):
+        client.get_variables(names)
+      dt = (time.perf_counter() - t0) / FLAGS.fetches
+      dc = (sum(psutil.Process().cpu_times()[:2]) - c0) / FLAGS.fetches
+      out[label] = {'bytes': int(nbytes), 'us_per_fetch': 1e6 * dt,
+                    'cpu_us_per_fetch_client_and_server': 1e6 * dc}
+  finally:
+    server.Stop()
+  return out
+
+
+def main(argv):
+  del argv
+  workdir = FLAGS.workdir or tempfile.mkdtemp(prefix='bench-cluster-')
+  why = netns_hosts.unavailable_reason()
+  if why:
+    sys.exit(f'error: {why}')
+  results = {'job': ' '.join(JOB), 'cores': os.cpu_count(),
+             'load_average_at_start': os.getloadavg(), 'runs': []}
+  for n in [int(a) for a in FLAGS.actors]:
+    print(f'--- {n} actor(s)', flush=True)
+    r = run_one(n, workdir)
+    r['load_average_after'] = os.getloadavg()
+    print(json.dumps(r, indent=2), flush=True)
+    results['runs'].append(r)
+    common.write_json(FLAGS.out, results)
+  results['insert_cost'] = insert_cost()
+  results['fetch_cost'] = fetch_cost()
+  common.write_json(FLAGS.out, results)
+  print(json.dumps({k: results[k] for k in ('insert_cost', 'fetch_cost')}, indent=2))
+
+
+if __name__ == '__main__':
+  app.run(main)
