@@ -39,7 +39,7 @@ class Variant:
 # The paper's recipe (App. C.3, `--network_preset sokoban_paper`) is `paper`; every variant is
 # that recipe with the flags shown (its axis says what they change).
 VARIANTS: Dict[str, Variant] = {v.name: v for v in (
-    Variant('paper', 'the paper (2 convs of 8, VALID; w 15; 5M pairs)', ()),
+    Variant('paper', 'the paper (2 convs of 8, VALID; w 15) on 20k episodes, 5M pairs', ()),
     Variant('same', 'encoder padding SAME (5x5 maps instead of 2x2)', ('--conv_padding', 'SAME')),
     Variant('same_wide', 'SAME, convs of 32', ('--conv_padding', 'SAME', '--conv_channels', '32,32',
                                                 '--conv_strides', '2,1')),

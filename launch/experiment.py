@@ -131,7 +131,9 @@ def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
     for metric in exp.table_metrics:
       values = [_final_value(aggregate, d, metric, exp.table_last_n) for d in run_dirs]
       mean, half = aggregate.mean_ci(values)
-      row[metric] = {'per_seed': values, 'mean': _num(mean), 'ci95': _num(half)}
+      # A run that does not log the metric (RAE penalties of plain IMPALA) has None, not NaN:
+      # table.json stays valid JSON.
+      row[metric] = {'per_seed': [_num(v) for v in values], 'mean': _num(mean), 'ci95': _num(half)}
     for column, filename, policy, key in exp.evaluations:
       values = [_eval_value(os.path.join(d, filename), policy, key) for d in run_dirs]
       mean, half = aggregate.mean_ci([v for v in values if v is not None] or [float('nan')])

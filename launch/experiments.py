@@ -215,8 +215,10 @@ EXPERIMENTS: Dict[str, Experiment] = {
         paper='Fig. 5b: IMPALA+RAE learns faster than IMPALA and consistently solves all levels '
               'of the 1k set; psi matches the exact ground truth with high accuracy (Fig. 5c).',
         steps=sokoban_steps,
-        metrics=('episode_return', 'solved', 'boxes_on_target', 'episode_length'),
-        table_metrics=('episode_return', 'solved', 'boxes_on_target'),
+        metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps',
+                 'episode_length'),
+        # penalised_steps: RAE's penalties per episode (psi > beta), how much RAE shapes.
+        table_metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps'),
         evaluations=(
             ('solved 1k greedy', 'eval_train.json', 'greedy', 'solved_fraction'),
             ('solved 1k sampled', 'eval_train.json', 'sampled', 'solved_fraction'),

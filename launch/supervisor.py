@@ -27,6 +27,7 @@ from typing import Optional
 
 import cloudpickle
 import launchpad as lp
+from launchpad.launch import worker_manager
 from launchpad import address as lp_address
 from launchpad.nodes.python import node as python
 
@@ -142,8 +143,13 @@ class SupervisedNode(python.PyNode):
     stopping = threading.Event()
     child: Optional[subprocess.Popen] = None
 
+    # Launchpad's worker manager is per thread: take it here (the node's thread), wait on it in
+    # the helper thread (lp.wait_for_stop() there raises, and the child then got SIGKILLed by
+    # the manager's 10 s grace instead of terminated).
+    manager = worker_manager.get_worker_manager()
+
     def stop_child_on_program_stop():
-      lp.wait_for_stop()
+      manager.wait_for_stop()
       stopping.set()
       if child is not None and child.poll() is None:
         child.terminate()
