@@ -213,15 +213,30 @@ def _progress_printer(cfg, start):
   return progress
 
 
+def _supervise_and_record(cfg, supervise) -> dict:
+  """Runs `supervise(progress=...)` (a local or a cluster launch, to the run's end) and always
+  closes the run's segment and summary, whatever ended it; returns the summary."""
+  from launch import launcher
+  from launch import summary as summary_lib
+  status = None
+  try:
+    supervise(_progress_printer(cfg, time.time()))
+  except launcher.RunFailed as e:
+    status = f'failed: {e}'
+    raise
+  finally:
+    summary = record_end(cfg.run_dir, status)
+    print(summary_lib.format_summary(summary))
+  return summary
+
+
 def run_cluster(cfg, description_path: str, start: bool, resume: bool = False) -> dict:
   """--launch_type cluster: packages the run for the described hosts; with `start`, runs every
   host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
   when nothing was started). Raises ValueError (one line) on a bad description."""
   from launch import cluster
   from launch import cluster_spec
-  from launch import launcher
   from launch import run_state
-  from launch import summary as summary_lib
 
   desc = cluster_spec.load_description(description_path)
   run_state.check_writable(cfg.run_dir)
@@ -236,23 +251,14 @@ def run_cluster(cfg, description_path: str, start: bool, resume: bool = False) -
     return {'status': 'packaged'}
   print(f'{"resuming" if resume else "run directory"}: {cfg.run_dir} (node output: '
         f'{pkg.directory}/logs/)', flush=True)
-  status = None
-  try:
-    cluster.start_and_supervise(cfg, pkg, progress=_progress_printer(cfg, time.time()))
-  except launcher.RunFailed as e:
-    status = f'failed: {e}'
-    raise
-  finally:
-    summary = record_end(cfg.run_dir, status)
-    print(summary_lib.format_summary(summary))
-  return summary
+  return _supervise_and_record(
+      cfg, lambda progress: cluster.start_and_supervise(cfg, pkg, progress=progress))
 
 
 def run(cfg, resume: bool = False) -> dict:
   """Launches the program (or continues it: `resume`), waits for it to end, returns the summary."""
   from launch import launcher
   from launch import run_state
-  from launch import summary as summary_lib
 
   run_state.check_writable(cfg.run_dir)
   if not resume:
@@ -266,16 +272,8 @@ def run(cfg, resume: bool = False) -> dict:
   verb = 'resuming' if resume else 'run directory'
   print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
         + (f' from {start_counts.get("actor_steps", 0):,.0f} actor steps' if resume else ''), flush=True)
-  status = None
-  try:
-    launcher.launch_and_supervise(cfg, progress=_progress_printer(cfg, time.time()))
-  except launcher.RunFailed as e:
-    status = f'failed: {e}'
-    raise
-  finally:
-    summary = record_end(cfg.run_dir, status)
-    print(summary_lib.format_summary(summary))
-  return summary
+  return _supervise_and_record(cfg, lambda progress: launcher.launch_and_supervise(
+      cfg, progress=progress))
 
 
 def prepare_resume(run_dir: str) -> None:
