@@ -127,7 +127,9 @@ def run_one(num_actors: int, workdir: str) -> dict:
         time.sleep(2.0)
     finally:
       if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)   # a graceful stop, as Ctrl-C
+        # SIGTERM: the CLI's graceful stop. Not SIGINT: a bench started in the background by a
+        # non-interactive shell passes SIGINT on ignored, and the run would never stop.
+        proc.send_signal(signal.SIGTERM)
         try:
           proc.wait(timeout=300)
         except subprocess.TimeoutExpired:
