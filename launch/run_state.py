@@ -48,6 +48,16 @@ def holds_run(run_dir: str) -> bool:
   return os.path.exists(os.path.join(run_dir, CONFIG))
 
 
+def check_run_dir_use(run_dir: Optional[str], resume: bool) -> None:
+  """A training CLI's --run_dir / --resume rule: --resume needs the run directory, and a
+  directory that already holds a run is only ever continued (raises ValueError, one line)."""
+  if resume and not run_dir:
+    raise ValueError('--resume needs --run_dir (the run to continue)')
+  if not resume and run_dir and holds_run(run_dir):
+    raise ValueError(f'{run_dir} already holds a run; pass --resume to continue it, or '
+                     'choose another --run_dir')
+
+
 def check_writable(run_dir: str) -> None:
   """Raises ValueError (one line) when RUN_DIR cannot be created or written."""
   try:

@@ -322,13 +322,12 @@ def main(argv):
   from launch import run_state
   from launch.launcher import RunFailed
   try:
+    if not FLAGS.show_config:   # printing the configuration touches no run
+      run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
+    elif FLAGS.resume and not FLAGS.run_dir:
+      raise ValueError('--resume needs --run_dir (the run to continue)')
     if FLAGS.resume:
-      if not FLAGS.run_dir:
-        raise ValueError('--resume needs --run_dir (the run to continue)')
       prepare_resume(FLAGS.run_dir)
-    elif FLAGS.run_dir and run_state.holds_run(FLAGS.run_dir) and not FLAGS.show_config:
-      raise ValueError(f'{FLAGS.run_dir} already holds a run; pass --resume to continue it, or '
-                       'choose another --run_dir')
     cfg = config_from_flags()
     check_launch_type_flags()
     if cfg.launch_type == 'cluster':

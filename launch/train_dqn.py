@@ -273,13 +273,9 @@ def main(argv):
   signal.signal(signal.SIGHUP, _terminate_gracefully)
   from launch import run_state
   try:
+    run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
     if FLAGS.resume:
-      if not FLAGS.run_dir:
-        raise ValueError('--resume needs --run_dir (the run to continue)')
       prepare_resume(FLAGS.run_dir)
-    elif FLAGS.run_dir and run_state.holds_run(FLAGS.run_dir):
-      raise ValueError(f'{FLAGS.run_dir} already holds a run; pass --resume to continue it, or '
-                       'choose another --run_dir')
     cfg = config_from_flags()
     run_state.check_writable(cfg.run_dir)
     if FLAGS.resume:
