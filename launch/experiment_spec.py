@@ -58,6 +58,16 @@ def train_step(name: str, group: str, seed: int, max_steps: int, est_seconds: fl
               run_dir=run_dir)
 
 
+def estimators_step(preset: str, pairs: int, phi_transitions: int, est_seconds: float) -> Step:
+  """psi and phi trained offline on the experiment's random episodes (data/random) into
+  estimators.ckpt: the first step after collection of every offline-RAC experiment."""
+  return Step('train_estimators', 'estimators.train',
+              ('--dataset', '{out}/data/random', '--out', '{out}/estimators.ckpt',
+               '--network_preset', preset, '--num_pairs', str(pairs), '--phi',
+               '--phi_transitions', str(phi_transitions), '--noprogress'),
+              done='estimators.ckpt', est_seconds=est_seconds)
+
+
 def resolve(step: Step, out: str) -> List[str]:
   """The step's command line (python -m MODULE ARGS), with '{out}' filled in."""
   return ['-m', step.module] + [a.replace('{out}', out) for a in step.args]

@@ -9,7 +9,7 @@ import os
 from typing import Dict, List, Sequence
 
 from launch import experiment_pages as pages
-from launch.experiment_spec import Step, train_step
+from launch.experiment_spec import Step, estimators_step, train_step
 
 # --------------------------------------------------------------------------------------------- #
 # Cartpole+ (Sec. 5.4, Fig. 6): random policy + RAC with estimators trained offline on random
@@ -48,11 +48,7 @@ def cartpole_plus_steps(scale: str, seeds: int) -> List[Step]:
            ('--env', 'cartpole', '--env_option', cap, '--episodes', str(s['episodes']),
             '--out', '{out}/data/random', '--resume', '--noprogress'),
            done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.01),
-      Step('train_estimators', 'estimators.train',
-           ('--dataset', '{out}/data/random', '--out', '{out}/estimators.ckpt',
-            '--network_preset', 'cartpole', '--num_pairs', str(s['pairs']), '--phi',
-            '--phi_transitions', str(s['phi_transitions']), '--noprogress'),
-           done='estimators.ckpt', est_seconds=30 + s['pairs'] / 100_000),
+      estimators_step('cartpole', s['pairs'], s['phi_transitions'], 30 + s['pairs'] / 100_000),
       # Fig. 6b/6c: phi(x, a) of random-policy states at the pole tip's coordinates.
       Step('eval_estimators', 'estimators.evaluate',
            ('--checkpoint', '{out}/estimators.ckpt', '--env', 'cartpole', '--env_option', cap,

@@ -10,7 +10,7 @@ import os
 from typing import Dict, List, Sequence
 
 from launch import experiment_pages as pages
-from launch.experiment_spec import Step, train_step
+from launch.experiment_spec import Step, estimators_step, train_step
 
 TURF_RAC_BETA = 0.2                                  # Sec. 5.4
 TURF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)          # Fig. 7 (App. C.7)
@@ -44,11 +44,7 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
            ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
             '--nostore_states', '--resume', '--noprogress'),
            done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
-      Step('train_estimators', 'estimators.train',
-           ('--dataset', '{out}/data/random', '--out', '{out}/estimators.ckpt',
-            '--network_preset', 'turf', '--num_pairs', str(s['pairs']), '--phi',
-            '--phi_transitions', str(s['phi_transitions']), '--noprogress'),
-           done='estimators.ckpt', est_seconds=30 + s['pairs'] / 4_000),
+      estimators_step('turf', s['pairs'], s['phi_transitions'], 30 + s['pairs'] / 4_000),
       # psi and phi against the exact oracle on random transitions (App. C.6's estimators).
       Step('eval_estimators', 'estimators.evaluate',
            ('--checkpoint', '{out}/estimators.ckpt', '--env', 'turf', '--transitions',
