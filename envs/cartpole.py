@@ -62,7 +62,11 @@ class CartPole(dm_env.Environment):
     self._needs_reset = False
 
   def episode_info(self):
-    return {}
+    """What ended the episode (read before the next reset): the pole's angle, the cart's
+    position (both can hold on one step), or neither (the step limit, or not ended yet)."""
+    x, _, theta, _ = self._env.state
+    return {'fell_angle': float(abs(theta) > self._env.theta_threshold_radians),
+            'fell_position': float(abs(x) > self._env.x_threshold)}
 
   def render(self, width: int = 240, height: int = 160) -> np.ndarray:
     x, _, theta, _ = self._env.state

@@ -34,10 +34,13 @@ class ThresholdPreset:
 
 
 AGENTS: Dict[str, AgentPreset] = {
-    # The paper trains PPO here (C.1: entropy 0.05). Ours: IMPALA with discount 0.9 and lr 1e-3;
-    # with discount 0.99 the agent learned to end episodes early (BUILD_NOTES.md).
-    'cartpole': AgentPreset(0.9, 0.05, 1e-3, 0.9, 0.999, 16, 20, 100,
-                            'C.1 (entropy); discount, lr, IMPALA ours'),
+    # The paper trains PPO here (C.1: entropy 0.05, against SB3's per-batch normalised
+    # advantages). IMPALA's advantages are not normalised and RAE's penalties are small (under
+    # 0.3 a step), so 0.05 kept the policy random enough to drop the pole in 1 episode of 4-6;
+    # 0.001 holds the 200 cap (BUILD_NOTES.md). Discount 0.9: with 0.99 the agent learned to end
+    # episodes early.
+    'cartpole': AgentPreset(0.9, 0.001, 1e-3, 0.9, 0.999, 16, 20, 100,
+                            'ours (IMPALA: discount, entropy, lr)'),
     # The paper trains PPO (C.2: entropy 0.05); IMPALA settings ours.
     'turf': AgentPreset(0.99, 0.05, 1e-3, 0.9, 0.999, 16, 20, 100,
                         'C.2 (entropy); discount, lr, IMPALA ours'),

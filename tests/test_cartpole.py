@@ -47,3 +47,21 @@ def test_bad_names_and_options_are_one_line_errors():
     envs.make('cartpole', reward=True)
   with pytest.raises(envs.EnvError, match='max_steps must be >= 1'):
     envs.make('cartpole', max_steps=0)
+
+
+def test_episode_info_names_what_ended_the_episode():
+  env = envs.make('cartpole', seed=3, reward_free=True)
+  env.reset()
+  while not env.step(1).last():   # the pole falls over
+    pass
+  assert env.episode_info() == {'fell_angle': 1.0, 'fell_position': 0.0}
+  # The cart far off centre with the pole upright: the position ends it.
+  env.set_state(((2.39, 1.0, 0.0, 0.0), 0))
+  assert env.step(1).last()
+  assert env.episode_info() == {'fell_angle': 0.0, 'fell_position': 1.0}
+  # The step limit ends it: neither.
+  env = envs.make('cartpole', seed=0, max_steps=3)
+  env.reset()
+  for i in range(3):
+    ts = env.step(i % 2)
+  assert ts.last() and env.episode_info() == {'fell_angle': 0.0, 'fell_position': 0.0}

@@ -53,6 +53,8 @@ def test_reward_free_and_turf_seed_minimums():
   rf = [s for s in cp.cartpole_reward_free_steps('small', 1) if s.is_training]
   assert sorted({s.group for s in rf}) == ['IMPALA', 'IMPALA+RAE'] and len(rf) == 10
   assert all('--reward_free=true' in s.args for s in rf)
+  budget = {s.group: s.args[s.args.index('--max_steps') + 1] for s in rf}
+  assert budget == {'IMPALA+RAE': '600000', 'IMPALA': '300000'}
   t = [s for s in turf.turf_steps('small', 1) if s.is_training]
   counts = {}
   for s in t:
@@ -92,12 +94,27 @@ def test_dqn_table_against_the_papers_scores():
   assert '| DQN |' not in md
 
 
+def test_reward_free_run_record_reads_the_last_episodes():
+  # 3 episodes, last_n 2: lengths 200 (cap) and 50 (the pole fell).
+  r = cp.reward_free_run_record([10, 200, 50], [1, 0, 1], [0, 0, 0], [4, 0, 2], last_n=2)
+  assert r == {'last_mean': 125.0, 'ends_angle': 0.5, 'ends_position': 0.0, 'penalised': 1.0,
+               'ends_cap': 0.5}
+  # A run that logged neither the end reasons nor penalties (plain IMPALA of an older run).
+  r = cp.reward_free_run_record([20, 30], [], [], [])
+  assert r['last_mean'] == 25.0 and r['ends_angle'] is None and r['penalised'] is None
+  assert r['ends_cap'] == 0.0
+
+
 def test_reward_free_seeds_table_and_verdict():
-  md = cp.seeds_markdown([('IMPALA+RAE', 'impala_rae-s0', 195.5, 400_000),
-                          ('IMPALA+RAE', 'impala_rae-s1', 150.0, None),
-                          ('IMPALA', 'impala-s0', 21.0, None)])
-  assert '| IMPALA+RAE | impala_rae-s0 | 195.5 | 400,000 |' in md
-  assert '| IMPALA+RAE | impala_rae-s1 | 150.0 | never |' in md
+  good = cp.reward_free_run_record([195.5], [0.0], [0.0], [0.5])
+  weak = cp.reward_free_run_record([150.0], [0.0], [1.0], [3.0])
+  control = cp.reward_free_run_record([21.0], [1.0], [0.0], [])
+  md = cp.seeds_markdown([('IMPALA+RAE', 'impala_rae-s0', good, 400_000),
+                          ('IMPALA+RAE', 'impala_rae-s1', weak, None),
+                          ('IMPALA', 'impala-s0', control, None)])
+  assert '| IMPALA+RAE | impala_rae-s0 | 195.5 | 0% / 0% / 0% | 0.50 | 400,000 |' in md
+  assert '| IMPALA+RAE | impala_rae-s1 | 150.0 | 0% / 100% / 0% | 3.00 | never |' in md
+  assert '| IMPALA | impala-s0 | 21.0 | 100% / 0% / 0% | – | never |' in md
   assert 'IMPALA+RAE: 1 of 2 seeds at or above 190.' in md
   assert 'IMPALA: 0 of 1 seeds at or above 190.' in md
 
