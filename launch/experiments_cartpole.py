@@ -21,20 +21,22 @@ CARTPOLE_PLUS_PAPER_DQN = {'DQN': 1152.0, 'M-DQN': 2801.0}  # Sec. 5.4: max eval
 CARTPOLE_PLUS_SCALES = {
     'tiny': dict(episodes=50, pairs=20_000, phi_transitions=2_000, eval_transitions=500,
                  min_rac_seeds=1, rac_steps=3_000, random_steps=2_000, envs_per_actor=1,
-                 rac_seconds=40, dqn_steps=3_000, dqn_seconds=40),
+                 rac_seconds=40, dqn_steps=3_000, dqn_seconds=40, eval_every=1_000),
     # small: random + RAC gets 400k steps a seed over 4 environments (up to 2 capped episodes
     # each; ~2 min a run at the README's ~5k steps/s); DQN / M-DQN 200k steps (a tenth of the
-    # paper's; ~1.5-2.5 ms per step in one process here, so 5-8 min a run).
+    # paper's; ~1.5-2.5 ms per step in one process here, so 5-8 min a run) and a greedy
+    # evaluation every 5,000 steps: a policy that holds the pole plays 50k steps per evaluation
+    # (~25-45 s here), so one every 1,000 steps would cost more than the training.
     'small': dict(episodes=20_000, pairs=3_000_000, phi_transitions=100_000,
                   eval_transitions=20_000, min_rac_seeds=10, rac_steps=400_000,
                   random_steps=20_000, envs_per_actor=4, rac_seconds=130, dqn_steps=200_000,
-                  dqn_seconds=400),
+                  dqn_seconds=900, eval_every=5_000),
     # paper: 100k random trajectories, 3M pairs, phi on 100k transitions (App. C.4); DQN and
     # M-DQN 2M steps (App. C.4); random + RAC 2M steps a seed (the paper gives no count).
     'paper': dict(episodes=100_000, pairs=3_000_000, phi_transitions=100_000,
                   eval_transitions=20_000, min_rac_seeds=10, rac_steps=2_000_000,
                   random_steps=100_000, envs_per_actor=4, rac_seconds=600,
-                  dqn_steps=2_000_000, dqn_seconds=3600),
+                  dqn_steps=2_000_000, dqn_seconds=3600, eval_every=10_000),
 }
 CARTPOLE_PLUS_ENV = ('--env', 'cartpole', '--reward_free=false', '--episode_steps',
                      str(CARTPOLE_PLUS_CAP))
@@ -67,7 +69,7 @@ def cartpole_plus_steps(scale: str, seeds: int) -> List[Step]:
     for algorithm, group in (('dqn', 'DQN'), ('mdqn', 'M-DQN')):
       steps.append(train_step(f'{algorithm}-s{seed}', group, seed, s['dqn_steps'],
                               s['dqn_seconds'], '--algorithm', algorithm, '--episode_steps',
-                              str(CARTPOLE_PLUS_CAP), '--eval_every', '1000',
+                              str(CARTPOLE_PLUS_CAP), '--eval_every', str(s['eval_every']),
                               module='launch.train_dqn'))
   return steps
 
@@ -112,11 +114,28 @@ def length_table_markdown(stats: Dict[str, List[Dict[str, float]]], cap: int) ->
   return '\n'.join(lines) + '\n'
 
 
-def dqn_table_markdown(evals: Dict[str, List[dict]]) -> str:
+def dqn_eval_record(run_dir: str, every: int) -> Dict[str, Optional[float]]:
+  """The run's greedy evaluation episodes (logs/evaluator/logs.csv) taken at multiples of `every`
+  env steps: a run evaluated more often than its scale asks today is read on the same grid as
+  the others. Empty (None) when the run logged no evaluation."""
+  import csv
+  path = os.path.join(run_dir, 'logs', 'evaluator', 'logs.csv')
+  returns = []
+  if os.path.exists(path):
+    with open(path) as f:
+      returns = [float(r['eval_return']) for r in csv.DictReader(f)
+                 if r.get('eval_return') and int(float(r['actor_steps'])) % every == 0]
+  if not returns:
+    return {'max_return': None, 'mean_return': None, 'episodes': 0, 'capped': 0}
+  return {'max_return': max(returns), 'mean_return': sum(returns) / len(returns),
+          'episodes': len(returns), 'capped': sum(r >= CARTPOLE_PLUS_CAP for r in returns)}
+
+
+def dqn_table_markdown(evals: Dict[str, List[dict]], every: int = 1_000) -> str:
   """DQN / M-DQN greedy evaluation episodes: max and mean per run, against the paper's max."""
-  lines = ['## DQN and M-DQN (App. C.4): greedy evaluation episode every 1,000 steps', '',
+  lines = [f'## DQN and M-DQN (App. C.4): a greedy evaluation episode every {every:,} steps', '',
            '| group | runs | max return, per seed | max, mean over seeds | mean return, mean over '
-           'seeds | evaluation episodes | paper (max) |', '|---|---|---|---|---|---|---|']
+           'seeds | evaluation episodes | at the cap | paper (max) |', '|---|---|---|---|---|---|---|---|']
   for group in ('DQN', 'M-DQN'):
     runs = evals.get(group, [])
     if not runs:
@@ -127,6 +146,7 @@ def dqn_table_markdown(evals: Dict[str, List[dict]]) -> str:
                  f'{pages.mean_ci_text([m for m in maxes if m is not None], 0)} | '
                  f'{pages.mean_ci_text([m for m in means if m is not None], 1)} | '
                  f'{sum(r.get("episodes") or 0 for r in runs)} | '
+                 f'{sum(r.get("capped") or 0 for r in runs)} | '
                  f'{CARTPOLE_PLUS_PAPER_DQN[group]:,.0f} |')
   return '\n'.join(lines) + '\n'
 
@@ -158,6 +178,7 @@ def cartpole_plus_markdown(table: dict, out: str) -> str:
   `episode_lengths.png` in OUT."""
   from launch import run_state
   groups = pages.runs_by_group(cartpole_plus_steps(table['scale'], table['seeds']), out)
+  every = CARTPOLE_PLUS_SCALES[table['scale']]['eval_every']
   stats, lengths, evals = {}, {}, {}
   for group, run_dirs in groups.items():
     for run_dir in run_dirs:
@@ -167,14 +188,13 @@ def cartpole_plus_markdown(table: dict, out: str) -> str:
           length_stats(values, max(0.0, total - sum(values)), CARTPOLE_PLUS_CAP))
       lengths.setdefault(group, []).extend(values)
       if group in CARTPOLE_PLUS_PAPER_DQN:
-        result = pages.read_json(os.path.join(run_dir, 'eval.json')) or {}
-        evals.setdefault(group, []).append(result.get('policies', {}).get('greedy', {}))
+        evals.setdefault(group, []).append(dqn_eval_record(run_dir, every))
   parts = [length_table_markdown(stats, CARTPOLE_PLUS_CAP)]
   if any(lengths.values()):
     _draw_length_histogram(lengths, CARTPOLE_PLUS_CAP, os.path.join(out, 'episode_lengths.png'))
     parts.append('![episode lengths](episode_lengths.png)\n')
   if evals:
-    parts.append(dqn_table_markdown(evals))
+    parts.append(dqn_table_markdown(evals, every))
   report = pages.read_json(os.path.join(out, 'estimator_eval', 'report.json'))
   if report is not None:
     phi = report.get('phi') or {}

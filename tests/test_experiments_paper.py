@@ -86,11 +86,13 @@ def test_length_table_pools_runs_of_a_group():
 
 
 def test_dqn_table_against_the_papers_scores():
-  md = cp.dqn_table_markdown({'M-DQN': [{'max_return': 500.0, 'mean_return': 100.0, 'episodes': 10},
-                                        {'max_return': 700.0, 'mean_return': 140.0, 'episodes': 10}]})
+  md = cp.dqn_table_markdown({'M-DQN': [
+      {'max_return': 500.0, 'mean_return': 100.0, 'episodes': 10, 'capped': 0},
+      {'max_return': 700.0, 'mean_return': 140.0, 'episodes': 10, 'capped': 2}]}, every=5_000)
   row = [l for l in md.splitlines() if l.startswith('| M-DQN')][0]
   # max: mean 600, t(1 df) 12.706 * std 141.42 / sqrt 2 = 1270.6
-  assert row == '| M-DQN | 2 | 500, 700 | 600 ± 1,271 | 120.0 ± 254.1 | 20 | 2,801 |'
+  assert row == '| M-DQN | 2 | 500, 700 | 600 ± 1,271 | 120.0 ± 254.1 | 20 | 2 | 2,801 |'
+  assert 'a greedy evaluation episode every 5,000 steps' in md
   assert '| DQN |' not in md
 
 
@@ -159,13 +161,19 @@ def test_cartpole_plus_page_from_hand_made_runs(tmp_path):
     if step.group in ('DQN', 'M-DQN'):
       run_state.write_json(os.path.join(run_dir, 'eval.json'), {'policies': {'greedy': {
           'max_return': 321.0, 'mean_return': 99.5, 'episodes': 3}}})
+      os.makedirs(os.path.join(run_dir, 'logs', 'evaluator'))
+      with open(os.path.join(run_dir, 'logs', 'evaluator', 'logs.csv'), 'w') as f:
+        # tiny evaluates every 1,000 steps; the row at 1,500 is off that grid and not read.
+        f.write('actor_steps,eval_length,eval_return,unix_time\n'
+                '1000,9,9,1\n1500,50000,50000,2\n2000,321,321,3\n3000,-32,-32,4\n')
   table = runner.report(registry.get('cartpole_plus'), 'tiny', 1, out)
   rows = {r['group']: r for r in table['rows']}
   assert rows['DQN']['greedy eval, max return']['mean'] == 321.0
   assert rows['random+RAC']['greedy eval, max return']['per_seed'] == [None]
   md = (tmp_path / 'table.md').read_text()
   assert '| random+RAC | 1 | 2 | 25,010 | 25,010.0 | 50,000 | 1 (50%) | 9,980 |' in md
-  assert '| DQN | 1 | 321 | 321 | 99.5 | 3 | 1,152 |' in md
+  # (9 + 321 - 32) / 3 = 99.3
+  assert '| DQN | 1 | 321 | 321 | 99.3 | 3 | 0 | 1,152 |' in md
   assert (tmp_path / 'episode_lengths.png').read_bytes()[:4] == b'\x89PNG'
 
 
