@@ -54,7 +54,7 @@ def test_reward_free_and_turf_seed_minimums():
   assert sorted({s.group for s in rf}) == ['IMPALA', 'IMPALA+RAE'] and len(rf) == 10
   assert all('--reward_free=true' in s.args for s in rf)
   budget = {s.group: s.args[s.args.index('--max_steps') + 1] for s in rf}
-  assert budget == {'IMPALA+RAE': '600000', 'IMPALA': '300000'}
+  assert budget == {'IMPALA+RAE': '600000', 'IMPALA': '150000'}
   t = [s for s in turf.turf_steps('small', 1) if s.is_training]
   counts = {}
   for s in t:
