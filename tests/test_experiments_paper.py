@@ -218,6 +218,9 @@ def test_cartpole_reward_free_smallest_configuration_runs_end_to_end(tmp_path):
   table, md = _run_tiny('cartpole_reward_free', tmp_path)
   assert {row['group'] for row in table['rows']} == {'IMPALA', 'IMPALA+RAE'}
   assert '## Fig. 3b/3c' in md and (tmp_path / 'psi_eval' / 'cartpole_psi.png').exists()
+  # What ended the episodes is read from the runs' own logs (not a '–' for want of a column).
+  rae_row = [l for l in md.splitlines() if l.startswith('| IMPALA+RAE | impala_rae-s0')][0]
+  assert rae_row.count('%') == 3
 
 
 @pytest.mark.slow
