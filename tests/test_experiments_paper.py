@@ -159,17 +159,13 @@ def test_cartpole_plus_page_from_hand_made_runs(tmp_path):
     else:
       _fake_run(run_dir, [(20, 20, 20, 1), (50, 30, 30, 2)], header, 55)
     if step.group in ('DQN', 'M-DQN'):
-      run_state.write_json(os.path.join(run_dir, 'eval.json'), {'policies': {'greedy': {
-          'max_return': 321.0, 'mean_return': 99.5, 'episodes': 3}}})
       os.makedirs(os.path.join(run_dir, 'logs', 'evaluator'))
       with open(os.path.join(run_dir, 'logs', 'evaluator', 'logs.csv'), 'w') as f:
         # tiny evaluates every 1,000 steps; the row at 1,500 is off that grid and not read.
         f.write('actor_steps,eval_length,eval_return,unix_time\n'
                 '1000,9,9,1\n1500,50000,50000,2\n2000,321,321,3\n3000,-32,-32,4\n')
   table = runner.report(registry.get('cartpole_plus'), 'tiny', 1, out)
-  rows = {r['group']: r for r in table['rows']}
-  assert rows['DQN']['greedy eval, max return']['mean'] == 321.0
-  assert rows['random+RAC']['greedy eval, max return']['per_seed'] == [None]
+  assert {r['group'] for r in table['rows']} == {'random', 'random+RAC', 'DQN', 'M-DQN'}
   md = (tmp_path / 'table.md').read_text()
   assert '| random+RAC | 1 | 2 | 25,010 | 25,010.0 | 50,000 | 1 (50%) | 9,980 |' in md
   # (9 + 321 - 32) / 3 = 99.3
@@ -207,8 +203,8 @@ def _run_tiny(name, tmp_path):
 def test_cartpole_plus_smallest_configuration_runs_end_to_end(tmp_path):
   table, md = _run_tiny('cartpole_plus', tmp_path)
   assert {row['group'] for row in table['rows']} == {'random', 'random+RAC', 'DQN', 'M-DQN'}
-  dqn = {row['group']: row for row in table['rows']}['DQN']
-  assert dqn['greedy eval, max return']['mean'] > 0
+  dqn_row = [l for l in md.splitlines() if l.startswith('| DQN | 1 |')]
+  assert len(dqn_row) == 1 and '| – |' not in dqn_row[0]   # evaluations were read
   assert '## Episode lengths' in md and '## DQN and M-DQN' in md and '## Fig. 6b/6c' in md
   assert (tmp_path / 'estimator_eval' / 'cartpole_phi_action0.png').exists()
 
