@@ -57,6 +57,7 @@ def make_loss(config: DQNConfig) -> learning_lib.LossFn:
   if config.algorithm == 'mdqn':
     return losses.MunchausenQLearning(entropy_temperature=config.munchausen_tau,
                                       munchausen_coefficient=config.munchausen_alpha,
+                                      clip_value_min=config.munchausen_clip,
                                       discount=config.discount)
   return losses.QLearning(discount=config.discount)
 

@@ -19,6 +19,10 @@ class DQNConfig:
   target_update_every: int = 400          # env steps between target network copies
   munchausen_alpha: float = 0.9
   munchausen_tau: float = 0.03
+  # The lower clip of the Munchausen term tau * log pi(a|s): Vieillard et al.'s l0 = -1. Acme
+  # 0.4.0's loss defaults to -1000; with it M-DQN diverged here (loss ~5e6 at 140k steps, NaN
+  # at 155k).
+  munchausen_clip: float = -1.0
   # Ours (not in the paper): gradient steps start once this many transitions are stored, and
   # epsilon-greedy exploration decays linearly from epsilon_start to epsilon_end.
   min_replay_size: int = 1_000
@@ -50,6 +54,8 @@ class DQNConfig:
       raise ValueError('epsilon_start and epsilon_end must be in [0, 1]')
     if self.epsilon_decay_steps < 0:
       raise ValueError(f'epsilon_decay_steps must be >= 0, got {self.epsilon_decay_steps}')
+    if self.munchausen_clip >= 0:
+      raise ValueError(f'munchausen_clip must be < 0, got {self.munchausen_clip}')
     if self.munchausen_tau <= 0:
       raise ValueError(f'munchausen_tau must be > 0, got {self.munchausen_tau}')
 

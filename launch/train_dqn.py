@@ -57,6 +57,8 @@ flags.DEFINE_integer('update_every', 4, 'Env steps per gradient step (App. C.4).
 flags.DEFINE_integer('target_update_every', 400, 'Env steps between target copies (App. C.4).')
 flags.DEFINE_float('munchausen_alpha', 0.9, 'M-DQN alpha (App. C.4).')
 flags.DEFINE_float('munchausen_tau', 0.03, 'M-DQN tau (App. C.4).')
+flags.DEFINE_float('munchausen_clip', -1.0, "M-DQN's lower clip l0 of tau * log pi (Vieillard et "
+                   "al.: -1; Acme 0.4.0's default -1000 diverged here).")
 flags.DEFINE_integer('min_replay_size', 1_000, 'Transitions stored before the first gradient '
                      'step (ours; not in the paper).')
 flags.DEFINE_float('epsilon_start', 1.0, 'Exploration epsilon at step 0 (ours).')
@@ -106,6 +108,7 @@ def config_from_flags() -> DQNRunConfig:
       discount=FLAGS.discount, batch_size=FLAGS.batch_size, replay_size=FLAGS.replay_size,
       update_every=FLAGS.update_every, target_update_every=FLAGS.target_update_every,
       munchausen_alpha=FLAGS.munchausen_alpha, munchausen_tau=FLAGS.munchausen_tau,
+      munchausen_clip=FLAGS.munchausen_clip,
       min_replay_size=FLAGS.min_replay_size, epsilon_start=FLAGS.epsilon_start,
       epsilon_end=FLAGS.epsilon_end, epsilon_decay_steps=FLAGS.epsilon_decay_steps)
   run_dir = FLAGS.run_dir or os.path.join(

@@ -44,6 +44,7 @@ def test_losses_are_acmes_with_the_papers_coefficients():
   m = dqn.make_loss(dqn.DQNConfig(algorithm='mdqn'))
   assert isinstance(m, losses.MunchausenQLearning)
   assert (m.munchausen_coefficient, m.entropy_temperature, m.discount) == (0.9, 0.03, 0.99)
+  assert m.clip_value_min == -1.0   # Vieillard et al.'s l0, not Acme's -1000
   q = dqn.make_loss(dqn.DQNConfig(algorithm='dqn', discount=0.9))
   assert isinstance(q, losses.QLearning) and q.discount == 0.9
 
