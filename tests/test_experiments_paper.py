@@ -203,7 +203,8 @@ def _run_tiny(name, tmp_path):
 def test_cartpole_plus_smallest_configuration_runs_end_to_end(tmp_path):
   table, md = _run_tiny('cartpole_plus', tmp_path)
   assert {row['group'] for row in table['rows']} == {'random', 'random+RAC', 'DQN', 'M-DQN'}
-  dqn_row = [l for l in md.splitlines() if l.startswith('| DQN | 1 |')]
+  dqn_section = md.split('## DQN and M-DQN')[1].split('\n## ')[0]
+  dqn_row = [l for l in dqn_section.splitlines() if l.startswith('| DQN | 1 |')]
   assert len(dqn_row) == 1 and '| – |' not in dqn_row[0]   # evaluations were read
   assert '## Episode lengths' in md and '## DQN and M-DQN' in md and '## Fig. 6b/6c' in md
   assert (tmp_path / 'estimator_eval' / 'cartpole_phi_action0.png').exists()
