@@ -142,14 +142,18 @@ def _options(cls, raw, where: str):
   return cls(**raw)
 
 
+def _reject_unknown_keys(raw: dict, allowed, where: str) -> None:
+  unknown = sorted(set(raw) - allowed)
+  if unknown:
+    raise ClusterSpecError(f'unknown key {unknown[0]!r} in {where}; expected some of '
+                           f'{sorted(allowed)}')
+
+
 def parse_description(raw: Any) -> ClusterDescription:
   """Validates a description (a dict as read from JSON/YAML)."""
   if not isinstance(raw, dict):
     raise ClusterSpecError(f'a cluster description must be an object, got {type(raw).__name__}')
-  unknown = sorted(set(raw) - _TOP_KEYS)
-  if unknown:
-    raise ClusterSpecError(f'unknown key {unknown[0]!r} in the cluster description; expected '
-                           f'some of {sorted(_TOP_KEYS)}')
+  _reject_unknown_keys(raw, _TOP_KEYS, 'the cluster description')
   name = raw.get('name', 'ntb')
   if not isinstance(name, str) or not re.fullmatch(r'[a-z]([a-z0-9-]{0,28}[a-z0-9])?', name):
     raise ClusterSpecError(f"name must be a DNS label of at most 30 characters (a-z, 0-9, '-'), "
@@ -185,10 +189,7 @@ def parse_description(raw: Any) -> ClusterDescription:
       value = {'host': value}
     if not isinstance(value, dict):
       raise ClusterSpecError(f'node group {group}: expected {{"host": ...}}, got {value!r}')
-    unknown = sorted(set(value) - _GROUP_KEYS)
-    if unknown:
-      raise ClusterSpecError(f'unknown key {unknown[0]!r} in node group {group}; expected some of '
-                             f'{sorted(_GROUP_KEYS)}')
+    _reject_unknown_keys(value, _GROUP_KEYS, f'node group {group}')
     if ('host' in value) == ('hosts' in value):
       raise ClusterSpecError(f'node group {group} needs exactly one of "host" or "hosts"')
     group_hosts = [value['host']] if 'host' in value else value['hosts']

@@ -15,11 +15,12 @@ learners save their final checkpoints. A RUN_DIR that holds a run is refused unl
 """
 import json
 import os
-import signal
 import sys
 import time
 
 from absl import app, flags, logging
+
+from launch import termination
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('env', 'cartpole', 'Environment name (envs.make).')
@@ -310,15 +311,9 @@ def _jsonable(obj):
   return obj
 
 
-def _terminate_gracefully(signum, frame):
-  # SIGTERM / SIGHUP (the terminal closed) end the run like Ctrl-C: final checkpoints, no orphans.
-  raise KeyboardInterrupt
-
-
 def main(argv):
   del argv
-  signal.signal(signal.SIGTERM, _terminate_gracefully)
-  signal.signal(signal.SIGHUP, _terminate_gracefully)
+  termination.stop_like_ctrl_c_on_termination()
   from launch import run_state
   from launch.launcher import RunFailed
   try:

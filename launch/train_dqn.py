@@ -26,12 +26,13 @@ import dataclasses
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from absl import app, flags
+
+from launch import termination
 
 if TYPE_CHECKING:
   from agents import dqn_config
@@ -266,14 +267,9 @@ def prepare_resume(run_dir: str) -> None:
       FLAGS[name].value = value
 
 
-def _terminate_gracefully(signum, frame):
-  raise KeyboardInterrupt
-
-
 def main(argv):
   del argv
-  signal.signal(signal.SIGTERM, _terminate_gracefully)
-  signal.signal(signal.SIGHUP, _terminate_gracefully)
+  termination.stop_like_ctrl_c_on_termination()
   from launch import run_state
   try:
     run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
