@@ -50,14 +50,16 @@ class IMPALALearner(acme.Learner):
       logits = logits.reshape((b, t) + logits.shape[1:])
       values = values.reshape((b, t))
       loss, metrics = jax.vmap(sequence_loss)(logits, values, data)
-      return jnp.mean(loss), jax.tree_util.tree_map(jnp.mean, metrics)
+      # Per-sequence statistics -> batch: maxima stay maxima, the rest are means.
+      metrics = {k: jnp.max(v) if k.endswith('_max') else jnp.mean(v) for k, v in metrics.items()}
+      return jnp.mean(loss), metrics
 
     @jax.jit
     def sgd_step(state: TrainingState, data):
       (loss, metrics), grads = jax.value_and_grad(batch_loss, has_aux=True)(state.params, data)
       updates, opt_state = optimizer.update(grads, state.opt_state)
       params = optax.apply_updates(state.params, updates)
-      metrics.update(loss=loss, param_norm=optax.global_norm(params),
+      metrics.update(loss=loss, grad_norm=optax.global_norm(grads), param_norm=optax.global_norm(params),
                      param_updates_norm=optax.global_norm(updates))
       return TrainingState(params, opt_state), metrics
 

@@ -45,4 +45,26 @@ def masked_vtrace_loss(logits: jnp.ndarray, values: jnp.ndarray, behaviour_logit
   critic = jnp.sum(critic) / n_real
   loss = pg + baseline_cost * critic + entropy_cost * entropy
   return loss, {'policy_loss': pg, 'critic_loss': critic, 'entropy_loss': entropy,
-                'real_fraction': n_real / real.shape[0]}
+                'real_fraction': n_real / real.shape[0],
+                **vtrace_diagnostics(logits[:-1], v_tm1, vtrace, rhos, real)}
+
+
+def vtrace_diagnostics(logits: jnp.ndarray, v_tm1: jnp.ndarray, vtrace, rhos: jnp.ndarray,
+                       real: jnp.ndarray) -> Dict[str, jnp.ndarray]:
+  """What a learning curve alone does not show, over the real steps of one sequence: how random
+  the policy is, what the critic predicts and how well, how large the advantages are, and how
+  far the behaviour policy is from the learner's (V-trace's truncation at rho = 1)."""
+  n = jnp.maximum(jnp.sum(real), 1.0)
+  mean = lambda x: jnp.sum(x * real) / n
+  std = lambda x: jnp.sqrt(jnp.maximum(mean(jnp.square(x)) - jnp.square(mean(x)), 0.0))
+  log_pi = jax.nn.log_softmax(logits)
+  targets = vtrace.errors + v_tm1   # V-trace's value targets v_s
+  adv = vtrace.pg_advantage
+  return {'policy_entropy': mean(-jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)),
+          'value_mean': mean(v_tm1), 'value_std': std(v_tm1), 'value_target_mean': mean(targets),
+          'value_explained_variance': 1.0 - jnp.square(std(vtrace.errors)) /
+                                      jnp.maximum(jnp.square(std(targets)), 1e-8),
+          'advantage_mean': mean(adv), 'advantage_std': std(adv),
+          'advantage_abs_max': jnp.max(jnp.abs(adv) * real),
+          'rho_mean': mean(rhos), 'rho_clipped_fraction': mean((rhos > 1.0).astype(jnp.float32)),
+          'log_rho_abs_mean': mean(jnp.abs(jnp.log(jnp.maximum(rhos, 1e-8))))}

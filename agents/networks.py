@@ -16,6 +16,7 @@ from acme import specs
 from acme.agents.jax.impala import networks as impala_networks
 
 DUMMY_CORE_STATE = jnp.zeros((), jnp.float32)
+INITS = ('lecun', 'orthogonal')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +35,10 @@ class PolicyNetConfig:
   relu_after_last_conv: bool = True
   shared_hidden: Tuple[int, ...] = (64, 64)
   head_hidden: Tuple[int, ...] = ()
+  # 'lecun': Haiku's default (truncated normal, variance 1/fan_in). 'orthogonal': orthogonal
+  # weights with gain sqrt(2) for ReLU layers, 0.01 for the policy logits (a near-uniform first
+  # policy) and 1 for the value, zero biases (the PPO/A2C convention).
+  init: str = 'lecun'
 
   def __post_init__(self):
     if self.torso not in ('mlp', 'conv'):
@@ -43,6 +48,8 @@ class PolicyNetConfig:
                                  len(self.conv_paddings) != n):
       raise ValueError('conv policy torso needs conv_channels, conv_strides and conv_paddings '
                        'of equal, non-zero length')
+    if self.init not in INITS:
+      raise ValueError(f'policy init must be one of {INITS}, got {self.init!r}')
     if any(p not in ('VALID', 'SAME') for p in self.conv_paddings):
       raise ValueError(f"conv_paddings must be 'VALID' or 'SAME', got {self.conv_paddings}")
 
@@ -50,13 +57,17 @@ class PolicyNetConfig:
 # Appendix C agent networks, by environment.
 POLICY_DEFAULTS = {
     # C.3 (Sokoban): convs 8/16/16, 3x3, strides 2/1/1, ReLU except after the last; 2 shared FC
-    # layers of 64 + ReLU; policy and value each get their own FC layer of 64 + ReLU. Boxoban
-    # rooms are 10x10: VALID, VALID gives 4x4 then 2x2, so the last conv is SAME (2x2x16) --
-    # a third VALID conv would leave nothing.
+    # layers of 64 + ReLU; policy and value each get their own FC layer of 64 + ReLU. C.3 names
+    # no padding: SAME (Haiku's and so Acme's default) keeps 5x5x16 = 400 features of a 10x10
+    # room; VALID would leave nothing after the third conv (10 -> 4 -> 2 -> 0). C.3 names no
+    # initialisation: with Haiku's default (variance 1/fan_in) the signal's variance halves at
+    # each of the 6 ReLU layers, every state got nearly the same value and policy, and no level
+    # was learned; orthogonal weights with ReLU gain (and a near-uniform first policy) learn
+    # them (BUILD_NOTES.md, "Sokoban learning").
     'sokoban': PolicyNetConfig(torso='conv', conv_channels=(8, 16, 16), conv_strides=(2, 1, 1),
-                               conv_paddings=('VALID', 'VALID', 'SAME'),
+                               conv_paddings=('SAME',) * 3,
                                relu_after_last_conv=False, shared_hidden=(64, 64),
-                               head_hidden=(64,)),
+                               head_hidden=(64,), init='orthogonal'),
     # C.2 (Turf PPO agent): convs 32/64/64, flatten, FC 512, ReLU after every layer, linear
     # policy and value. The observation is a 10x10x3 image: 3x3 stride-1 VALID convs give
     # 8x8 -> 6x6 -> 4x4 (1024 features), the same convs as the Turf psi/phi encoder; SAME would
@@ -93,25 +104,33 @@ class PolicyValueNet(hk.Module):
     self._num_actions = num_actions
     self._config = config
 
+  def _weights(self, gain: float):
+    """Layer initialisers: Haiku's defaults, or orthogonal with `gain` and zero biases."""
+    if self._config.init == 'lecun':
+      return {}
+    return {'w_init': hk.initializers.Orthogonal(gain), 'b_init': jnp.zeros}
+
   def __call__(self, obs):
     c = self._config
+    relu_gain = 2 ** 0.5
     x = obs.astype(jnp.float32)
     if c.torso == 'conv':
       x = x / 255.0  # image observations are RGB bytes
       n = len(c.conv_channels)
       for i, (ch, st, pad) in enumerate(zip(c.conv_channels, c.conv_strides, c.conv_paddings)):
-        x = hk.Conv2D(ch, 3, stride=st, padding=pad, name=f'conv_{i}')(x)
+        x = hk.Conv2D(ch, 3, stride=st, padding=pad, name=f'conv_{i}',
+                      **self._weights(relu_gain))(x)
         if i < n - 1 or c.relu_after_last_conv:
           x = jax.nn.relu(x)
     x = hk.Flatten()(x)
     for i, size in enumerate(c.shared_hidden):
-      x = jax.nn.relu(hk.Linear(size, name=f'shared_{i}')(x))
+      x = jax.nn.relu(hk.Linear(size, name=f'shared_{i}', **self._weights(relu_gain))(x))
     p, v = x, x
     for i, size in enumerate(c.head_hidden):
-      p = jax.nn.relu(hk.Linear(size, name=f'policy_hidden_{i}')(p))
-      v = jax.nn.relu(hk.Linear(size, name=f'value_hidden_{i}')(v))
-    logits = hk.Linear(self._num_actions, name='policy')(p)
-    value = hk.Linear(1, name='value')(v)[..., 0]
+      p = jax.nn.relu(hk.Linear(size, name=f'policy_hidden_{i}', **self._weights(relu_gain))(p))
+      v = jax.nn.relu(hk.Linear(size, name=f'value_hidden_{i}', **self._weights(relu_gain))(v))
+    logits = hk.Linear(self._num_actions, name='policy', **self._weights(0.01))(p)
+    value = hk.Linear(1, name='value', **self._weights(1.0))(v)[..., 0]
     return logits, value
 
 

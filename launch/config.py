@@ -29,6 +29,12 @@ class ImpalaConfig:
   max_gradient_norm: float = 40.0
   max_queue_size: int = 160         # items; > batch_size + 1
   policy_update_period: int = 100   # actor steps between parameter fetches
+  # 0: the 'impala' table is a queue (each sequence trained on once). > 0: a replay of the last
+  # `replay_size` sequences, sampled uniformly, each sequence sampled this many times on average
+  # (Reverb's SampleToInsertRatio holds the actors back when the learner falls behind, so the
+  # ratio holds at any speed); V-trace corrects for the policy lag the reuse adds.
+  samples_per_insert: float = 0.0
+  replay_size: int = 256            # sequences kept (samples_per_insert > 0)
 
   def __post_init__(self):
     if self.batch_size < 1:
@@ -46,6 +52,15 @@ class ImpalaConfig:
       raise ValueError(f'entropy_cost must be >= 0, got {self.entropy_cost}')
     if self.max_queue_size <= self.batch_size + 1:
       raise ValueError(f'max_queue_size ({self.max_queue_size}) must exceed batch_size + 1')
+    if self.samples_per_insert < 0:
+      raise ValueError(f'samples_per_insert must be >= 0 (0: a queue), got {self.samples_per_insert}')
+    if self.samples_per_insert > 0 and self.replay_size < 2 * self.batch_size:
+      raise ValueError(f'replay_size ({self.replay_size}) must be at least twice batch_size '
+                       f'({self.batch_size})')
+
+  @property
+  def uses_replay(self) -> bool:
+    return self.samples_per_insert > 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -73,25 +73,44 @@ def _write_atomically(path: str, data: bytes) -> None:
     raise ValueError(f'cannot write --out {path}: {e.strerror or e}') from None
 
 
+def line_colours(groups: Dict[str, List[str]], aggregate_runs: bool) -> Dict[str, str]:
+  """One colour per line label, fixed for the whole figure: per group when runs are aggregated,
+  else per run. A panel that lacks some group's metric must not shift the others' colours (they
+  followed the order of the lines drawn in each panel, so one group took another's colour)."""
+  keys = []
+  for group, run_dirs in groups.items():
+    if aggregate_runs:
+      keys.append(group)
+    else:
+      keys += [_run_line_label(groups, group, name) for name in run_labels(run_dirs)]
+  return {key: f'C{i % 10}' for i, key in enumerate(keys)}
+
+
+def _run_line_label(groups, group, name) -> str:
+  return name if len(groups) == 1 else f'{group}: {name}'
+
+
 def _draw_metric(ax, runs, groups, metric, x, aggregate_runs, num_points, smooth) -> List[str]:
   """Draws one subplot; returns the labels of its lines."""
   labels, x_names = [], set()
+  colours = line_colours(groups, aggregate_runs)
   for group, run_dirs in groups.items():
     having = [d for d in run_dirs if metric in aggregation.metric_names(runs[d])]
     if not having:
       continue
     if aggregate_runs:
       agg = aggregation.aggregate_curves([runs[d] for d in having], metric, x, num_points, smooth)
-      line, = ax.plot(agg.xs, agg.mean, label=group, lw=1.5)
+      ax.plot(agg.xs, agg.mean, label=group, lw=1.5, color=colours[group])
       ax.fill_between(agg.xs, agg.mean - agg.half_width, agg.mean + agg.half_width,
-                      color=line.get_color(), alpha=0.2, lw=0)
+                      color=colours[group], alpha=0.2, lw=0)
       labels.append(group)
       x_names.add(agg.x_name)
       continue
-    for d, name in zip(having, run_labels(having)):
+    names = dict(zip(run_dirs, run_labels(run_dirs)))
+    for d in having:
       xs, ys = aggregation.curve(runs[d], metric, x, num_points, smooth)
-      label = name if len(groups) == 1 else f'{group}: {name}'
-      ax.plot(xs, ys, label=label, lw=1.0)
+      label = _run_line_label(groups, group, names[d])
+      ax.plot(xs, ys, label=label, lw=1.0, color=colours[label])
       labels.append(label)
       x_names.add(aggregation.series(runs[d], metric, x).x_name)
   ax.set_title(metric, fontsize=10)

@@ -22,6 +22,8 @@ class AgentPreset:
   sequence_length: int
   env_steps_per_psi_update: int
   source: str
+  samples_per_insert: float = 0.0   # 0: the IMPALA table is a queue
+  replay_size: int = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +46,14 @@ AGENTS: Dict[str, AgentPreset] = {
     # The paper trains PPO (C.2: entropy 0.05); IMPALA settings ours.
     'turf': AgentPreset(0.99, 0.05, 1e-3, 0.9, 0.999, 16, 20, 100,
                         'C.2 (entropy); discount, lr, IMPALA ours'),
-    # C.3: Adam lr 5e-4, b1 0, b2 0.99, batch 256, unroll 20, entropy 0.01, max grad norm 40.
-    # Batch 256 is the paper's, fed by 64 actors. On a 2-core machine a run reaches far fewer
-    # steps, and each update consumes 256 x 20 = 5,120 of them: lower it (--batch_size 32) to
-    # make more updates from the same steps.
-    'sokoban': AgentPreset(0.99, 0.01, 5e-4, 0.0, 0.99, 256, 20, 100, 'C.3'),
+    # C.3: Adam lr 5e-4, b1 0, b2 0.99, unroll 20, entropy 0.01, max grad norm 40. Not C.3's
+    # batch 256 fed by 64 actors and each sequence used once: at that rate a 2-core machine's
+    # run makes a few hundred updates and plays like a random policy after 3M steps. Batch 16
+    # with each sequence sampled 4 times from a small replay (V-trace corrects the lag) learns
+    # single levels (BUILD_NOTES.md, "Sokoban learning").
+    'sokoban': AgentPreset(0.99, 0.01, 5e-4, 0.0, 0.99, 16, 20, 100,
+                           'C.3; batch 16 + replay x4 ours', samples_per_insert=4.0,
+                           replay_size=64),
     # App. D runs a random policy; these apply when an IMPALA agent is trained on the cliff.
     'cliff': AgentPreset(0.99, 0.01, 1e-3, 0.9, 0.999, 16, 20, 50, 'ours (App. D: random policy)'),
 }
@@ -98,6 +103,7 @@ def markdown_table() -> str:
     lines.append(
         f'| {env} | {mode} | {t.beta:g} | {lam} | {reward} | {r.window} | {r.pair_sampling} | '
         f'{r.learning_rate:g} / {r.weight_decay:g} | {a.learning_rate:g}, {a.adam_b1:g}/{a.adam_b2:g} | '
-        f'{a.batch_size} x {a.sequence_length} | {a.discount:g} | {a.entropy_cost:g} | '
+        f'{a.batch_size} x {a.sequence_length}{f", replay x{a.samples_per_insert:g}" if a.samples_per_insert else ""} | '
+        f'{a.discount:g} | {a.entropy_cost:g} | '
         f'{t.source}; agent: {a.source}; estimators: {r.source} |')
   return '\n'.join(lines)

@@ -75,9 +75,7 @@ def make_tables(cfg: RunConfig) -> List[reverb.Table]:
   spec = environment_spec(cfg)
   tables = []
   if cfg.agent == 'impala':
-    tables.append(reverb.Table.queue(
-        IMPALA_TABLE, max_size=cfg.impala.max_queue_size,
-        signature=adders.impala_signature(spec, cfg.impala.sequence_length)))
+    tables.append(make_impala_table(cfg.impala, adders.impala_signature(spec, cfg.impala.sequence_length)))
   if cfg.online_estimators:
     tables.append(reverb.Table(
         adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
@@ -85,6 +83,23 @@ def make_tables(cfg: RunConfig) -> List[reverb.Table]:
         rate_limiter=reverb.rate_limiters.MinSize(cfg.precedence.min_windows),
         signature=adders.precedence_signature(spec)))
   return tables
+
+
+def make_impala_table(impala, signature) -> reverb.Table:
+  """The queue (each sequence trained on once), or with samples_per_insert > 0 a FIFO replay of
+  `replay_size` sequences sampled uniformly, each `samples_per_insert` times on average."""
+  if not impala.uses_replay:
+    return reverb.Table.queue(IMPALA_TABLE, max_size=impala.max_queue_size, signature=signature)
+  # The limiter lets inserts run ahead of samples (and back) by a few batches: the learner takes
+  # batch_size samples at a time and K environments insert in bursts.
+  error_buffer = 4.0 * impala.batch_size * max(1.0, impala.samples_per_insert)
+  return reverb.Table(
+      IMPALA_TABLE, sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
+      max_size=impala.replay_size, max_times_sampled=0,
+      rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+          samples_per_insert=impala.samples_per_insert,
+          min_size_to_sample=2 * impala.batch_size, error_buffer=error_buffer),
+      signature=signature)
 
 
 def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Estimators:

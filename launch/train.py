@@ -81,8 +81,13 @@ flags.DEFINE_float('adam_b2', None, 'IMPALA Adam second-moment decay (default: p
 flags.DEFINE_float('entropy_cost', None, 'IMPALA entropy cost (default: preset).')
 flags.DEFINE_float('discount', None, 'IMPALA discount (default: preset).')
 flags.DEFINE_integer('batch_size', None, 'IMPALA batch size in sequences (default: preset; sokoban '
-                     "256, the paper's, which small machines may lower, e.g. 32).")
+                     "16 with replay x4; the paper's is 256).")
 flags.DEFINE_integer('sequence_length', None, 'IMPALA unroll length (default: preset, 20).')
+flags.DEFINE_float('samples_per_insert', None, 'IMPALA sequence reuse: 0 = a queue (each sequence '
+                   'trained on once); > 0 = a replay where each sequence is sampled this many '
+                   'times on average (default: preset).')
+flags.DEFINE_integer('replay_size', None, 'IMPALA replay size in sequences when '
+                     'samples_per_insert > 0 (default: preset).')
 flags.DEFINE_bool('show_config', False, 'Print the resolved configuration (flags + presets) as '
                   'JSON and exit without launching.')
 
@@ -144,7 +149,9 @@ def config_from_flags():
           adam_b1=pick('adam_b1', agent_preset.adam_b1), adam_b2=pick('adam_b2', agent_preset.adam_b2),
           discount=pick('discount', agent_preset.discount),
           entropy_cost=pick('entropy_cost', agent_preset.entropy_cost),
-          max_queue_size=max(160, 2 * batch_size)),
+          max_queue_size=max(160, 2 * batch_size),
+          samples_per_insert=pick('samples_per_insert', agent_preset.samples_per_insert),
+          replay_size=pick('replay_size', agent_preset.replay_size)),
       precedence=cfg_lib.PrecedenceConfig(
           env_steps_per_update=pick('env_steps_per_psi_update', agent_preset.env_steps_per_psi_update)),
       estimator_train=TrainConfig(window=window, batch_size=FLAGS.psi_batch_size,

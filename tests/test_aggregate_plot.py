@@ -197,6 +197,28 @@ def test_plot_runs_one_line_per_group_and_per_run(runs, tmp_path):
   assert drawn == {'episode_return': ['impala_s0', 'impala_s1', 'rae_s0', 'rae_s1']}
 
 
+def _panel_colours(runs, groups, metric, aggregate_runs):
+  from matplotlib.figure import Figure
+  ax = Figure().subplots()
+  logs = {d: aggregate.load(d) for ds in groups.values() for d in ds}
+  labels = plot._draw_metric(ax, logs, groups, metric, 'actor_steps', aggregate_runs, 20, 0.05)
+  return dict(zip(labels, (line.get_color() for line in ax.get_lines())))
+
+
+@pytest.mark.parametrize('aggregate_runs', [True, False])
+def test_a_group_keeps_its_colour_in_a_panel_other_groups_do_not_log(runs, aggregate_runs):
+  """intrinsic_return is logged by the RAE runs only: their lines there must keep the colours
+  they have in the panels every group logs (they used to take IMPALA's, the first colour)."""
+  groups = {'IMPALA': [runs['impala_s0'], runs['impala_s1']],
+            'IMPALA+RAE': [runs['rae_s0'], runs['rae_s1']]}
+  everyone = _panel_colours(runs, groups, 'episode_return', aggregate_runs)
+  rae_only = _panel_colours(runs, groups, 'intrinsic_return', aggregate_runs)
+  assert rae_only and all(not label.startswith('IMPALA:') and label != 'IMPALA' for label in rae_only)
+  for label, colour in rae_only.items():
+    assert colour == everyone[label], (label, colour, everyone)
+  assert len(set(everyone.values())) == len(everyone)
+
+
 def _cli(*args):
   env = dict(os.environ, JAX_PLATFORMS='cpu')
   return subprocess.run([sys.executable, '-m', 'launch.plot', *map(str, args)], cwd=REPO,

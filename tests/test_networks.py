@@ -170,10 +170,39 @@ def test_sokoban_impala_shares_two_64_layers_then_separate_64_heads():
   w = _impala('sokoban', IMAGE)
   assert w == {
       'conv_0': (3, 3, 3, 8), 'conv_1': (3, 3, 8, 16), 'conv_2': (3, 3, 16, 16),
-      # 10x10 -stride 2 VALID-> 4x4 -VALID-> 2x2 -SAME-> 2x2, 16 channels.
-      'shared_0': (2 * 2 * 16, 64), 'shared_1': (64, 64),
+      # 10x10 -stride 2 SAME-> 5x5 -SAME-> 5x5 -SAME-> 5x5, 16 channels.
+      'shared_0': (5 * 5 * 16, 64), 'shared_1': (64, 64),
       'policy_hidden_0': (64, 64), 'value_hidden_0': (64, 64),
       'policy': (64, 4), 'value': (64, 1)}
+
+
+def test_orthogonal_init_keeps_the_signal_and_starts_near_uniform():
+  """Sokoban's init: orthogonal weights with ReLU gain, zero biases, and a first policy that is
+  near-uniform (policy weights at gain 0.01), unlike Haiku's default."""
+  import haiku as hk
+  obs = np.random.default_rng(0).integers(0, 256, size=(64,) + IMAGE[0]).astype(np.uint8)
+
+  def features_and_logits(init):
+    config = dataclasses.replace(agent_nets.POLICY_DEFAULTS['sokoban'], init=init)
+
+    def forward(x):
+      logits, _ = agent_nets.PolicyValueNet(4, config)(x)
+      return logits
+
+    net = hk.transform(forward)
+    params = net.init(jax.random.PRNGKey(0), obs)
+    return params, np.asarray(net.apply(params, None, obs))
+
+  params_o, logits_o = features_and_logits('orthogonal')
+  params_l, logits_l = features_and_logits('lecun')
+  w_o = params_o['policy_value/conv_0']['w'].reshape(-1, 8)
+  # Orthogonal columns (gain sqrt 2): W^T W = 2 I.
+  np.testing.assert_allclose(w_o.T @ w_o, 2 * np.eye(8), atol=1e-4)
+  assert np.all(params_o['policy_value/shared_0']['b'] == 0)
+  assert np.abs(logits_o).max() < 0.1      # near-uniform first policy
+  assert np.abs(logits_l).max() > 0.1      # Haiku's default does not start there
+  with pytest.raises(ValueError, match='policy init'):
+    agent_nets.PolicyNetConfig(init='xavier')
 
 
 def test_turf_impala_is_convs_32_64_64_then_512():

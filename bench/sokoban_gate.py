@@ -1,0 +1,118 @@
+"""The single-level learning gate: IMPALA (mode none, the Sokoban presets) trained on one level at
+a time of the shipped 1k set, each for --max_steps env steps; a level passes when its agent
+solved at least --target of its last --last_n training episodes.
+
+    python -m bench.sokoban_gate                       # levels 37, 7, 1 at 1M steps each
+    python -m bench.sokoban_gate --levels 0 --max_steps 2000000   # the stretch level
+
+Each level is a full distributed run (Launchpad, Reverb, learner, actors) under
+OUT/level_<i>/. Rerun the same command after a stop: finished levels are read back, a stopped
+one continues with --resume. Writes OUT/gate.json and OUT/gate.md (per level: steps reached,
+solved fraction and boxes on target over the last episodes, the first env step at which the
+trailing --last_n episodes reached the target, wall time).
+"""
+import json
+import os
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+from absl import app, flags
+
+from launch import run_state, summary
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list('levels', ['37', '7', '1'], 'Level indices of envs/data/sokoban_1000.txt.')
+flags.DEFINE_integer('max_steps', 1_000_000, 'Env steps per level.')
+flags.DEFINE_float('target', 0.9, 'Solved fraction of the last --last_n episodes to pass.')
+flags.DEFINE_integer('last_n', 200, 'Training episodes the solved fraction is taken over.')
+flags.DEFINE_string('out', 'results/sokoban/gate', 'Output directory.')
+flags.DEFINE_integer('seed', 0, 'Seed of every run.')
+flags.DEFINE_integer('num_actors', 2, 'Actor processes per run.')
+flags.DEFINE_integer('envs_per_actor', 16, 'Environments each actor steps together.')
+flags.DEFINE_multi_string('train_arg', [], 'Extra launch.train flag for every run (repeatable), '
+                          "e.g. --train_arg=--samples_per_insert=0 to measure the queue.")
+
+
+def first_reaching(solved: np.ndarray, steps: np.ndarray, target: float, n: int) -> Optional[float]:
+  """The env step at which the trailing n episodes first solved >= target, or None."""
+  if len(solved) < n:
+    return None
+  trailing = np.convolve(solved, np.ones(n) / n, mode='valid')   # [i] = episodes i..i+n-1
+  hits = np.nonzero(trailing >= target - 1e-9)[0]
+  return float(steps[hits[0] + n - 1]) if len(hits) else None
+
+
+def level_result(run_dir: str, target: float, n: int) -> Dict:
+  episodes = summary.actor_episodes(run_dir)
+  solved = np.array([e.get('solved', 0.0) for e in episodes])
+  boxes = np.array([e.get('boxes_on_target', 0.0) for e in episodes])
+  steps = np.array([e.get('actor_steps', 0.0) for e in episodes])
+  last = slice(-n, None)
+  return {
+      'episodes': len(episodes),
+      'steps_reached': float(steps[-1]) if len(steps) else 0.0,
+      'solved_last': float(solved[last].mean()) if len(solved) else 0.0,
+      'boxes_on_target_last': float(boxes[last].mean()) if len(boxes) else 0.0,
+      'steps_to_target': first_reaching(solved, steps, target, n),
+      'wall_time_s': run_state.total_wall_time(run_dir),
+      'passed': bool(len(solved) >= n and solved[last].mean() >= target - 1e-9),
+  }
+
+
+def train(level: int, run_dir: str, max_steps: int, seed: int, actors: int, envs_per_actor: int,
+          extra: Sequence[str]) -> None:
+  final = run_state.read_json(os.path.join(run_dir, 'final_state.json'), {}) or {}
+  if final.get('status') == run_state.COMPLETED and \
+      final.get('counts', {}).get('actor_steps', 0) >= max_steps:
+    return
+  argv = [sys.executable, '-m', 'launch.train', '--env', 'sokoban', '--mode', 'none',
+          '--env_option', f'level_index={level}', '--max_steps', str(max_steps),
+          '--seed', str(seed), '--num_actors', str(actors), '--envs_per_actor', str(envs_per_actor),
+          '--run_dir', run_dir, *extra]
+  if run_state.holds_run(run_dir):
+    argv.append('--resume')
+  print(' '.join(argv[1:]), flush=True)
+  subprocess.run(argv, check=True)
+
+
+def markdown(results: Dict[str, Dict], max_steps: int, target: float, n: int) -> str:
+  lines = [f'Single-level gate: IMPALA, {max_steps:,} env steps per level; a level passes at '
+           f'>= {target:.0%} solved over its last {n} training episodes.', '',
+           '| level | steps reached | solved, last episodes | boxes on target | steps to target '
+           '| wall time | passed |', '|---|---|---|---|---|---|---|']
+  for level, r in results.items():
+    reach = f"{r['steps_to_target']:,.0f}" if r['steps_to_target'] is not None else 'not reached'
+    lines.append(f"| {level} | {r['steps_reached']:,.0f} | {r['solved_last']:.3f} | "
+                 f"{r['boxes_on_target_last']:.2f} | {reach} | {r['wall_time_s'] / 60:.1f} min | "
+                 f"{'yes' if r['passed'] else 'no'} |")
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv: List[str]):
+  del argv
+  try:
+    levels = [int(l) for l in FLAGS.levels]
+  except ValueError:
+    raise SystemExit(f'--levels must be level indices, got {FLAGS.levels}')
+  if not 0 < FLAGS.target <= 1:
+    raise SystemExit(f'--target must lie in (0, 1], got {FLAGS.target}')
+  os.makedirs(FLAGS.out, exist_ok=True)
+  results = {}
+  for level in levels:
+    run_dir = os.path.abspath(os.path.join(FLAGS.out, f'level_{level}'))
+    train(level, run_dir, FLAGS.max_steps, FLAGS.seed, FLAGS.num_actors, FLAGS.envs_per_actor,
+          FLAGS.train_arg)
+    results[str(level)] = level_result(run_dir, FLAGS.target, FLAGS.last_n)
+    run_state.write_json(os.path.join(FLAGS.out, 'gate.json'),
+                         {'max_steps': FLAGS.max_steps, 'target': FLAGS.target,
+                          'last_n': FLAGS.last_n, 'train_args': FLAGS.train_arg,
+                          'levels': results})
+    with open(os.path.join(FLAGS.out, 'gate.md'), 'w') as f:
+      f.write(markdown(results, FLAGS.max_steps, FLAGS.target, FLAGS.last_n))
+    print(json.dumps({level: results[str(level)]}), flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)
