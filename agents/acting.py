@@ -60,6 +60,26 @@ class FixedParams:
     del wait
 
 
+class VersionedPolicy:
+  """The policy's parameter source for the actor: an Acme VariableClient on the learner's
+  ['policy', 'policy_version'], seen as `.params` (the parameters) and `.version` (the learner
+  update that made them)."""
+
+  def __init__(self, client):
+    self._client = client
+
+  @property
+  def params(self):
+    return self._client.params[0]
+
+  @property
+  def version(self) -> float:
+    return float(self._client.params[1])
+
+  def update(self, wait: bool = False):
+    self._client.update(wait)
+
+
 class StepOutput(NamedTuple):
   """What one fused call returns, one row per environment (numpy)."""
   action: np.ndarray       # [K] int32
@@ -117,6 +137,11 @@ class BatchedActor:
   @property
   def num_envs(self) -> int:
     return self._num_envs
+
+  @property
+  def policy_version(self) -> float:
+    """The learner update that made the policy parameters in use (0 where unknown)."""
+    return float(getattr(self._policy_source, 'version', 0.0))
 
   def estimator_params(self):
     if self._estimator_source is None:

@@ -26,11 +26,15 @@ from acme.adders import reverb as reverb_adders
 
 IMPALA_TABLE = 'impala'
 PRECEDENCE_TABLE = 'precedence'
+# Per-step extras of IMPALA items: the behaviour logits, Acme's (dummy) core state, and the
+# learner update that made the acting policy (for the learner's policy-lag diagnostic).
+IMPALA_EXTRAS = ('core_state', 'logits', 'policy_version')
 
 
 def impala_signature(environment_spec: specs.EnvironmentSpec, sequence_length: int):
   extras = {'core_state': np.zeros((), np.float32),
-            'logits': np.ones((environment_spec.actions.num_values,), np.float32)}
+            'logits': np.ones((environment_spec.actions.num_values,), np.float32),
+            'policy_version': np.zeros((), np.float32)}
   return reverb_adders.SequenceAdder.signature(environment_spec, extras, sequence_length)
 
 
@@ -99,7 +103,7 @@ class TrajectoryAdder(adders.Adder):
     created = False
     if self._impala and _due(self._stream_entries, self._impala, self._impala - 1):
       self._writer.create_item(IMPALA_TABLE, 1.0,
-                               self._items(self._impala, ('core_state', 'logits')))
+                               self._items(self._impala, IMPALA_EXTRAS))
       created = True
     if self._window:
       w, n = self._window, self._episode_entries

@@ -11,6 +11,7 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence
 import acme
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import reverb
 from acme.agents.jax.impala import networks as impala_networks
@@ -18,6 +19,23 @@ from acme.jax import networks as networks_lib
 from acme.utils import counting, loggers
 
 from agents import losses
+
+
+POLICY_VERSION = 'policy_version'
+
+
+def policy_lag(updates: int, data) -> dict:
+  """How many updates old the policy that acted was, over a batch's trained steps (all but the
+  last of each sequence, which only bootstraps, and the episode-closing filler rows): the mean
+  and the largest. Batches without a 'policy_version' extra give nothing."""
+  version = data.extras.get(POLICY_VERSION) if isinstance(data.extras, dict) else None
+  if version is None:
+    return {}
+  trained = ~np.asarray(data.start_of_episode[:, 1:], bool)   # step t is a filler iff t+1 starts
+  lags = updates - np.asarray(version)[:, :-1][trained]
+  if not lags.size:
+    return {}
+  return {'policy_lag_mean': float(lags.mean()), 'policy_lag_max': float(lags.max())}
 
 
 class TrainingState(NamedTuple):
@@ -69,18 +87,26 @@ class IMPALALearner(acme.Learner):
     self._state = TrainingState(params, optimizer.init(params))
     self._sgd_step = sgd_step
     self._counter = counter or counting.Counter()
+    # Updates made by this process (a restarted learner counts from 0 again: the lag of the
+    # sequences written before the restart then reads negative for a few batches).
+    self._updates = 0
     self._logger = logger or loggers.make_default_logger('learner')
 
   def step(self):
     sample = next(self._iterator)
     start = time.time()
+    lag = policy_lag(self._updates, sample.data)
     self._state, metrics = self._sgd_step(self._state, sample.data)
+    self._updates += 1
     metrics = jax.device_get(metrics)
     counts = self._counter.increment(steps=1, time_elapsed=time.time() - start)
-    self._logger.write({**metrics, **counts})
+    self._logger.write({**metrics, **lag, **counts})
 
   def get_variables(self, names: Sequence[str]) -> List[networks_lib.Params]:
-    return [self._state.params for _ in (names or ['policy'])]
+    """'policy': the parameters; 'policy_version': how many updates this learner process had
+    made when it served them (the actors write it beside each step, see `policy_lag`)."""
+    return [np.float32(self._updates) if name == POLICY_VERSION else self._state.params
+            for name in (names or ['policy'])]
 
   def save(self) -> TrainingState:
     return self._state

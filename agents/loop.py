@@ -104,13 +104,14 @@ class BatchedEnvironmentLoop:
       self._adders[k].add_first(ts)
     obs = np.stack([ts.observation for ts in first])
     out = actor.step(obs, obs, obs)  # no transition yet: the psi values are not used
+    version = np.float32(actor.policy_version)
     self._count_shield(episodes, out)
 
     with signals.runtime_terminator():
       while not ((num_steps is not None and steps_taken >= num_steps) or
                  (num_episodes is not None and episodes_done >= num_episodes) or
                  self._limit_reached):
-        actions, logits, prev_obs = out.action, out.logits, obs
+        actions, logits, prev_obs, acting_version = out.action, out.logits, obs, version
         t0 = time.perf_counter()
         timesteps, finished = [], {}
         for k, env in enumerate(envs):
@@ -129,6 +130,7 @@ class BatchedEnvironmentLoop:
             psi_to[k] = timesteps[k].observation
         t1 = time.perf_counter()
         out = actor.step(obs, prev_obs, psi_to)
+        version = np.float32(actor.policy_version)   # of the parameters that chose `out`
         actor.update()
         t2 = time.perf_counter()
         log_s = 0.0
@@ -144,7 +146,8 @@ class BatchedEnvironmentLoop:
             ep.max_psi = max(ep.max_psi, float(out.psi[k]))
             ts = ts._replace(reward=np.asarray(ts.reward + r_int, dtype=np.float32))
           self._adders[k].add(actions[k], ts,
-                              extras={'logits': logits[k], 'core_state': DUMMY_CORE_STATE})
+                              extras={'logits': logits[k], 'core_state': DUMMY_CORE_STATE,
+                                      'policy_version': acting_version})
           if k in finished:
             info, first_ts = finished[k]
             t_log = time.perf_counter()

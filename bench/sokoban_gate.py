@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from absl import app, flags
 
-from launch import run_state, summary
+from launch import aggregate, run_state, summary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('levels', ['37', '7', '1'], 'Level indices of envs/data/sokoban_1000.txt.')
@@ -35,13 +35,8 @@ flags.DEFINE_multi_string('train_arg', [], 'Extra launch.train flag for every ru
                           "e.g. --train_arg=--samples_per_insert=0 to measure the queue.")
 
 
-def first_reaching(solved: np.ndarray, steps: np.ndarray, target: float, n: int) -> Optional[float]:
-  """The env step at which the trailing n episodes first solved >= target, or None."""
-  if len(solved) < n:
-    return None
-  trailing = np.convolve(solved, np.ones(n) / n, mode='valid')   # [i] = episodes i..i+n-1
-  hits = np.nonzero(trailing >= target - 1e-9)[0]
-  return float(steps[hits[0] + n - 1]) if len(hits) else None
+def _none_if_nan(x: float) -> Optional[float]:
+  return None if np.isnan(x) else x
 
 
 def level_result(run_dir: str, target: float, n: int) -> Dict:
@@ -55,7 +50,7 @@ def level_result(run_dir: str, target: float, n: int) -> Dict:
       'steps_reached': float(steps[-1]) if len(steps) else 0.0,
       'solved_last': float(solved[last].mean()) if len(solved) else 0.0,
       'boxes_on_target_last': float(boxes[last].mean()) if len(boxes) else 0.0,
-      'steps_to_target': first_reaching(solved, steps, target, n),
+      'steps_to_target': _none_if_nan(aggregate.first_reaching(steps, solved, target, n)),
       'wall_time_s': run_state.total_wall_time(run_dir),
       'passed': bool(len(solved) >= n and solved[last].mean() >= target - 1e-9),
   }

@@ -252,3 +252,35 @@ def final_value(run: RunLike, metric: str, last_n: int = 100) -> float:
   if last_n < 1:
     raise ValueError(f'last_n must be at least 1, got {last_n}')
   return float(np.mean(series(run, metric, 'actor_steps').values[-last_n:]))
+
+
+def first_reaching(xs, values, target: float, last_n: int) -> float:
+  """The x (env steps) of the row at which the mean of the trailing `last_n` rows (episodes,
+  sorted by x) first reaches `target`; NaN if it never does (or there are fewer rows)."""
+  values = np.asarray(values, float)
+  if last_n < 1:
+    raise ValueError(f'last_n must be at least 1, got {last_n}')
+  if len(values) < last_n:
+    return float('nan')
+  trailing = np.convolve(values, np.ones(last_n) / last_n, mode='valid')  # [i]: rows i..i+n-1
+  hits = np.nonzero(trailing >= target - 1e-9)[0]
+  return float(np.asarray(xs, float)[hits[0] + last_n - 1]) if len(hits) else float('nan')
+
+
+def steps_to(run: RunLike, metric: str, target: float, last_n: int) -> float:
+  """Env steps at which the run's trailing `last_n` episodes first averaged >= target."""
+  s = series(run, metric, 'actor_steps')
+  return first_reaching(s.xs, s.values, target, last_n)
+
+
+def mean_over_budget(run: RunLike, metric: str, budget: float, num_points: int = 100,
+                     smooth: float = DEFAULT_SMOOTH) -> float:
+  """The area under the run's curve of `metric` from 0 to `budget` env steps, divided by the
+  budget: the mean of the trailing-window curve on an even grid over (0, budget]. NaN where the
+  run has not reached the budget."""
+  _check_smooth(smooth)
+  s = series(run, metric, 'actor_steps')
+  if s.xs[-1] < budget:
+    return float('nan')
+  grid = np.linspace(budget / num_points, budget, num_points)
+  return float(np.nanmean(window_means(s.xs, s.values, grid, smooth * budget)))

@@ -18,20 +18,33 @@ from launch import experiments_turf as turf_exps
 # Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline
 # --------------------------------------------------------------------------------------------- #
 
-# Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch.
+# Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch
+# and sequence reuse (samples_per_insert; 0 = the paper's queue, each sequence used once).
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
-                 batch=16, run_seconds=90, eval_transitions=100,
+                 batch=16, samples_per_insert=4, run_seconds=90, eval_transitions=100,
                  eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
-    # small: what this 2-core machine does in ~30 min per run (~4k env steps/s, README table).
-    'small': dict(episodes=20_000, pairs=5_000_000, max_steps=6_000_000, actors=2,
-                  envs_per_actor=16, batch=256, run_seconds=1800, eval_transitions=2000,
-                  eval_levels=1000, eval_boxoban_levels=500, eval_oracle_levels=100),
+    # small: this 2-core machine at ~4k env steps/s, ~1.4 h per run (reached over several
+    # launches: rerun the same command). Batch 16 x replay 4, the Sokoban preset: batch 256 used
+    # once played like a random policy after 3M steps (BUILD_NOTES.md, "Sokoban learning").
+    'small': dict(episodes=20_000, pairs=5_000_000, max_steps=20_000_000, actors=2,
+                  envs_per_actor=16, batch=16, samples_per_insert=4, run_seconds=5000,
+                  eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
+                  eval_oracle_levels=100),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
-                  envs_per_actor=1, batch=256, run_seconds=0, eval_transitions=10_000,
-                  eval_levels=1000, eval_boxoban_levels=1000, eval_oracle_levels=1000),
+                  envs_per_actor=1, batch=256, samples_per_insert=0, run_seconds=0,
+                  eval_transitions=10_000, eval_levels=1000, eval_boxoban_levels=1000,
+                  eval_oracle_levels=1000),
 }
+# The RAE arms: (run name, group, psi checkpoint, penalty weight lambda or None for the preset's).
+# The paper names no lambda; the preset's 0.1 is small beside the +1/-1 box rewards, so one arm
+# takes 1.0.
+SOKOBAN_RAE_ARMS = (
+    ('impala_rae', 'IMPALA+RAE', 'psi.ckpt', None),
+    ('impala_rae_paper_psi', "IMPALA+RAE (paper's psi)", 'psi_paper.ckpt', None),
+    ('impala_rae_lam1', 'IMPALA+RAE (lambda 1)', 'psi.ckpt', 1.0),
+)
 SOKOBAN_BETA = 0.9   # Sec. 5.3
 # Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
 BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'shared',
@@ -74,17 +87,19 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   # network (App. C.3) drives a second RAE group, so the page shows what the better psi changes.
   steps += _sokoban_psi_steps(s, '', 'sokoban')
   steps += _sokoban_psi_steps(s, '_paper', 'sokoban_paper')
+  # Every arm gets the same agent settings; only the RAE flags differ.
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
-            str(s['envs_per_actor']), '--batch_size', str(s['batch']))
+            str(s['envs_per_actor']), '--batch_size', str(s['batch']),
+            '--samples_per_insert', str(s['samples_per_insert']))
   runs = []
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
                        *common, '--mode', 'none'))
-    for name, group, ckpt in (('impala_rae', 'IMPALA+RAE', 'psi.ckpt'),
-                              ('impala_rae_paper_psi', "IMPALA+RAE (paper's psi)", 'psi_paper.ckpt')):
+    for name, group, ckpt, lam in SOKOBAN_RAE_ARMS:
+      lam_flags = () if lam is None else ('--lam', str(lam))
       runs.append(train_step(f'{name}-s{seed}', group, seed, s['max_steps'], s['run_seconds'],
                              *common, '--mode', 'rae', '--estimator_checkpoint', f'{{out}}/{ckpt}',
-                             '--beta', str(SOKOBAN_BETA)))
+                             '--beta', str(SOKOBAN_BETA), *lam_flags))
   steps += runs
   # The final policies, greedy and sampled, on the 1k training levels, on Boxoban levels they
   # never saw, and (oracle-counted irreversible actions, expensive) on the first levels.
@@ -170,6 +185,58 @@ def cliff_grid_markdown(table: dict, out: str = '') -> str:
   return '\n'.join(lines) + '\n'
 
 
+SOKOBAN_MILESTONES = (0.05, 0.10, 0.25, 0.50)
+SOKOBAN_MILESTONE_EPISODES = 1000   # the trailing training episodes a milestone is judged on
+
+
+def sokoban_milestones_markdown(table: dict, out: str) -> str:
+  """Per group: env steps at which the trailing 1,000 training episodes first solved 5%, 10%,
+  25%, 50% (mean ± 95% t-interval over the seeds that got there, and how many did), and the
+  area under the solved curve over the budget every run has reached."""
+  from launch import aggregate
+  from launch.experiment_pages import mean_ci_text, runs_by_group
+  groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
+  if not groups:
+    return ''
+  reached = {d: run_state_steps(d) for ds in groups.values() for d in ds}
+  budget = min(reached.values())
+  n = SOKOBAN_MILESTONE_EPISODES
+  lines = ['## Milestones: env steps to a solved fraction', '',
+           f'Env steps at which the last {n:,} training episodes first solved the given fraction '
+           '(mean ± 95% t-interval over the seeds that reached it; in brackets: how many of '
+           f'the seeds did). Area: the mean of the solved curve over the first {budget:,.0f} env '
+           'steps (the budget every run has reached), so larger is sooner.', '',
+           '| group | ' + ' | '.join(f'{m:.0%} solved' for m in SOKOBAN_MILESTONES) +
+           ' | area under the solved curve |', '|' + '---|' * (len(SOKOBAN_MILESTONES) + 2)]
+  for group, run_dirs in groups.items():
+    cells = [group]
+    for m in SOKOBAN_MILESTONES:
+      steps = [_safe(aggregate.steps_to, d, 'solved', m, n) for d in run_dirs]
+      hit = [v for v in steps if v == v]
+      cells.append(f'{mean_ci_text(hit, 0)} ({len(hit)}/{len(run_dirs)})')
+    areas = [_safe(aggregate.mean_over_budget, d, 'solved', budget) for d in run_dirs]
+    cells.append(mean_ci_text(areas, 3))
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def run_state_steps(run_dir: str) -> float:
+  from launch import run_state
+  return float(run_state.load_counts(run_dir).get('actor_steps', 0))
+
+
+def _safe(fn, *args) -> float:
+  try:
+    return fn(*args)
+  except ValueError:   # the run logs no such metric (yet)
+    return float('nan')
+
+
+def sokoban_markdown(table: dict, out: str) -> str:
+  return '\n'.join(part for part in (sokoban_milestones_markdown(table, out),
+                                      sokoban_psi_markdown(table, out)) if part)
+
+
 def sokoban_psi_markdown(table: dict, out: str) -> str:
   """psi against the exact oracle (held-out Boxoban levels included) and along a solution."""
   import json
@@ -219,6 +286,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
                  'episode_length'),
         # penalised_steps: RAE's penalties per episode (psi > beta), how much RAE shapes.
         table_metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps'),
+        table_last_n=SOKOBAN_MILESTONE_EPISODES,
         evaluations=(
             ('solved 1k greedy', 'eval_train.json', 'greedy', 'solved_fraction'),
             ('solved 1k sampled', 'eval_train.json', 'sampled', 'solved_fraction'),
@@ -229,7 +297,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
             ('irreversible/episode sampled', 'eval_irreversible.json', 'sampled',
              'mean_irreversible_excl_solving'),
         ),
-        extra_markdown=sokoban_psi_markdown,
+        extra_markdown=sokoban_markdown,
     ),
     'cliff': Experiment(
         name='cliff',

@@ -227,8 +227,9 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
   if cfg.agent == 'impala':
     forward = agent_networks.make_networks(spec, agent_networks.default_policy_config(
         cfg.env, agent_networks.is_image_spec(spec))).forward_fn
-    policy_source = variable_utils.VariableClient(
-        learner, key='policy', update_period=calls(cfg.impala.policy_update_period), device='cpu')
+    policy_source = acting.VersionedPolicy(variable_utils.VariableClient(
+        learner, key=['policy', learning.POLICY_VERSION],
+        update_period=calls(cfg.impala.policy_update_period), device='cpu'))
   estimators, estimator_source = None, None
   if cfg.uses_estimators:
     if cfg.estimator_checkpoint:

@@ -32,7 +32,8 @@ def _drive(adder, seed):
       a = np.int32(rng.integers(2) if push == 0 else push - 1)
       logits = rng.normal(size=2).astype(np.float32)
       ts = env.step(a)
-      adder.add(a, ts, {'logits': logits, 'core_state': np.float32(0.0)})
+      adder.add(a, ts, {'logits': logits, 'core_state': np.float32(0.0),
+                        'policy_version': np.float32(rng.integers(100))})
 
 
 def _items(server, table):

@@ -262,3 +262,26 @@ def test_cli_refuses_bad_input_in_one_line(runs, tmp_path):
   _one_line_error(_cli('--group', 'IMPALA', '--out', out), 'LABEL=RUN_DIR')
   _one_line_error(_cli(runs['impala_s0'], '--x', 'episodes', '--out', out), '--x')
   assert not out.exists()
+
+
+def test_first_reaching_uses_the_trailing_episodes():
+  xs = np.arange(1, 11) * 100.0
+  solved = np.array([0, 0, 1, 0, 1, 1, 0, 1, 1, 1], float)
+  # trailing 4: [.25, .5, .5, .75 (episodes 3-6, x=600), ...]
+  assert aggregate.first_reaching(xs, solved, 0.75, 4) == 600.0
+  assert aggregate.first_reaching(xs, solved, 1.0, 3) == 1000.0
+  assert math.isnan(aggregate.first_reaching(xs, solved, 1.0, 4))
+  assert math.isnan(aggregate.first_reaching(xs[:2], solved[:2], 0.0, 4))
+
+
+def test_steps_to_and_area_over_a_budget(tmp_path):
+  # 100 episodes, one per 10 env steps; solved from episode 50 on.
+  run = make_run(tmp_path, 'r', [(0, 10 * (i + 1), 0.0) for i in range(100)])
+  rows = [{'actor_steps': 10 * (i + 1), 'episode_length': 5, 'episode_return': 0.0,
+           'solved': float(i >= 50)} for i in range(100)]
+  write_log(run, 'actor_0', rows)
+  assert aggregate.steps_to(run, 'solved', 0.5, 20) == 600.0   # episodes 41-60: 10 of 20
+  # The curve is 0 up to 500 steps and 1 after (window 5% of the budget = 50 steps).
+  area = aggregate.mean_over_budget(run, 'solved', 1000.0, num_points=100, smooth=0.0)
+  assert area == pytest.approx(0.5, abs=0.02)
+  assert math.isnan(aggregate.mean_over_budget(run, 'solved', 2000.0))

@@ -24,7 +24,8 @@ def test_list_shows_every_step_and_runs_nothing(tmp_path):
   assert r.returncode == 0, r.stderr
   lines = r.stdout.strip().splitlines()
   names = [l[9:].split()[0] for l in lines]
-  runs = [f'{r}-s{i}' for i in (0, 1) for r in ('impala', 'impala_rae', 'impala_rae_paper_psi')]
+  runs = [f'{r}-s{i}' for i in (0, 1)
+          for r in ('impala', 'impala_rae', 'impala_rae_paper_psi', 'impala_rae_lam1')]
   psi = ['train_psi{}', 'eval_psi{}_train_levels', 'eval_psi{}_boxoban', 'psi_trace{}']
   assert names == (['collect_random'] + [p.format('') for p in psi] +
                    [p.format('_paper') for p in psi] + runs + [
@@ -34,6 +35,10 @@ def test_list_shows_every_step_and_runs_nothing(tmp_path):
   assert '--network_preset sokoban ' in lines[1] and '--network_preset sokoban_paper ' in lines[5]
   assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[10]
   assert '--estimator_checkpoint ' + str(tmp_path / 'psi_paper.ckpt') in lines[11]
+  assert '--lam 1.0' in lines[12] and '--lam' not in lines[10] + lines[11]
+  # Every arm's agent settings are the same.
+  agent = lambda line: line[line.index('--env sokoban'):line.index('--mode')]
+  assert len({agent(lines[i]) for i in range(9, 17)}) == 1
   assert os.listdir(tmp_path) == []
 
 
@@ -99,7 +104,7 @@ def test_report_aggregates_seeds_with_intervals(tmp_path):
   out = str(tmp_path)
   steps = registry.sokoban_steps('tiny', 3)
   finals = {'IMPALA': [1.0, 2.0, 3.0], 'IMPALA+RAE': [4.0, 4.0, 7.0],
-            "IMPALA+RAE (paper's psi)": [0.0, 0.0, 0.0]}
+            "IMPALA+RAE (paper's psi)": [0.0, 0.0, 0.0], 'IMPALA+RAE (lambda 1)': [1.0, 1.0, 1.0]}
   for step in steps:
     if step.is_training:
       value = finals[step.group][step.seed]
@@ -112,6 +117,9 @@ def test_report_aggregates_seeds_with_intervals(tmp_path):
   assert rows['IMPALA']['env_steps'] == [12_000] * 3
   md = (tmp_path / 'table.md').read_text()
   assert '| IMPALA | 3 (0) |' in md and '2.000 ± 2.484' in md
+  # 120 episodes per run: no run has the 1,000 a milestone is judged on.
+  milestones = md[md.index('## Milestones'):]
+  assert '| IMPALA | – (0/3) | – (0/3) | – (0/3) | – (0/3) |' in milestones
   assert json.loads((tmp_path / 'table.json').read_text())['rows'] == table['rows']
   for name in ('curves_steps.png', 'curves_wall.png'):
     assert (tmp_path / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
@@ -124,13 +132,14 @@ def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
                      text=True, timeout=1500)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   table = json.loads((tmp_path / 'table.json').read_text())
-  assert {row['group'] for row in table['rows']} == {'IMPALA', 'IMPALA+RAE'}
+  assert {row['group'] for row in table['rows']} == {
+      'IMPALA', 'IMPALA+RAE', "IMPALA+RAE (paper's psi)", 'IMPALA+RAE (lambda 1)'}
   assert all(all(row['completed']) for row in table['rows'])
   # Rerunning skips everything.
   again = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
                           '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
-  assert again.returncode == 0 and '13/13 steps done' in again.stdout
+  assert again.returncode == 0 and '25/25 steps done' in again.stdout
 
 
 def test_cliff_lays_out_the_papers_grid(tmp_path):

@@ -114,3 +114,37 @@ def test_policy_network_forward_matches_unroll_for_images_and_vectors():
     (logits_1, value_1), _ = net.forward_fn(params, obs[1], networks.DUMMY_CORE_STATE)
     np.testing.assert_allclose(logits_1, logits_seq[1], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(value_1, values_seq[1], rtol=1e-5, atol=1e-5)
+
+
+def test_policy_lag_skips_fillers_and_the_bootstrap_step():
+  from acme.adders.reverb.base import Trajectory
+  from agents import learning
+  # One sequence of 5 steps: step 2 is the filler closing an episode (step 3 starts one), step 4
+  # only bootstraps. Trained steps 0, 1, 3 were acted by versions 6, 7, 9 -> lags 4, 3, 1 at 10.
+  data = Trajectory(observation=None, action=None, reward=None, discount=None,
+                    start_of_episode=np.array([[1, 0, 0, 1, 0]], bool),
+                    extras={'policy_version': np.array([[6, 7, 0, 9, 2]], np.float32)})
+  assert learning.policy_lag(10, data) == {'policy_lag_mean': pytest.approx(8 / 3),
+                                           'policy_lag_max': 4.0}
+  assert learning.policy_lag(10, data._replace(extras={})) == {}
+
+
+def test_vtrace_diagnostics_on_a_hand_computed_sequence():
+  """On-policy (rho = 1), discount 0: the V-trace target is the reward, so the advantages are
+  r - v and the explained variance is 1 - var(r - v) / var(r)."""
+  logits = jnp.zeros((4, 2))
+  values = jnp.array([1.0, 2.0, 0.0, 5.0])
+  rewards_ = jnp.array([2.0, 2.0, 4.0, 0.0])
+  _, m = agent_losses.masked_vtrace_loss(
+      logits, values, logits, jnp.array([0, 1, 0, 1], jnp.int32), rewards_, jnp.zeros(4),
+      jnp.zeros(4, bool), discount=0.99, baseline_cost=0.5, entropy_cost=0.01)
+  adv = np.array([1.0, 0.0, 4.0])
+  assert float(m['policy_entropy']) == pytest.approx(math.log(2), rel=1e-6)
+  assert float(m['advantage_mean']) == pytest.approx(adv.mean(), rel=1e-6)
+  assert float(m['advantage_std']) == pytest.approx(adv.std(), rel=1e-5)
+  assert float(m['advantage_abs_max']) == pytest.approx(4.0)
+  assert float(m['value_mean']) == pytest.approx(1.0)
+  assert float(m['value_target_mean']) == pytest.approx(8 / 3, rel=1e-6)
+  targets = np.array([2.0, 2.0, 4.0])
+  assert float(m['value_explained_variance']) == pytest.approx(1 - adv.var() / targets.var(), rel=1e-5)
+  assert float(m['rho_mean']) == pytest.approx(1.0) and float(m['rho_clipped_fraction']) == 0.0
