@@ -100,6 +100,10 @@ class IMPALALearner(acme.Learner):
     self._updates += 1
     metrics = jax.device_get(metrics)
     counts = self._counter.increment(steps=1, time_elapsed=time.time() - start)
+    # The CSV's columns are those of its first row, and rows are placed on env steps by
+    # actor_steps: a first update made before the actors' first counts reach the counter
+    # would leave that column out of the whole log.
+    counts.setdefault('actor_steps', 0)
     self._logger.write({**metrics, **lag, **counts})
 
   def get_variables(self, names: Sequence[str]) -> List[networks_lib.Params]:

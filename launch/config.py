@@ -52,6 +52,8 @@ class ImpalaConfig:
       raise ValueError(f'entropy_cost must be >= 0, got {self.entropy_cost}')
     if self.max_queue_size <= self.batch_size + 1:
       raise ValueError(f'max_queue_size ({self.max_queue_size}) must exceed batch_size + 1')
+    if self.max_gradient_norm <= 0:
+      raise ValueError(f'max_gradient_norm must be > 0, got {self.max_gradient_norm}')
     if self.samples_per_insert < 0:
       raise ValueError(f'samples_per_insert must be >= 0 (0: a queue), got {self.samples_per_insert}')
     if self.samples_per_insert > 0 and self.replay_size < 2 * self.batch_size:

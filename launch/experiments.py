@@ -18,22 +18,26 @@ from launch import experiments_turf as turf_exps
 # Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline
 # --------------------------------------------------------------------------------------------- #
 
-# Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch
-# and sequence reuse (samples_per_insert; 0 = the paper's queue, each sequence used once).
+# Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch,
+# sequence reuse (samples_per_insert; 0 = the paper's queue, each sequence used once) and
+# gradient clip (the paper's 40 at `paper`).
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
-                 batch=16, samples_per_insert=4, run_seconds=90, eval_transitions=100,
+                 batch=16, samples_per_insert=4, max_gradient_norm=1, run_seconds=90,
+                 eval_transitions=100,
                  eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
     # small: this 2-core machine at ~4k env steps/s, ~1.4 h per run (reached over several
     # launches: rerun the same command). Batch 16 x replay 4, the Sokoban preset: batch 256 used
     # once played like a random policy after 3M steps (BUILD_NOTES.md, "Sokoban learning").
     'small': dict(episodes=20_000, pairs=5_000_000, max_steps=20_000_000, actors=2,
-                  envs_per_actor=16, batch=16, samples_per_insert=4, run_seconds=5000,
+                  envs_per_actor=16, batch=16, samples_per_insert=4, max_gradient_norm=1,
+                  run_seconds=5000,
                   eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                   eval_oracle_levels=100),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
-                  envs_per_actor=1, batch=256, samples_per_insert=0, run_seconds=0,
+                  envs_per_actor=1, batch=256, samples_per_insert=0, max_gradient_norm=40,
+                  run_seconds=0,
                   eval_transitions=10_000, eval_levels=1000, eval_boxoban_levels=1000,
                   eval_oracle_levels=1000),
 }
@@ -90,7 +94,8 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   # Every arm gets the same agent settings; only the RAE flags differ.
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']), '--batch_size', str(s['batch']),
-            '--samples_per_insert', str(s['samples_per_insert']))
+            '--samples_per_insert', str(s['samples_per_insert']),
+            '--max_gradient_norm', str(s['max_gradient_norm']))
   runs = []
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],

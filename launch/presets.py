@@ -23,6 +23,7 @@ class AgentPreset:
   env_steps_per_psi_update: int
   source: str
   samples_per_insert: float = 0.0   # 0: the IMPALA table is a queue
+  max_gradient_norm: float = 40.0   # C.3's, Acme's default
   replay_size: int = 256
 
 
@@ -46,14 +47,15 @@ AGENTS: Dict[str, AgentPreset] = {
     # The paper trains PPO (C.2: entropy 0.05); IMPALA settings ours.
     'turf': AgentPreset(0.99, 0.05, 1e-3, 0.9, 0.999, 16, 20, 100,
                         'C.2 (entropy); discount, lr, IMPALA ours'),
-    # C.3: Adam lr 5e-4, b1 0, b2 0.99, unroll 20, entropy 0.01, max grad norm 40. Not C.3's
-    # batch 256 fed by 64 actors and each sequence used once: at that rate a 2-core machine's
-    # run makes a few hundred updates and plays like a random policy after 3M steps. Batch 16
-    # with each sequence sampled 4 times from a small replay (V-trace corrects the lag) learns
-    # single levels (BUILD_NOTES.md, "Sokoban learning").
+    # C.3: Adam lr 5e-4, b1 0, b2 0.99, unroll 20, entropy 0.01. Not C.3's batch 256 fed by
+    # 64 actors and each sequence used once: at that rate a 2-core machine's run makes a few
+    # hundred updates and plays like a random policy after 3M steps. Batch 16 with each
+    # sequence sampled 4 times from a small replay (V-trace corrects the lag), and the
+    # gradient norm clipped at 1 rather than C.3's 40 (at 40 a level learned was lost again),
+    # learn single levels (BUILD_NOTES.md, "Sokoban learning").
     'sokoban': AgentPreset(0.99, 0.01, 5e-4, 0.0, 0.99, 16, 20, 100,
-                           'C.3; batch 16 + replay x4 ours', samples_per_insert=4.0,
-                           replay_size=64),
+                           'C.3; batch 16 + replay x4, grad clip 1 ours', samples_per_insert=4.0,
+                           replay_size=64, max_gradient_norm=1.0),
     # App. D runs a random policy; these apply when an IMPALA agent is trained on the cliff.
     'cliff': AgentPreset(0.99, 0.01, 1e-3, 0.9, 0.999, 16, 20, 50, 'ours (App. D: random policy)'),
 }

@@ -90,9 +90,11 @@ def make_impala_table(impala, signature) -> reverb.Table:
   `replay_size` sequences sampled uniformly, each `samples_per_insert` times on average."""
   if not impala.uses_replay:
     return reverb.Table.queue(IMPALA_TABLE, max_size=impala.max_queue_size, signature=signature)
-  # The limiter lets inserts run ahead of samples (and back) by a few batches: the learner takes
-  # batch_size samples at a time and K environments insert in bursts.
-  error_buffer = 4.0 * impala.batch_size * max(1.0, impala.samples_per_insert)
+  # The limiter lets the learner run ahead of (or behind) the ratio by one batch only: a learner
+  # that runs ahead resamples the sequences already there, so every batch it gets ahead adds to
+  # the policy lag (an error buffer of 4 batches left a lag of ~35 updates and |log rho| of 1-9,
+  # and level 7 was learned and then lost).
+  error_buffer = float(max(impala.batch_size, 2 * impala.samples_per_insert))
   return reverb.Table(
       IMPALA_TABLE, sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
       max_size=impala.replay_size, max_times_sampled=0,
@@ -182,9 +184,11 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   spec = environment_spec(cfg)
   networks = agent_networks.make_networks(spec, agent_networks.default_policy_config(
       cfg.env, agent_networks.is_image_spec(spec)))
+  # One sampler thread with one batch in flight: samples drawn ahead of the learner wait in
+  # client buffers and add to the policy lag.
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=replay.server_address, table=IMPALA_TABLE,
-      max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
+      max_in_flight_samples_per_worker=2 * cfg.impala.batch_size, num_workers_per_iterator=1)
   iterator = dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator()
   optimizer = make_optimizer(cfg.impala)
   learner = learning.IMPALALearner(
@@ -258,9 +262,13 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
 
 def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.TrajectoryAdder:
   """One environment's writes: IMPALA unrolls and/or precedence windows, from one writer."""
+  # With the replay, each environment's writer holds at most one item not yet accepted by the
+  # rate limiter: at 4 it was up to 4 x (number of environments) items queued in the actors, so
+  # each sequence reached the table ~20 updates late (policy lag ~35 updates, |log rho| ~1).
   return adders.TrajectoryAdder(
       replay, impala_sequence=cfg.impala.sequence_length if cfg.agent == 'impala' else None,
-      window=cfg.window if cfg.online_estimators else None)
+      window=cfg.window if cfg.online_estimators else None,
+      max_in_flight_items=1 if cfg.agent == 'impala' and cfg.impala.uses_replay else 4)
 
 
 def build_program(cfg: RunConfig) -> lp.Program:

@@ -83,6 +83,7 @@ flags.DEFINE_float('discount', None, 'IMPALA discount (default: preset).')
 flags.DEFINE_integer('batch_size', None, 'IMPALA batch size in sequences (default: preset; sokoban '
                      "16 with replay x4; the paper's is 256).")
 flags.DEFINE_integer('sequence_length', None, 'IMPALA unroll length (default: preset, 20).')
+flags.DEFINE_float('max_gradient_norm', None, 'IMPALA global gradient-norm clip (default: preset).')
 flags.DEFINE_float('samples_per_insert', None, 'IMPALA sequence reuse: 0 = a queue (each sequence '
                    'trained on once); > 0 = a replay where each sequence is sampled this many '
                    'times on average (default: preset).')
@@ -149,6 +150,7 @@ def config_from_flags():
           adam_b1=pick('adam_b1', agent_preset.adam_b1), adam_b2=pick('adam_b2', agent_preset.adam_b2),
           discount=pick('discount', agent_preset.discount),
           entropy_cost=pick('entropy_cost', agent_preset.entropy_cost),
+          max_gradient_norm=pick('max_gradient_norm', agent_preset.max_gradient_norm),
           max_queue_size=max(160, 2 * batch_size),
           samples_per_insert=pick('samples_per_insert', agent_preset.samples_per_insert),
           replay_size=pick('replay_size', agent_preset.replay_size)),

@@ -21,7 +21,8 @@ def test_sokoban_rae_gets_appendix_c3_values():
   cfg = _show_config('--env=sokoban', '--mode=rae')
   impala, est = cfg['impala'], cfg['estimator_train']
   assert (impala['learning_rate'], impala['adam_b1'], impala['adam_b2']) == (5e-4, 0.0, 0.99)
-  assert (impala['sequence_length'], impala['max_gradient_norm']) == (20, 40.0)
+  assert impala['sequence_length'] == 20
+  assert impala['max_gradient_norm'] == 1.0   # C.3's 40 lost learned levels (BUILD_NOTES.md)
   # Not C.3's batch 256 used once: batch 16, each sequence sampled 4 times (BUILD_NOTES.md).
   assert (impala['batch_size'], impala['samples_per_insert']) == (16, 4.0)
   assert impala['replay_size'] >= 2 * impala['batch_size']

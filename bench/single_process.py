@@ -1,0 +1,205 @@
+"""IMPALA in one process, without Reverb or Launchpad: the check that separates the algorithm
+from the plumbing.
+
+The same network (agents.networks), learner and loss (agents.learning.IMPALALearner), actor
+(agents.acting.BatchedActor) and environments as a distributed run. K environments are stepped in
+lock-step; each environment's steps are cut into sequences exactly as the adder writes them
+(length T every T - 1 steps of its stream, episodes back to back, each closed by its filler row);
+every K sequences make a batch, which the learner trains on `--reuse` times in a row before the
+actor acts again with the new parameters (reuse 1: on-policy, A2C-like; 4: each sequence used 4
+times, like PPO's epochs, with V-trace correcting the small lag).
+
+    python -m bench.single_process --level 7                      # the Sokoban preset network
+    python -m bench.single_process --level 7 --init lecun --padding VALID,VALID,SAME --reuse 1
+
+Writes --out (JSON): the settings and, every --log_every env steps, the solved fraction and boxes
+on target of the last 200 episodes and the learner's diagnostics (entropy, advantages, rho...).
+"""
+import dataclasses
+import json
+import os
+import time
+from typing import Dict, List
+
+import numpy as np
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer('level', 7, 'Level index of the shipped 1k set (-1: sample levels).')
+flags.DEFINE_integer('envs', 16, 'Environments stepped together (K; also the batch size).')
+flags.DEFINE_integer('steps', 1_000_000, 'Env steps.')
+flags.DEFINE_integer('reuse', 4, 'SGD steps on each batch before acting again.')
+flags.DEFINE_enum('init', None, ['lecun', 'orthogonal'], 'Network init (default: the preset).')
+flags.DEFINE_list('padding', None, 'Conv paddings, e.g. VALID,VALID,SAME (default: the preset).')
+flags.DEFINE_integer('seed', 0, 'Seed.')
+flags.DEFINE_integer('log_every', 20_000, 'Env steps between records.')
+flags.DEFINE_string('out', 'results/single_process.json', 'Output JSON.')
+
+
+class _Batches:
+  """The learner's iterator: yields whatever batch was put in last."""
+  batch = None
+
+  def __next__(self):
+    return self.batch
+
+
+class _LearnerParams:
+  """The actor's view of the learner's current parameters and their version."""
+
+  def __init__(self, learner):
+    self._learner = learner
+
+  @property
+  def params(self):
+    return self._learner.get_variables(['policy'])[0]
+
+  @property
+  def version(self) -> float:
+    return float(self._learner.get_variables(['policy_version'])[0])
+
+  def update(self, wait: bool = False):
+    del wait
+
+
+class SequenceCutter:
+  """One environment's rows -> sequences of T rows every T - 1 rows (the adder's IMPALA items)."""
+
+  def __init__(self, length: int):
+    self._length = length
+    self._rows: List[Dict] = []
+    self._count = 0
+
+  def add(self, row: Dict):
+    self._rows.append(row)
+    self._count += 1
+    del self._rows[:-self._length]
+    n, t = self._count, self._length
+    if n == t or (n > t and (n - t) % (t - 1) == 0):
+      return list(self._rows)
+    return None
+
+
+def stack(sequences: List[List[Dict]]):
+  from acme.adders.reverb.base import Trajectory
+  col = lambda key: np.stack([np.stack([row[key] for row in s]) for s in sequences])
+  data = Trajectory(observation=col('observation'), action=col('action'), reward=col('reward'),
+                    discount=col('discount'), start_of_episode=col('start_of_episode'),
+                    extras={k: col(k) for k in ('core_state', 'logits', 'policy_version')})
+
+  class Sample:   # the .data of a reverb.ReplaySample is all the learner reads
+    pass
+  sample = Sample()
+  sample.data = data
+  return sample
+
+
+def main(argv):
+  del argv
+  import jax
+  from acme import specs, wrappers
+
+  import envs
+  from agents import acting, learning
+  from agents import networks as agent_networks
+  from launch import presets
+  from launch.config import ImpalaConfig
+  from launch.program import make_optimizer
+
+  if FLAGS.reuse < 1 or FLAGS.envs < 1 or FLAGS.steps < 1:
+    raise SystemExit('--reuse, --envs and --steps must be >= 1')
+  options = {} if FLAGS.level < 0 else {'level_index': FLAGS.level}
+  seeds = [FLAGS.seed * 1000 + k + 1 for k in range(FLAGS.envs)]
+  environments = [wrappers.SinglePrecisionWrapper(envs.make('sokoban', seed=s, **options))
+                  for s in seeds]
+  spec = specs.make_environment_spec(environments[0])
+  net_config = agent_networks.default_policy_config('sokoban', True)
+  if FLAGS.init:
+    net_config = dataclasses.replace(net_config, init=FLAGS.init)
+  if FLAGS.padding:
+    net_config = dataclasses.replace(net_config, conv_paddings=tuple(FLAGS.padding))
+  networks = agent_networks.make_networks(spec, net_config)
+  preset = presets.agent('sokoban')
+  impala = ImpalaConfig(batch_size=FLAGS.envs, sequence_length=preset.sequence_length,
+                        learning_rate=preset.learning_rate, adam_b1=preset.adam_b1,
+                        adam_b2=preset.adam_b2, discount=preset.discount,
+                        entropy_cost=preset.entropy_cost)
+  batches = _Batches()
+  logged: List[Dict] = []
+
+  class Logger:
+    def write(self, row):
+      logged.append(row)
+
+    def close(self):
+      pass
+
+  learner = learning.IMPALALearner(networks, batches, make_optimizer(impala),
+                                   jax.random.PRNGKey(FLAGS.seed), discount=impala.discount,
+                                   entropy_cost=impala.entropy_cost,
+                                   baseline_cost=impala.baseline_cost, logger=Logger())
+  source = _LearnerParams(learner)
+  actor = acting.BatchedActor(spec.actions.num_values, acting.ReversibilityConfig(), seeds,
+                              policy_forward=networks.forward_fn, policy_source=source)
+  cutters = [SequenceCutter(impala.sequence_length) for _ in environments]
+  pending, ready, episodes, records = [], [], [], []
+
+  timesteps = [env.reset() for env in environments]
+  pending = [(ts.observation, True) for ts in timesteps]
+  obs = np.stack([ts.observation for ts in timesteps])
+  out, version = actor.step(obs, obs, obs), source.version
+  steps, start, next_log = 0, time.time(), FLAGS.log_every
+  while steps < FLAGS.steps:
+    next_obs = []
+    for k, env in enumerate(environments):
+      ts = env.step(out.action[k])
+      observation, first = pending[k]
+      row = {'observation': observation, 'start_of_episode': np.bool_(first),
+             'action': np.int32(out.action[k]), 'reward': np.float32(ts.reward),
+             'discount': np.float32(ts.discount), 'logits': out.logits[k],
+             'core_state': np.float32(0.0), 'policy_version': np.float32(version)}
+      rows = [row]
+      if ts.last():
+        filler = {key: np.zeros_like(v) for key, v in row.items()}
+        filler['observation'] = ts.observation
+        rows.append(filler)
+        episodes.append(env.episode_info())
+        ts = env.reset()
+      pending[k] = (ts.observation, ts.first())
+      for r in rows:
+        sequence = cutters[k].add(r)
+        if sequence is not None:
+          ready.append(sequence)
+      next_obs.append(ts.observation)
+    steps += len(environments)
+    while len(ready) >= FLAGS.envs:
+      batches.batch = stack(ready[:FLAGS.envs])
+      del ready[:FLAGS.envs]
+      for _ in range(FLAGS.reuse):
+        learner.step()
+    obs = np.stack(next_obs)
+    out, version = actor.step(obs, obs, obs), source.version
+    if steps >= next_log:
+      next_log += FLAGS.log_every
+      last = episodes[-200:]
+      diagnostics = {k: float(np.asarray(v)) for k, v in (logged[-1] if logged else {}).items()
+                     if np.asarray(v).size == 1}
+      record = {'env_steps': steps, 'wall_time_s': time.time() - start,
+                'episodes': len(episodes),
+                'solved_last_200': float(np.mean([e['solved'] for e in last])) if last else 0.0,
+                'boxes_on_target_last_200': float(np.mean([e['boxes_on_target'] for e in last]))
+                if last else 0.0, **diagnostics}
+      records.append(record)
+      print(json.dumps({k: record[k] for k in ('env_steps', 'solved_last_200',
+                                               'boxes_on_target_last_200')}
+                       | {'entropy': record.get('policy_entropy')}), flush=True)
+  result = {'level': FLAGS.level, 'envs': FLAGS.envs, 'reuse': FLAGS.reuse,
+            'network': dataclasses.asdict(net_config), 'impala': dataclasses.asdict(impala),
+            'records': records}
+  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+  from launch.run_state import write_json
+  write_json(FLAGS.out, result)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,91 @@
+"""Sequence reuse against the plain queue: IMPALA on one Sokoban level with the 'impala' table as a
+queue (each sequence trained on once) and as a replay sampled R times per sequence, everything
+else the Sokoban preset. Learning per env step and per wall second, one run per ratio, in one
+invocation (run it with nothing else on the machine: the wall times are part of the result).
+
+    python -m bench.sokoban_reuse                        # level 7, ratios 0 (queue), 2, 4, 8
+    python -m bench.sokoban_reuse --ratios 0,4 --level 1
+
+Writes OUT/reuse.json and OUT/reuse.md; the runs are OUT/spi_<R>/level_<L>/ (rerun the same
+command after a stop: finished runs are read back, a stopped one continues).
+"""
+import os
+from typing import List
+
+from absl import app, flags
+
+from bench import sokoban_gate
+from launch import aggregate, run_state, summary
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list('ratios', ['0', '2', '4', '8'], 'samples_per_insert values (0: the queue).')
+flags.DEFINE_integer('level', 7, 'Level index of the shipped 1k set.')
+flags.DEFINE_string('reuse_out', 'results/sokoban/reuse', 'Output directory.')
+flags.DEFINE_list('milestones', ['0.5', '0.9'], 'Solved fractions (trailing --last_n episodes).')
+
+
+def run_result(run_dir: str, milestones, last_n: int) -> dict:
+  result = sokoban_gate.level_result(run_dir, FLAGS.target, last_n)
+  wall = result['wall_time_s']
+  learner = summary.read_log(run_dir, 'learner')
+  result['learner_updates'] = max((r.get('learner_steps', 0) for r in learner), default=0)
+  result['env_steps_per_s'] = result['steps_reached'] / wall if wall else None
+  result['policy_lag_mean'] = (sum(r.get('policy_lag_mean', 0) for r in learner) / len(learner)
+                               if learner else None)
+  # Wall seconds at which each milestone was first reached: the run's wall time at that step.
+  s = aggregate.series(run_dir, 'solved', 'actor_steps')
+  walls = aggregate.series(run_dir, 'solved', 'wall_time')
+  for m in milestones:
+    step = aggregate.first_reaching(s.xs, s.values, m, last_n)
+    sec = aggregate.first_reaching(walls.xs, walls.values, m, last_n)
+    result[f'steps_to_{m:g}'] = None if step != step else step
+    result[f'wall_s_to_{m:g}'] = None if sec != sec else sec
+  return result
+
+
+def markdown(results, milestones, level: int, max_steps: int, last_n: int) -> str:
+  head = ['samples per sequence', 'env steps', 'learner updates', 'env steps/s', 'policy lag']
+  head += [f'steps to {m:.0%}' for m in milestones] + [f'wall to {m:.0%}' for m in milestones]
+  head += [f'solved, last {last_n}']
+  lines = [f'Sequence reuse on level {level}, {max_steps:,} env steps per run (`python -m '
+           'bench.sokoban_reuse`); 0 is the queue. Milestones: the trailing '
+           f'{last_n} training episodes.', '', '| ' + ' | '.join(head) + ' |',
+           '|' + '---|' * len(head)]
+  fmt = lambda v, f: '–' if v is None else format(v, f)  # noqa: E731
+  for ratio, r in results.items():
+    cells = [ratio, fmt(r['steps_reached'], ',.0f'), fmt(r['learner_updates'], ',.0f'),
+             fmt(r['env_steps_per_s'], ',.0f'), fmt(r['policy_lag_mean'], '.1f')]
+    cells += [fmt(r[f'steps_to_{m:g}'], ',.0f') for m in milestones]
+    cells += ['–' if r[f'wall_s_to_{m:g}'] is None else f"{r[f'wall_s_to_{m:g}'] / 60:.1f} min"
+              for m in milestones]
+    cells.append(f"{r['solved_last']:.3f}")
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv: List[str]):
+  del argv
+  try:
+    ratios = [float(r) for r in FLAGS.ratios]
+    milestones = [float(m) for m in FLAGS.milestones]
+  except ValueError:
+    raise SystemExit('--ratios and --milestones must be numbers')
+  if any(r < 0 for r in ratios):
+    raise SystemExit('--ratios must be >= 0')
+  os.makedirs(FLAGS.reuse_out, exist_ok=True)
+  results = {}
+  for ratio in ratios:
+    out = os.path.join(FLAGS.reuse_out, f'spi_{ratio:g}')
+    run_dir = os.path.abspath(os.path.join(out, f'level_{FLAGS.level}'))
+    sokoban_gate.train(FLAGS.level, run_dir, FLAGS.max_steps, FLAGS.seed, FLAGS.num_actors,
+                       FLAGS.envs_per_actor, [f'--samples_per_insert={ratio:g}', *FLAGS.train_arg])
+    results[f'{ratio:g}'] = run_result(run_dir, milestones, FLAGS.last_n)
+    run_state.write_json(os.path.join(FLAGS.reuse_out, 'reuse.json'),
+                         {'level': FLAGS.level, 'max_steps': FLAGS.max_steps,
+                          'last_n': FLAGS.last_n, 'runs': results})
+    with open(os.path.join(FLAGS.reuse_out, 'reuse.md'), 'w') as f:
+      f.write(markdown(results, milestones, FLAGS.level, FLAGS.max_steps, FLAGS.last_n))
+
+
+if __name__ == '__main__':
+  app.run(main)
