@@ -8,27 +8,21 @@ per node, `logs/<node>/logs.csv` with the kept columns only (all rows). Actor ep
 --actor_columns, learner and precedence rows --node_columns (those a log lacks are skipped).
 Nothing in the source run is changed.
 """
+import argparse
 import csv
 import glob
 import os
 import shutil
+import sys
 from typing import List, Sequence
 
-from absl import app, flags
-
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string('out', None, 'Destination run directory (created; must not hold logs yet).')
-flags.DEFINE_list('actor_columns', [
-    'actor_steps', 'unix_time', 'env_index', 'episode_length', 'episode_return', 'solved',
-    'boxes_on_target', 'intrinsic_return', 'penalised_steps', 'max_psi', 'rejections',
-    'ruined_grass'], 'Columns kept from actor episode logs.')
-flags.DEFINE_list('node_columns', [
-    'actor_steps', 'learner_steps', 'precedence_steps', 'loss', 'policy_entropy', 'value_mean',
-    'value_explained_variance', 'advantage_std', 'rho_clipped_fraction', 'log_rho_abs_mean',
-    'policy_lag_mean', 'grad_norm', 'psi_accuracy', 'psi_loss'],
-    'Columns kept from learner and precedence logs.')
-
+ACTOR_COLUMNS = ('actor_steps', 'unix_time', 'env_index', 'episode_length', 'episode_return',
+                 'solved', 'boxes_on_target', 'intrinsic_return', 'penalised_steps', 'max_psi',
+                 'rejections', 'ruined_grass')
+NODE_COLUMNS = ('actor_steps', 'learner_steps', 'precedence_steps', 'loss', 'policy_entropy',
+                'value_mean', 'value_explained_variance', 'advantage_std',
+                'rho_clipped_fraction', 'log_rho_abs_mean', 'policy_lag_mean', 'grad_norm',
+                'psi_accuracy', 'psi_loss')
 RUN_FILES = ('config.json', 'run_state.json', 'counts.json')
 
 
@@ -72,15 +66,23 @@ def export_run(run_dir: str, out: str, actor_columns: Sequence[str],
   return written
 
 
-def main(argv: List[str]):
-  if len(argv) != 2 or not FLAGS.out:
-    raise SystemExit('usage: python -m launch.export_logs RUN_DIR --out DIR')
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument('run_dir', help='the run directory to export')
+  p.add_argument('--out', required=True, help='destination run directory (must hold no logs yet)')
+  p.add_argument('--actor_columns', default=','.join(ACTOR_COLUMNS),
+                 help='columns kept from actor episode logs')
+  p.add_argument('--node_columns', default=','.join(NODE_COLUMNS),
+                 help='columns kept from learner and precedence logs')
+  args = p.parse_args(argv)
   try:
-    for line in export_run(argv[1], FLAGS.out, FLAGS.actor_columns, FLAGS.node_columns):
+    for line in export_run(args.run_dir, args.out, args.actor_columns.split(','),
+                           args.node_columns.split(',')):
       print(line)
   except (OSError, ValueError) as e:
-    raise SystemExit(f'error: {e}')
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == '__main__':
-  app.run(main)
+  main()

@@ -50,5 +50,5 @@ def test_export_keeps_the_chosen_columns_and_the_curves(tmp_path):
 def test_cli_refuses_a_directory_without_logs_in_one_line(tmp_path):
   proc = subprocess.run([sys.executable, '-m', 'launch.export_logs', str(tmp_path), '--out',
                          str(tmp_path / 'x')], cwd=REPO, capture_output=True, text=True, timeout=60)
-  assert proc.returncode == 1
+  assert proc.returncode == 2
   assert proc.stderr.strip().splitlines()[-1] == f'error: {tmp_path} holds no logs (logs/<node>/logs.csv)'
