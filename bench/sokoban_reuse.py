@@ -43,10 +43,12 @@ def run_result(run_dir: str, milestones, last_n: int) -> dict:
   return result
 
 
-def markdown(results, milestones, level: int, max_steps: int, last_n: int) -> str:
+def markdown(results, milestones, level: int, max_steps: int, last_n: int,
+             same_wall: float) -> str:
   head = ['samples per sequence', 'env steps', 'learner updates', 'env steps/s', 'policy lag']
   head += [f'steps to {m:.0%}' for m in milestones] + [f'wall to {m:.0%}' for m in milestones]
-  head += [f'solved, last {last_n}']
+  head += [f'solved, last {last_n}', f'boxes on target, last {last_n}',
+           f'boxes on target at {same_wall / 60:.1f} min']
   lines = [f'Sequence reuse on level {level}, {max_steps:,} env steps per run (`python -m '
            'bench.sokoban_reuse`); 0 is the queue. Milestones: the trailing '
            f'{last_n} training episodes.', '', '| ' + ' | '.join(head) + ' |',
@@ -58,7 +60,8 @@ def markdown(results, milestones, level: int, max_steps: int, last_n: int) -> st
     cells += [fmt(r[f'steps_to_{m:g}'], ',.0f') for m in milestones]
     cells += ['–' if r[f'wall_s_to_{m:g}'] is None else f"{r[f'wall_s_to_{m:g}'] / 60:.1f} min"
               for m in milestones]
-    cells.append(f"{r['solved_last']:.3f}")
+    cells += [f"{r['solved_last']:.3f}", f"{r['boxes_on_target_last']:.2f}",
+              fmt(r['boxes_on_target_at_same_wall'], '.2f')]
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
 
@@ -73,18 +76,25 @@ def main(argv: List[str]):
   if any(r < 0 for r in ratios):
     raise SystemExit('--ratios must be >= 0')
   os.makedirs(FLAGS.reuse_out, exist_ok=True)
-  results = {}
+  results, run_dirs = {}, {}
   for ratio in ratios:
     out = os.path.join(FLAGS.reuse_out, f'spi_{ratio:g}')
-    run_dir = os.path.abspath(os.path.join(out, f'level_{FLAGS.level}'))
+    run_dir = run_dirs[f'{ratio:g}'] = os.path.abspath(os.path.join(out, f'level_{FLAGS.level}'))
     sokoban_gate.train(FLAGS.level, run_dir, FLAGS.max_steps, FLAGS.seed, FLAGS.num_actors,
                        FLAGS.envs_per_actor, [f'--samples_per_insert={ratio:g}', *FLAGS.train_arg])
     results[f'{ratio:g}'] = run_result(run_dir, milestones, FLAGS.last_n)
-    run_state.write_json(os.path.join(FLAGS.reuse_out, 'reuse.json'),
-                         {'level': FLAGS.level, 'max_steps': FLAGS.max_steps,
-                          'last_n': FLAGS.last_n, 'runs': results})
-    with open(os.path.join(FLAGS.reuse_out, 'reuse.md'), 'w') as f:
-      f.write(markdown(results, milestones, FLAGS.level, FLAGS.max_steps, FLAGS.last_n))
+  # Learning per wall second: every run's boxes on target at the wall time the fastest-ending
+  # run took (its trailing --last_n episodes up to then).
+  same_wall = min(r['wall_time_s'] for r in results.values())
+  for ratio, r in results.items():
+    walls = aggregate.series(run_dirs[ratio], 'boxes_on_target', 'wall_time')
+    before = walls.values[walls.xs <= same_wall][-FLAGS.last_n:]
+    r['boxes_on_target_at_same_wall'] = float(before.mean()) if len(before) else None
+  run_state.write_json(os.path.join(FLAGS.reuse_out, 'reuse.json'),
+                       {'level': FLAGS.level, 'max_steps': FLAGS.max_steps, 'last_n': FLAGS.last_n,
+                        'same_wall_s': same_wall, 'runs': results})
+  with open(os.path.join(FLAGS.reuse_out, 'reuse.md'), 'w') as f:
+    f.write(markdown(results, milestones, FLAGS.level, FLAGS.max_steps, FLAGS.last_n, same_wall))
 
 
 if __name__ == '__main__':
