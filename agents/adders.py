@@ -44,7 +44,7 @@ def precedence_signature(environment_spec: specs.EnvironmentSpec):
       environment_spec, {'valid': np.ones((), np.float32)}, sequence_length=None)
 
 
-def _due(count: int, length: int, period: int) -> bool:
+def item_due(count: int, length: int, period: int) -> bool:
   """Acme's SequenceAdder rule: an item when `count` completed entries reach `length`, then
   every `period` entries."""
   return count == length or (count > length and (count - length) % period == 0)
@@ -101,7 +101,7 @@ class TrajectoryAdder(adders.Adder):
     self._stream_entries += 1
     self._episode_entries += 1
     created = False
-    if self._impala and _due(self._stream_entries, self._impala, self._impala - 1):
+    if self._impala and item_due(self._stream_entries, self._impala, self._impala - 1):
       self._writer.create_item(IMPALA_TABLE, 1.0,
                                self._items(self._impala, IMPALA_EXTRAS))
       created = True
@@ -111,7 +111,7 @@ class TrajectoryAdder(adders.Adder):
       if episode_end:   # what is left: from the first multiple of w whose window reaches the end
         start = max(0, -(-(n - 2 * w) // w)) * w
         length = n - start
-      elif _due(n, 2 * w, w):
+      elif item_due(n, 2 * w, w):
         length = 2 * w
       if length:
         self._writer.create_item(PRECEDENCE_TABLE, 1.0, self._items(length, ('valid',)))

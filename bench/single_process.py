@@ -24,6 +24,8 @@ from typing import Dict, List
 import numpy as np
 from absl import app, flags
 
+from agents import adders
+
 FLAGS = flags.FLAGS
 flags.DEFINE_integer('level', 7, 'Level index of the shipped 1k set (-1: sample levels).')
 flags.DEFINE_integer('envs', 16, 'Environments stepped together (K; also the batch size).')
@@ -74,8 +76,7 @@ class SequenceCutter:
     self._rows.append(row)
     self._count += 1
     del self._rows[:-self._length]
-    n, t = self._count, self._length
-    if n == t or (n > t and (n - t) % (t - 1) == 0):
+    if adders.item_due(self._count, self._length, self._length - 1):
       return list(self._rows)
     return None
 

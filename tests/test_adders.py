@@ -67,3 +67,55 @@ def test_one_writer_writes_the_items_of_acmes_two_adders():
   finally:
     ours.stop()
     theirs.stop()
+
+
+class _CutterAdder:
+  """bench.single_process's in-memory sequences, driven like an adder: rows as the adder appends
+  them (each step, then a filler row at an episode's end)."""
+
+  def __init__(self):
+    from bench.single_process import SequenceCutter
+    self.cutter, self.items, self._pending = SequenceCutter(SEQUENCE), [], None
+
+  def add_first(self, ts):
+    self._pending = (ts.observation, True)
+
+  def add(self, action, ts, extras):
+    obs, first = self._pending
+    row = {'observation': obs, 'action': action, 'reward': ts.reward, 'discount': ts.discount,
+           'start_of_episode': first, **extras}
+    rows = [row]
+    if ts.last():
+      filler = {k: np.zeros_like(v) for k, v in row.items()}
+      filler['observation'] = ts.observation
+      rows.append(filler)
+    for r in rows:
+      sequence = self.cutter.add(r)
+      if sequence is not None:
+        self.items.append(sequence)
+    self._pending = (ts.observation, False)
+
+
+def test_the_single_process_check_cuts_the_adders_impala_items():
+  spec = specs.make_environment_spec(
+      wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False)))
+  server = _server(spec)
+  try:
+    mine = adders.TrajectoryAdder(reverb.Client(f'localhost:{server.port}'), SEQUENCE)
+    _drive(mine, seed=3)
+    mine.flush()
+    cutter = _CutterAdder()
+    _drive(cutter, seed=3)
+    import tree
+    signature = adders.impala_signature(spec, SEQUENCE)
+    want = [tree.unflatten_as(signature, flat) for flat in _items(server, adders.IMPALA_TABLE)]
+    assert len(cutter.items) == len(want) > 10
+    for rows, item in zip(cutter.items, want):
+      np.testing.assert_array_equal(np.stack([r['observation'] for r in rows]), item.observation)
+      np.testing.assert_array_equal(np.stack([r['action'] for r in rows]), item.action)
+      np.testing.assert_array_equal(np.stack([r['reward'] for r in rows]), item.reward)
+      np.testing.assert_array_equal(np.stack([r['start_of_episode'] for r in rows]),
+                                    item.start_of_episode)
+      np.testing.assert_array_equal(np.stack([r['logits'] for r in rows]), item.extras['logits'])
+  finally:
+    server.stop()
