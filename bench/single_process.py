@@ -33,6 +33,7 @@ flags.DEFINE_integer('steps', 1_000_000, 'Env steps.')
 flags.DEFINE_integer('reuse', 4, 'SGD steps on each batch before acting again.')
 flags.DEFINE_enum('init', None, ['lecun', 'orthogonal'], 'Network init (default: the preset).')
 flags.DEFINE_list('padding', None, 'Conv paddings, e.g. VALID,VALID,SAME (default: the preset).')
+flags.DEFINE_list('strides', None, 'Conv strides, e.g. 1,1,1 (default: the preset).')
 flags.DEFINE_integer('seed', 0, 'Seed.')
 flags.DEFINE_integer('log_every', 20_000, 'Env steps between records.')
 flags.DEFINE_string('out', 'results/single_process.json', 'Output JSON.')
@@ -119,6 +120,8 @@ def main(argv):
     net_config = dataclasses.replace(net_config, init=FLAGS.init)
   if FLAGS.padding:
     net_config = dataclasses.replace(net_config, conv_paddings=tuple(FLAGS.padding))
+  if FLAGS.strides:
+    net_config = dataclasses.replace(net_config, conv_strides=tuple(int(x) for x in FLAGS.strides))
   networks = agent_networks.make_networks(spec, net_config)
   preset = presets.agent('sokoban')
   impala = ImpalaConfig(batch_size=FLAGS.envs, sequence_length=preset.sequence_length,
