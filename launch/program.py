@@ -90,10 +90,8 @@ def make_impala_table(impala, signature) -> reverb.Table:
   `replay_size` sequences sampled uniformly, each `samples_per_insert` times on average."""
   if not impala.uses_replay:
     return reverb.Table.queue(IMPALA_TABLE, max_size=impala.max_queue_size, signature=signature)
-  # The limiter lets the learner run ahead of (or behind) the ratio by one batch only: a learner
-  # that runs ahead resamples the sequences already there, so every batch it gets ahead adds to
-  # the policy lag (an error buffer of 4 batches left a lag of ~35 updates and |log rho| of 1-9,
-  # and level 7 was learned and then lost).
+  # The learner may run ahead of (or behind) the ratio by one batch (Reverb's minimum is
+  # 2 x samples_per_insert): ahead, it would resample the sequences already there.
   error_buffer = float(max(impala.batch_size, 2 * impala.samples_per_insert))
   return reverb.Table(
       IMPALA_TABLE, sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
@@ -184,11 +182,9 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   spec = environment_spec(cfg)
   networks = agent_networks.make_networks(spec, agent_networks.default_policy_config(
       cfg.env, agent_networks.is_image_spec(spec)))
-  # One sampler thread with one batch in flight: samples drawn ahead of the learner wait in
-  # client buffers and add to the policy lag.
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=replay.server_address, table=IMPALA_TABLE,
-      max_in_flight_samples_per_worker=2 * cfg.impala.batch_size, num_workers_per_iterator=1)
+      max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
   iterator = dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator()
   optimizer = make_optimizer(cfg.impala)
   learner = learning.IMPALALearner(
