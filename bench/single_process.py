@@ -65,23 +65,6 @@ class _LearnerParams:
     del wait
 
 
-class SequenceCutter:
-  """One environment's rows -> sequences of T rows every T - 1 rows (the adder's IMPALA items)."""
-
-  def __init__(self, length: int):
-    self._length = length
-    self._rows: List[Dict] = []
-    self._count = 0
-
-  def add(self, row: Dict):
-    self._rows.append(row)
-    self._count += 1
-    del self._rows[:-self._length]
-    if adders.item_due(self._count, self._length, self._length - 1):
-      return list(self._rows)
-    return None
-
-
 def stack(sequences: List[List[Dict]]):
   from acme.adders.reverb.base import Trajectory
   col = lambda key: np.stack([np.stack([row[key] for row in s]) for s in sequences])
@@ -145,7 +128,7 @@ def main(argv):
   source = _LearnerParams(learner)
   actor = acting.BatchedActor(spec.actions.num_values, acting.ReversibilityConfig(), seeds,
                               policy_forward=networks.forward_fn, policy_source=source)
-  cutters = [SequenceCutter(impala.sequence_length) for _ in environments]
+  cutters = [adders.SequenceCutter(impala.sequence_length) for _ in environments]
   pending, ready, episodes, records = [], [], [], []
 
   timesteps = [env.reset() for env in environments]

@@ -70,12 +70,11 @@ def test_one_writer_writes_the_items_of_acmes_two_adders():
 
 
 class _CutterAdder:
-  """bench.single_process's in-memory sequences, driven like an adder: rows as the adder appends
-  them (each step, then a filler row at an episode's end)."""
+  """The in-memory sequences bench.single_process trains on, driven like an adder: rows as the
+  adder appends them (each step, then a filler row at an episode's end)."""
 
   def __init__(self):
-    from bench.single_process import SequenceCutter
-    self.cutter, self.items, self._pending = SequenceCutter(SEQUENCE), [], None
+    self.cutter, self.items, self._pending = adders.SequenceCutter(SEQUENCE), [], None
 
   def add_first(self, ts):
     self._pending = (ts.observation, True)
