@@ -198,12 +198,13 @@ def sokoban_milestones_markdown(table: dict, out: str) -> str:
   """Per group: env steps at which the trailing 1,000 training episodes first solved 5%, 10%,
   25%, 50% (mean ± 95% t-interval over the seeds that got there, and how many did), and the
   area under the solved curve over the budget every run has reached."""
-  from launch import aggregate
+  from launch import aggregate, run_state
   from launch.experiment_pages import mean_ci_text, runs_by_group
   groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
   if not groups:
     return ''
-  reached = {d: run_state_steps(d) for ds in groups.values() for d in ds}
+  reached = {d: run_state.load_counts(d).get('actor_steps', 0)
+             for ds in groups.values() for d in ds}
   budget = min(reached.values())
   n = SOKOBAN_MILESTONE_EPISODES
   lines = ['## Milestones: env steps to a solved fraction', '',
@@ -223,11 +224,6 @@ def sokoban_milestones_markdown(table: dict, out: str) -> str:
     cells.append(mean_ci_text(areas, 3))
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
-
-
-def run_state_steps(run_dir: str) -> float:
-  from launch import run_state
-  return float(run_state.load_counts(run_dir).get('actor_steps', 0))
 
 
 def _safe(fn, *args) -> float:
