@@ -64,6 +64,7 @@ STATE_ENVS = ('turf', 'cliff', 'sokoban')   # discrete states: the exact oracle 
 _ACTOR_BATCH_STEPS = 2000                   # steps per Reverb item (several whole episodes)
 _ACTOR_BATCH_EPISODES = 64
 _QUEUE_ITEMS = 64
+PROGRESS_EVERY_S = 10.0   # between the progress lines of a distributed collection
 
 
 class CollectError(ValueError):
@@ -406,7 +407,8 @@ def collect_distributed(plan: dict, progress: bool = True) -> dict:
                              start_new_session=True, cwd=os.getcwd(),
                              env=dict(os.environ, PYTHONUNBUFFERED='1'))
     try:
-      failure = launcher.watch(child, report if progress else None)
+      failure = launcher.watch(child, log_dir, report if progress else None,
+                               progress_every_s=PROGRESS_EVERY_S)
     finally:   # on SIGINT/SIGTERM too (a KeyboardInterrupt): no node outlives the run
       launcher.kill_session(child)
       if not _written_by(plan):

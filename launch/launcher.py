@@ -97,11 +97,12 @@ def node_names(run_dir: str):
   return names
 
 
-def watch(child: subprocess.Popen, run_dir: str, progress=None) -> Optional[str]:
+def watch(child: subprocess.Popen, run_dir: str, progress=None,
+          progress_every_s: float = 10.0) -> Optional[str]:
   """Waits for the child launcher. If a node process dies (learners and actors are restarted
   by their supervisors; this is the others, or a supervisor giving up) and the rest have not
   stopped within NODE_DEATH_GRACE_S, stops the program and returns why, naming the node.
-  Calls `progress()` every 10 s."""
+  Calls `progress()` every `progress_every_s`."""
   seen = {}
   last_progress = time.time()
   died_at, dead = None, []
@@ -122,7 +123,7 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None) -> Optional[str]
       return recorded or (f'node {", ".join(dead)} exited and the run was stopped; its output is '
                           'in launchpad.log (node_logs/ for learners and actors)')
     seen.update(workers)
-    if progress is not None and time.time() - last_progress > 10:
+    if progress is not None and time.time() - last_progress > progress_every_s:
       last_progress = time.time()
       progress()
     time.sleep(1.0)
