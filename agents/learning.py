@@ -5,6 +5,7 @@ learner keeps Acme's interface (`acme.Learner`: step / get_variables / save / re
 `IMPALANetworks`, counter and logger) and swaps the loss for `agents.losses.masked_vtrace_loss`.
 Single device (jit, no pmap): the project targets CPU machines and one-GPU hosts.
 """
+import functools
 import time
 from typing import Iterator, List, NamedTuple, Optional, Sequence
 
@@ -48,15 +49,27 @@ class IMPALALearner(acme.Learner):
   def __init__(self, networks: impala_networks.IMPALANetworks, iterator: Iterator[reverb.ReplaySample],
                optimizer: optax.GradientTransformation, random_key: networks_lib.PRNGKey,
                discount: float = 0.99, entropy_cost: float = 0.01, baseline_cost: float = 0.5,
-               max_abs_reward: float = jnp.inf, counter: Optional[counting.Counter] = None,
+               max_abs_reward: float = jnp.inf, normalize_advantages: bool = False,
+               counter: Optional[counting.Counter] = None,
                logger: Optional[loggers.Logger] = None):
     self._iterator = iterator
 
-    def sequence_loss(logits, values, data):
+    def sequence_loss(logits, values, data, shift, scale):
       return losses.masked_vtrace_loss(
           logits, values, data.extras['logits'], data.action, data.reward, data.discount,
           data.start_of_episode, discount=discount, baseline_cost=baseline_cost,
-          entropy_cost=entropy_cost, max_abs_reward=max_abs_reward)
+          entropy_cost=entropy_cost, max_abs_reward=max_abs_reward,
+          advantage_shift=shift, advantage_scale=scale)
+
+    def batch_moments(logits, values, data):
+      """The batch's advantage mean and std (normalize_advantages), else (0, 1)."""
+      if not normalize_advantages:
+        return jnp.float32(0.0), jnp.float32(1.0)
+      vtrace, _, real = jax.vmap(functools.partial(losses.masked_vtrace, discount=discount,
+                                                   max_abs_reward=max_abs_reward))(
+          values, logits, data.extras['logits'], data.action, data.reward, data.discount,
+          data.start_of_episode)
+      return losses.normalising_moments(vtrace.pg_advantage, real)
 
     def batch_loss(params, data):
       # The networks are feed-forward: one pass over all B x T observations (one large conv
@@ -67,7 +80,9 @@ class IMPALALearner(acme.Learner):
       (logits, values), _ = networks.unroll_fn(params, obs, initial_state)
       logits = logits.reshape((b, t) + logits.shape[1:])
       values = values.reshape((b, t))
-      loss, metrics = jax.vmap(sequence_loss)(logits, values, data)
+      shift, scale = batch_moments(logits, values, data)
+      loss, metrics = jax.vmap(sequence_loss, in_axes=(0, 0, 0, None, None))(
+          logits, values, data, shift, scale)
       # Per-sequence statistics -> batch: maxima stay maxima, the rest are means.
       metrics = {k: jnp.max(v) if k.endswith('_max') else jnp.mean(v) for k, v in metrics.items()}
       return jnp.mean(loss), metrics

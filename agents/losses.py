@@ -19,12 +19,12 @@ import jax.numpy as jnp
 import rlax
 
 
-def masked_vtrace_loss(logits: jnp.ndarray, values: jnp.ndarray, behaviour_logits: jnp.ndarray,
-                       actions: jnp.ndarray, rewards: jnp.ndarray, discounts: jnp.ndarray,
-                       start_of_episode: jnp.ndarray, *, discount: float, baseline_cost: float,
-                       entropy_cost: float, max_abs_reward: float = jnp.inf
-                       ) -> Tuple[jnp.ndarray, Dict[str, jnp.ndarray]]:
-  """Loss for one sequence of T steps (time-major, no batch axis). The last step bootstraps."""
+def masked_vtrace(values: jnp.ndarray, logits: jnp.ndarray, behaviour_logits: jnp.ndarray,
+                  actions: jnp.ndarray, rewards: jnp.ndarray, discounts: jnp.ndarray,
+                  start_of_episode: jnp.ndarray, *, discount: float,
+                  max_abs_reward: float = jnp.inf):
+  """V-trace over one sequence with the filler step neutralised: (vtrace, rhos, real), where
+  real[t] = 1 for the T-1 real steps and 0 for a filler step."""
   rewards = jnp.clip(rewards, -max_abs_reward, max_abs_reward)
   # filler[t] = step t is the dummy step that closes an episode (the next step starts one).
   filler = start_of_episode[1:].astype(bool)
@@ -35,8 +35,25 @@ def masked_vtrace_loss(logits: jnp.ndarray, values: jnp.ndarray, behaviour_logit
   rhos = rlax.categorical_importance_sampling_ratios(logits[:-1], behaviour_logits[:-1], actions[:-1])
   vtrace = rlax.vtrace_td_error_and_advantage(v_tm1=v_tm1, v_t=v_t, r_t=r_t,
                                               discount_t=discount_t, rho_tm1=rhos)
+  return vtrace, rhos, real
+
+
+def masked_vtrace_loss(logits: jnp.ndarray, values: jnp.ndarray, behaviour_logits: jnp.ndarray,
+                       actions: jnp.ndarray, rewards: jnp.ndarray, discounts: jnp.ndarray,
+                       start_of_episode: jnp.ndarray, *, discount: float, baseline_cost: float,
+                       entropy_cost: float, max_abs_reward: float = jnp.inf,
+                       advantage_shift: float = 0.0, advantage_scale: float = 1.0
+                       ) -> Tuple[jnp.ndarray, Dict[str, jnp.ndarray]]:
+  """Loss for one sequence of T steps (time-major, no batch axis). The last step bootstraps.
+  The policy gradient uses (advantage - advantage_shift) / advantage_scale: the identity by
+  default, a batch's mean and std to normalise advantages (see `normalising_moments`)."""
+  vtrace, rhos, real = masked_vtrace(values, logits, behaviour_logits, actions, rewards,
+                                     discounts, start_of_episode, discount=discount,
+                                     max_abs_reward=max_abs_reward)
+  v_tm1 = values[:-1]
   critic = jnp.square(vtrace.errors) * real
-  pg = rlax.policy_gradient_loss(logits[:-1], actions[:-1], vtrace.pg_advantage, real)
+  advantages = (vtrace.pg_advantage - advantage_shift) / advantage_scale
+  pg = rlax.policy_gradient_loss(logits[:-1], actions[:-1], advantages, real)
   entropy = rlax.entropy_loss(logits[:-1], real)
   n_real = jnp.maximum(jnp.sum(real), 1.0)
   # rlax's pg/entropy losses are means over T-1 weighted by `real`; rescale to a mean over real steps.
@@ -47,6 +64,15 @@ def masked_vtrace_loss(logits: jnp.ndarray, values: jnp.ndarray, behaviour_logit
   return loss, {'policy_loss': pg, 'critic_loss': critic, 'entropy_loss': entropy,
                 'real_fraction': n_real / real.shape[0],
                 **vtrace_diagnostics(logits[:-1], v_tm1, vtrace, rhos, real)}
+
+
+def normalising_moments(advantages: jnp.ndarray, real: jnp.ndarray, eps: float = 1e-8):
+  """(mean, std + eps) of the advantages of the real steps of a whole batch ([B, T-1] each),
+  without gradient: PPO's per-minibatch advantage normalisation."""
+  n = jnp.maximum(jnp.sum(real), 1.0)
+  mean = jnp.sum(advantages * real) / n
+  var = jnp.sum(jnp.square(advantages - mean) * real) / n
+  return jax.lax.stop_gradient(mean), jax.lax.stop_gradient(jnp.sqrt(var) + eps)
 
 
 def vtrace_diagnostics(logits: jnp.ndarray, v_tm1: jnp.ndarray, vtrace, rhos: jnp.ndarray,

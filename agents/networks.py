@@ -39,6 +39,11 @@ class PolicyNetConfig:
   # weights with gain sqrt(2) for ReLU layers, 0.01 for the policy logits (a near-uniform first
   # policy) and 1 for the value, zero biases (the PPO/A2C convention).
   init: str = 'lecun'
+  # Image torsos only: RGB colours that mark the agent's cell. When given, each HxW image is
+  # first placed on a (2H-1)x(2W-1) canvas of zeros with the agent's cell at its centre: the
+  # whole room stays in view, and what lies next to the agent always reaches the same inputs
+  # of the dense layers (they are not translation-invariant, the convs are).
+  centre_on: Tuple[Tuple[int, int, int], ...] = ()
 
   def __post_init__(self):
     if self.torso not in ('mlp', 'conv'):
@@ -96,6 +101,22 @@ def is_image_spec(env_spec: specs.EnvironmentSpec) -> bool:
   return len(env_spec.observations.shape) == 3
 
 
+def centre_on_agent(images: jnp.ndarray, colours) -> jnp.ndarray:
+  """[B, H, W, C] -> [B, 2H-1, 2W-1, C]: each image on a zero canvas, shifted so that its first
+  pixel of one of `colours` is at (H-1, W-1). An image without such a pixel keeps (0, 0) there."""
+  _, h, w, ch = images.shape
+  marks = jnp.asarray(colours, images.dtype)                       # [K, C]
+  is_agent = jnp.any(jnp.all(images[..., None, :] == marks, axis=-1), axis=-1)   # [B, H, W]
+  flat = jnp.argmax(is_agent.reshape(is_agent.shape[0], -1), axis=-1)
+  rows, cols = flat // w, flat % w
+
+  def shift(image, r, c):
+    canvas = jnp.pad(image, ((h - 1, h - 1), (w - 1, w - 1), (0, 0)))
+    return jax.lax.dynamic_slice(canvas, (r, c, 0), (2 * h - 1, 2 * w - 1, ch))
+
+  return jax.vmap(shift)(images, rows, cols)
+
+
 class PolicyValueNet(hk.Module):
   """Torso + shared hidden layers + separate policy-logits and value heads."""
 
@@ -115,6 +136,8 @@ class PolicyValueNet(hk.Module):
     relu_gain = 2 ** 0.5
     x = obs.astype(jnp.float32)
     if c.torso == 'conv':
+      if c.centre_on:
+        x = centre_on_agent(x, c.centre_on)
       x = x / 255.0  # image observations are RGB bytes
       n = len(c.conv_channels)
       for i, (ch, st, pad) in enumerate(zip(c.conv_channels, c.conv_strides, c.conv_paddings)):

@@ -34,6 +34,12 @@ flags.DEFINE_integer('reuse', 4, 'SGD steps on each batch before acting again.')
 flags.DEFINE_enum('init', None, ['lecun', 'orthogonal'], 'Network init (default: the preset).')
 flags.DEFINE_list('padding', None, 'Conv paddings, e.g. VALID,VALID,SAME (default: the preset).')
 flags.DEFINE_list('strides', None, 'Conv strides, e.g. 1,1,1 (default: the preset).')
+flags.DEFINE_list('channels', None, 'Conv channels, e.g. 32,64,64 (default: the preset).')
+flags.DEFINE_list('hidden', None, 'Shared hidden layers, e.g. 256 (default: the preset).')
+flags.DEFINE_float('entropy_cost', None, 'Entropy cost (default: the preset).')
+flags.DEFINE_float('learning_rate', None, 'Learning rate (default: the preset).')
+flags.DEFINE_bool('normalize_advantages', False, 'Normalise V-trace advantages over each batch.')
+flags.DEFINE_bool('centre_on_agent', False, 'Centre each observation on the player.')
 flags.DEFINE_integer('seed', 0, 'Seed.')
 flags.DEFINE_integer('log_every', 20_000, 'Env steps between records.')
 flags.DEFINE_string('out', 'results/single_process.json', 'Output JSON.')
@@ -105,12 +111,22 @@ def main(argv):
     net_config = dataclasses.replace(net_config, conv_paddings=tuple(FLAGS.padding))
   if FLAGS.strides:
     net_config = dataclasses.replace(net_config, conv_strides=tuple(int(x) for x in FLAGS.strides))
+  if FLAGS.channels:
+    net_config = dataclasses.replace(net_config,
+                                     conv_channels=tuple(int(x) for x in FLAGS.channels))
+  if FLAGS.hidden:
+    net_config = dataclasses.replace(net_config, shared_hidden=tuple(int(x) for x in FLAGS.hidden))
+  if FLAGS.centre_on_agent:
+    from envs import sokoban as sokoban_env
+    net_config = dataclasses.replace(net_config, centre_on=sokoban_env.PLAYER_COLOURS)
   networks = agent_networks.make_networks(spec, net_config)
   preset = presets.agent('sokoban')
-  impala = ImpalaConfig(batch_size=FLAGS.envs, sequence_length=preset.sequence_length,
-                        learning_rate=preset.learning_rate, adam_b1=preset.adam_b1,
-                        adam_b2=preset.adam_b2, discount=preset.discount,
-                        entropy_cost=preset.entropy_cost)
+  impala = ImpalaConfig(
+      batch_size=FLAGS.envs, sequence_length=preset.sequence_length,
+      learning_rate=preset.learning_rate if FLAGS.learning_rate is None else FLAGS.learning_rate,
+      adam_b1=preset.adam_b1, adam_b2=preset.adam_b2, discount=preset.discount,
+      entropy_cost=preset.entropy_cost if FLAGS.entropy_cost is None else FLAGS.entropy_cost,
+      max_gradient_norm=preset.max_gradient_norm)
   batches = _Batches()
   logged: List[Dict] = []
 
@@ -124,7 +140,9 @@ def main(argv):
   learner = learning.IMPALALearner(networks, batches, make_optimizer(impala),
                                    jax.random.PRNGKey(FLAGS.seed), discount=impala.discount,
                                    entropy_cost=impala.entropy_cost,
-                                   baseline_cost=impala.baseline_cost, logger=Logger())
+                                   baseline_cost=impala.baseline_cost,
+                                   normalize_advantages=FLAGS.normalize_advantages,
+                                   logger=Logger())
   source = _LearnerParams(learner)
   actor = acting.BatchedActor(spec.actions.num_values, acting.ReversibilityConfig(), seeds,
                               policy_forward=networks.forward_fn, policy_source=source)
@@ -181,6 +199,8 @@ def main(argv):
                                                'boxes_on_target_last_200')}
                        | {'entropy': record.get('policy_entropy')}), flush=True)
   result = {'level': FLAGS.level, 'envs': FLAGS.envs, 'reuse': FLAGS.reuse,
+            'normalize_advantages': FLAGS.normalize_advantages,
+            'centre_on_agent': FLAGS.centre_on_agent,
             'network': dataclasses.asdict(net_config), 'impala': dataclasses.asdict(impala),
             'records': records}
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)

@@ -52,6 +52,8 @@ State = Tuple[int, Tuple[int, int], Tuple[Tuple[int, int], ...]]
 # with 6 = player on a target.
 _TINY_PALETTE = np.array([[0, 0, 0], [243, 248, 238], [254, 126, 125], [254, 95, 56],
                           [142, 121, 56], [160, 212, 56], [219, 212, 56]], dtype=np.uint8)
+# The player's colours in an observation (on floor, on a target).
+PLAYER_COLOURS = tuple(tuple(int(v) for v in _TINY_PALETTE[i]) for i in (_PLAYER, 6))
 
 
 def box_cells(observations: np.ndarray) -> np.ndarray:

@@ -148,3 +148,32 @@ def test_vtrace_diagnostics_on_a_hand_computed_sequence():
   targets = np.array([2.0, 2.0, 4.0])
   assert float(m['value_explained_variance']) == pytest.approx(1 - adv.var() / targets.var(), rel=1e-5)
   assert float(m['rho_mean']) == pytest.approx(1.0) and float(m['rho_clipped_fraction']) == 0.0
+
+
+def test_normalising_moments_skip_fillers_and_carry_no_gradient():
+  adv = jnp.array([[1.0, 3.0, 100.0], [5.0, 7.0, 9.0]])
+  real = jnp.array([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])   # the 100 is a filler step's
+  mean, std = agent_losses.normalising_moments(adv, real)
+  assert float(mean) == pytest.approx(5.0)
+  assert float(std) == pytest.approx(math.sqrt((16 + 4 + 0 + 4 + 16) / 5), rel=1e-6)
+  grad = jax.grad(lambda a: agent_losses.normalising_moments(a, real)[1])(adv)
+  assert not np.any(np.asarray(grad))
+
+
+def test_vtrace_loss_policy_term_uses_shifted_and_scaled_advantages():
+  t = 4
+  logits = jnp.log(jnp.array([[0.2, 0.8]] * t))
+  values = jnp.array([0.5, -0.2, 0.3, 0.1])
+  args = (logits, values, logits, jnp.array([1, 0, 1, 0]), jnp.array([1.0, 0.0, -1.0, 0.0]),
+          jnp.ones(t), jnp.zeros(t, bool))
+  kw = dict(discount=0.9, baseline_cost=0.0, entropy_cost=0.0)
+  vtrace, _, real = agent_losses.masked_vtrace(values, logits, logits, *args[3:], discount=0.9)
+  _, plain = agent_losses.masked_vtrace_loss(*args, **kw)
+  _, normed = agent_losses.masked_vtrace_loss(*args, **kw, advantage_shift=0.3,
+                                              advantage_scale=2.0)
+  log_pi = np.log([0.8, 0.2, 0.8])   # actions 1, 0, 1 of the T-1 real steps
+  adv = np.asarray(vtrace.pg_advantage)
+  assert float(plain['policy_loss']) == pytest.approx(-np.mean(log_pi * adv), rel=1e-5)
+  assert float(normed['policy_loss']) == pytest.approx(-np.mean(log_pi * (adv - 0.3) / 2.0),
+                                                       rel=1e-5)
+  assert float(normed['critic_loss']) == pytest.approx(float(plain['critic_loss']))

@@ -2,6 +2,7 @@
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from acme import specs
@@ -225,3 +226,18 @@ def test_default_policy_config_falls_back_by_observation_kind():
   assert agent_nets.default_policy_config(None, False) == agent_nets.POLICY_DEFAULTS['cartpole']
   with pytest.raises(ValueError, match='conv'):
     agent_nets.PolicyNetConfig(torso='conv', conv_channels=(8,), conv_strides=(1,))
+
+
+def test_centre_on_agent_puts_the_agent_cell_at_the_canvas_centre():
+  from envs import sokoban
+  player, on_target = sokoban.PLAYER_COLOURS
+  images = np.zeros((3, 4, 5, 3), np.uint8)
+  images[0, 0, 0], images[0, 3, 4] = player, (9, 9, 9)    # agent in a corner
+  images[1, 2, 1], images[1, 2, 2] = on_target, (7, 7, 7)  # agent on a target
+  out = np.asarray(agent_nets.centre_on_agent(jnp.asarray(images), sokoban.PLAYER_COLOURS))
+  assert out.shape == (3, 7, 9, 3)
+  np.testing.assert_array_equal(out[:, 3, 4], [player, on_target, (0, 0, 0)])
+  np.testing.assert_array_equal(out[0, 6, 8], (9, 9, 9))       # 3 rows down, 4 columns right
+  np.testing.assert_array_equal(out[1, 3, 5], (7, 7, 7))       # its right-hand neighbour
+  assert out[0].sum() == images[0].astype(int).sum()          # nothing lost off the canvas
+  np.testing.assert_array_equal(out[2], 0)
