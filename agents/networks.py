@@ -15,6 +15,8 @@ import jax.numpy as jnp
 from acme import specs
 from acme.agents.jax.impala import networks as impala_networks
 
+from envs import sokoban as sokoban_env
+
 DUMMY_CORE_STATE = jnp.zeros((), jnp.float32)
 INITS = ('lecun', 'orthogonal')
 
@@ -68,11 +70,15 @@ POLICY_DEFAULTS = {
     # initialisation: with Haiku's default (variance 1/fan_in) the signal's variance halves at
     # each of the 6 ReLU layers, every state got nearly the same value and policy, and no level
     # was learned; orthogonal weights with ReLU gain (and a near-uniform first policy) learn
-    # them (BUILD_NOTES.md, "Sokoban learning").
+    # them (BUILD_NOTES.md, "Sokoban learning"). Not in C.3: the room is first centred on the
+    # agent (19x19 canvas -> 10x10x16 = 1600 features). With the room as drawn, the dense layers
+    # must learn "box ahead, target beyond" once per agent position, and on the 1k set the
+    # agent stayed at random play for 9M steps; centred, it left it within 1M (BUILD_NOTES.md).
     'sokoban': PolicyNetConfig(torso='conv', conv_channels=(8, 16, 16), conv_strides=(2, 1, 1),
                                conv_paddings=('SAME',) * 3,
                                relu_after_last_conv=False, shared_hidden=(64, 64),
-                               head_hidden=(64,), init='orthogonal'),
+                               head_hidden=(64,), init='orthogonal',
+                               centre_on=sokoban_env.PLAYER_COLOURS),
     # C.2 (Turf PPO agent): convs 32/64/64, flatten, FC 512, ReLU after every layer, linear
     # policy and value. The observation is a 10x10x3 image: 3x3 stride-1 VALID convs give
     # 8x8 -> 6x6 -> 4x4 (1024 features), the same convs as the Turf psi/phi encoder; SAME would

@@ -39,7 +39,8 @@ flags.DEFINE_list('hidden', None, 'Shared hidden layers, e.g. 256 (default: the 
 flags.DEFINE_float('entropy_cost', None, 'Entropy cost (default: the preset).')
 flags.DEFINE_float('learning_rate', None, 'Learning rate (default: the preset).')
 flags.DEFINE_bool('normalize_advantages', False, 'Normalise V-trace advantages over each batch.')
-flags.DEFINE_bool('centre_on_agent', False, 'Centre each observation on the player.')
+flags.DEFINE_bool('centre_on_agent', None, 'Centre each observation on the player '
+                  '(default: the preset, which does).')
 flags.DEFINE_integer('seed', 0, 'Seed.')
 flags.DEFINE_integer('log_every', 20_000, 'Env steps between records.')
 flags.DEFINE_string('out', 'results/single_process.json', 'Output JSON.')
@@ -116,9 +117,10 @@ def main(argv):
                                      conv_channels=tuple(int(x) for x in FLAGS.channels))
   if FLAGS.hidden:
     net_config = dataclasses.replace(net_config, shared_hidden=tuple(int(x) for x in FLAGS.hidden))
-  if FLAGS.centre_on_agent:
+  if FLAGS.centre_on_agent is not None:
     from envs import sokoban as sokoban_env
-    net_config = dataclasses.replace(net_config, centre_on=sokoban_env.PLAYER_COLOURS)
+    net_config = dataclasses.replace(
+        net_config, centre_on=sokoban_env.PLAYER_COLOURS if FLAGS.centre_on_agent else ())
   networks = agent_networks.make_networks(spec, net_config)
   preset = presets.agent('sokoban')
   impala = ImpalaConfig(
@@ -153,6 +155,17 @@ def main(argv):
   pending = [(ts.observation, True) for ts in timesteps]
   obs = np.stack([ts.observation for ts in timesteps])
   out, version = actor.step(obs, obs, obs), source.version
+  from launch.run_state import write_json
+  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+
+  def save():   # after every record, so a stopped run keeps its curve
+    write_json(FLAGS.out, {
+        'level': FLAGS.level, 'envs': FLAGS.envs, 'reuse': FLAGS.reuse, 'seed': FLAGS.seed,
+        'normalize_advantages': FLAGS.normalize_advantages,
+        'centre_on_agent': bool(net_config.centre_on),
+        'network': dataclasses.asdict(net_config), 'impala': dataclasses.asdict(impala),
+        'records': records})
+
   steps, start, next_log = 0, time.time(), FLAGS.log_every
   while steps < FLAGS.steps:
     next_obs = []
@@ -195,17 +208,11 @@ def main(argv):
                 'boxes_on_target_last_200': float(np.mean([e['boxes_on_target'] for e in last]))
                 if last else 0.0, **diagnostics}
       records.append(record)
+      save()
       print(json.dumps({k: record[k] for k in ('env_steps', 'solved_last_200',
                                                'boxes_on_target_last_200')}
                        | {'entropy': record.get('policy_entropy')}), flush=True)
-  result = {'level': FLAGS.level, 'envs': FLAGS.envs, 'reuse': FLAGS.reuse,
-            'normalize_advantages': FLAGS.normalize_advantages,
-            'centre_on_agent': FLAGS.centre_on_agent,
-            'network': dataclasses.asdict(net_config), 'impala': dataclasses.asdict(impala),
-            'records': records}
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  from launch.run_state import write_json
-  write_json(FLAGS.out, result)
+  save()
 
 
 if __name__ == '__main__':

@@ -171,8 +171,8 @@ def test_sokoban_impala_shares_two_64_layers_then_separate_64_heads():
   w = _impala('sokoban', IMAGE)
   assert w == {
       'conv_0': (3, 3, 3, 8), 'conv_1': (3, 3, 8, 16), 'conv_2': (3, 3, 16, 16),
-      # 10x10 -stride 2 SAME-> 5x5 -SAME-> 5x5 -SAME-> 5x5, 16 channels.
-      'shared_0': (5 * 5 * 16, 64), 'shared_1': (64, 64),
+      # 10x10 centred on the agent -> 19x19 -stride 2 SAME-> 10x10 -SAME-> 10x10 -SAME-> 10x10.
+      'shared_0': (10 * 10 * 16, 64), 'shared_1': (64, 64),
       'policy_hidden_0': (64, 64), 'value_hidden_0': (64, 64),
       'policy': (64, 4), 'value': (64, 1)}
 
@@ -184,7 +184,8 @@ def test_orthogonal_init_keeps_the_signal_and_starts_near_uniform():
   obs = np.random.default_rng(0).integers(0, 256, size=(64,) + IMAGE[0]).astype(np.uint8)
 
   def features_and_logits(init):
-    config = dataclasses.replace(agent_nets.POLICY_DEFAULTS['sokoban'], init=init)
+    # Random pixels mark no agent: the room as drawn, without the centring canvas.
+    config = dataclasses.replace(agent_nets.POLICY_DEFAULTS['sokoban'], init=init, centre_on=())
 
     def forward(x):
       logits, _ = agent_nets.PolicyValueNet(4, config)(x)
