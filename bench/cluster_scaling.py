@@ -71,7 +71,7 @@ def _cpu(proc):
 def actor_breakdown(run_dir: str) -> dict:
   """Microseconds per env step in each part of the actors' loops (their last log rows), as
   bench.throughput reports it (not imported: its flags would clash with these)."""
-  from launch import summary
+  from launch.runtime import summary
   totals, steps = {}, 0
   for d in sorted(os.listdir(os.path.join(run_dir, 'logs'))):
     rows = summary.read_log(run_dir, d) if d.startswith('actor_') else []

@@ -204,7 +204,7 @@ def main(argv):
             'network': dataclasses.asdict(net_config), 'impala': dataclasses.asdict(impala),
             'records': records}
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  from launch.run_state import write_json
+  from launch.runtime.run_state import write_json
   write_json(FLAGS.out, result)
 
 

@@ -482,7 +482,7 @@ def summary_line(report: Dict[str, Any]) -> str:
 
 
 def main(argv):
-  cli.quiet_logs()
+  cli.quiet_logs(FLAGS)
   if cli.unexpected_arguments(argv):
     return 2
   import envs

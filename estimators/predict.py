@@ -156,7 +156,7 @@ def predict_file(checkpoint_path: str, input_path: str, output_path: str, batch:
 
 
 def main(argv):
-  cli.quiet_logs()
+  cli.quiet_logs(FLAGS)
   if cli.unexpected_arguments(argv):
     return 2
   from estimators.checkpoint import CheckpointError

@@ -25,8 +25,8 @@ from typing import Any, Dict, List, NamedTuple, Sequence, Tuple, Union
 
 import numpy as np
 
-from launch import run_state
-from launch import summary
+from launch.runtime import run_state
+from launch.runtime import summary
 
 X_AXES = ('actor_steps', 'wall_time')
 NODE_LOGS = ('precedence', 'learner')

@@ -20,7 +20,7 @@ environment. That process is a small wrapper around Launchpad's own entry point
 (`launchpad/nodes/python/process_entry.py --data_file R/cluster/program/<group>.pkl`, which picks
 its entry from CLUSTER_SPEC's task index; every address resolves through Launchpad's
 `VertextAiAddressBuilder` from CLUSTER_SPEC). The wrapper adds what a scheduler does not give:
-  - the node binds only its own host's address (the bind shim of launch.loopback, aimed at the
+  - the node binds only its own host's address (the bind shim of launch.runtime.loopback, aimed at the
     address CLUSTER_SPEC gives this task), and a bad address or a taken port is one line;
   - program stop: `lp.stop()` in any node (the coordinator at the end, a supervisor giving up)
     writes R/cluster/stopped-<launch>.json; every wrapper watches it and stops its node;
@@ -34,7 +34,6 @@ its entry from CLUSTER_SPEC's task index; every address resolves through Launchp
 task scripts) and waits for them.
 """
 import argparse
-import ctypes
 import dataclasses
 import errno
 import functools
@@ -51,8 +50,10 @@ from typing import Dict, List, Optional
 
 from launch import cluster_launchers
 from launch import cluster_spec
-from launch import loopback
-from launch import run_state
+from launch.runtime import lifecycle
+from launch.runtime import loopback
+from launch.runtime import processes
+from launch.runtime import run_state
 from launch.cluster_spec import ClusterDescription, ClusterSpecError, Replica
 
 PACKAGE_DIR = 'cluster'
@@ -60,11 +61,8 @@ LAUNCH_FILE = 'launch.json'
 PROGRAM_DIR = 'program'
 LOG_DIR = 'logs'
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAILURE_FILE = 'failure.json'      # as launch.supervisor.FAILURE_FILE (not imported: heavy)
 RESOLVE_TIMEOUT_S = 120.0          # Kubernetes: a pod's DNS record may appear after it starts
-GRACEFUL_STOP_S = 150.0            # SIGTERM: time for the coordinator to end the run
 KILL_AFTER_S = 30.0                # program stopped: time for a node to exit before SIGKILL
-_PR_SET_PDEATHSIG = 1
 
 
 def package_dir(run_dir: str) -> str:
@@ -79,16 +77,6 @@ def request_program_stop(stop_path: str) -> None:
                                      'pid': os.getpid()})
   except OSError:
     pass  # the run directory is gone: nothing left to stop
-
-
-def _die_with_parent(sig):
-  """preexec_fn: the child gets `sig` when its parent dies (as launch.supervisor)."""
-  def set_it():
-    try:
-      ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
-    except OSError:
-      pass
-  return set_it
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +95,7 @@ class Package:
 
 
 def _cluster_nodes(node):
-  """A node and the node it wraps (launch.supervisor.SupervisedNode runs its `_node` in a child
+  """A node and the node it wraps (launch.runtime.supervisor.SupervisedNode runs its `_node` in a child
   process, whose own launch context must carry the same program stopper)."""
   inner = getattr(node, '_node', None)
   return [node] + ([inner] if inner is not None else [])
@@ -256,25 +244,11 @@ def _own_address(host: str, port: int, timeout_s: float) -> str:
 
 
 def _record_failure(run_dir: str, reason: str, stop_file: str) -> None:
-  path = os.path.join(run_dir, FAILURE_FILE)
+  path = os.path.join(run_dir, run_state.FAILURE)
   if not os.path.exists(path):  # the first failure is the cause; later ones are its effects
     run_state.write_json(path, {'node': reason.split()[1] if reason.startswith('node ') else '?',
                                 'reason': reason, 'time': time.time()})
   request_program_stop(stop_file)
-
-
-def _last_line(path: str) -> str:
-  try:
-    with open(path, 'rb') as f:
-      f.seek(0, os.SEEK_END)
-      f.seek(max(0, f.tell() - 65536))
-      lines = [l.strip() for l in f.read().decode(errors='replace').splitlines() if l.strip()]
-  except OSError:
-    return ''
-  for line in reversed(lines):
-    if 'Error' in line or 'Exception' in line:
-      return line[:300]
-  return lines[-1][:300] if lines else ''
 
 
 def _process_entry_path() -> str:
@@ -284,7 +258,7 @@ def _process_entry_path() -> str:
   return os.path.join(os.path.dirname(spec.origin), 'nodes', 'python', 'process_entry.py')
 
 
-def node_main(run_dir: str, grace_s: float = GRACEFUL_STOP_S) -> int:
+def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S) -> int:
   """Runs this process's replica (from CLUSTER_SPEC) until the program stops; exit status."""
   launch = read_launch(run_dir)
   stop_file = launch['stop_file']
@@ -318,7 +292,7 @@ def node_main(run_dir: str, grace_s: float = GRACEFUL_STOP_S) -> int:
     child = subprocess.Popen(
         [sys.executable, entry, f'--data_file={os.path.join(directory, PROGRAM_DIR, group + ".pkl")}'],
         env=env, cwd=launch['code_dir'], stdin=subprocess.DEVNULL, stdout=log,
-        stderr=subprocess.STDOUT, preexec_fn=_die_with_parent(signal.SIGKILL))
+        stderr=subprocess.STDOUT, preexec_fn=processes.die_with_parent)
   print(f'{task}: pid {child.pid} listening on {cluster[group][index]} ({ip}); output {log_path}',
         flush=True)
   asked_graceful = stopping_since = None
@@ -343,13 +317,12 @@ def node_main(run_dir: str, grace_s: float = GRACEFUL_STOP_S) -> int:
   if code != 0 and not stopped:
     how = f'exit code {code}' + (f', killed by {signal.Signals(-code).name}' if code < 0 else '')
     _record_failure(run_dir, f'node {task} on host {host} exited ({how}); last output line: '
-                    f'{_last_line(log_path) or "none"}', stop_file)
+                    f'{processes.last_error_line(log_path) or "none"}', stop_file)
     rc = 1
   if group == 'coordinator':
     if code != 0 and not os.path.exists(stop_file):
       request_program_stop(stop_file)
-    from launch import train  # pylint: disable=g-import-not-at-top
-    train.record_end(run_dir)
+    lifecycle.record_end(run_dir)
   print(f'{task}: node exited with code {code}', flush=True)
   return rc
 
@@ -368,7 +341,7 @@ def host_main(run_dir: str, host: str) -> int:
   for task in tasks:
     children[task] = subprocess.Popen(
         ['bash', os.path.join(directory, cluster_launchers.TASK_DIR, f'{task}.sh')],
-        stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent(signal.SIGTERM))
+        stdin=subprocess.DEVNULL, preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
 
   def forward(signum, frame):
     del frame
@@ -390,13 +363,26 @@ def host_main(run_dir: str, host: str) -> int:
 # ---------------------------------------------------------------------------------------------
 # The CLI's part (launch.train --launch_type cluster).
 
-def prepare_run_dir(cfg) -> None:
-  """What launch.train does before a local launch, for a cluster one (the coordinator's
-  wrapper begins the run's segment when it starts)."""
-  run_state.clear_stop_request(cfg.run_dir)
-  for stale in ('final_state.json', FAILURE_FILE):
-    if os.path.exists(os.path.join(cfg.run_dir, stale)):
-      os.remove(os.path.join(cfg.run_dir, stale))
+def run(cfg, description_path: str, start: bool, resume: bool = False) -> dict:
+  """--launch_type cluster: packages the run for the described hosts; with `start`, runs every
+  host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
+  when nothing was started). Raises ValueError (one line) on a bad description."""
+  desc = cluster_spec.load_description(description_path)
+  run_state.check_writable(cfg.run_dir)
+  if not resume:
+    lifecycle.write_config(cfg)
+  # The coordinator's wrapper begins the run's segment when it starts.
+  lifecycle.clear_stale_end(cfg.run_dir)
+  pkg = package(cfg, desc)
+  print_package(pkg, desc)
+  if not start:
+    print('started nothing: run each host\'s command above (or the Slurm / Kubernetes files); '
+          'the run ends by itself and writes its summary', flush=True)
+    return {'status': 'packaged'}
+  print(f'{"resuming" if resume else "run directory"}: {cfg.run_dir} (node output: '
+        f'{pkg.directory}/logs/)', flush=True)
+  return lifecycle.supervise_and_record(
+      cfg, lambda progress: start_and_supervise(cfg, pkg, progress=progress))
 
 
 def print_package(pkg: Package, desc: ClusterDescription) -> None:
@@ -409,18 +395,17 @@ def print_package(pkg: Package, desc: ClusterDescription) -> None:
         flush=True)
 
 
-def start_and_supervise(cfg, pkg: Package, progress=None, graceful_stop_s: float = GRACEFUL_STOP_S):
+def start_and_supervise(cfg, pkg: Package, progress=None, graceful_stop_s: float = processes.GRACEFUL_STOP_S):
   """Runs every host's command (its "start" prefix) and waits for the run to end; Ctrl-C asks
   for a graceful stop, a second one stops at once. Returns {host: exit code}; raises
-  launcher.RunFailed when a node failed."""
-  from launch import launcher
+  processes.RunFailed when a node failed."""
   procs, logs = {}, []
   for h, cmd in pkg.commands.items():
     log = open(os.path.join(pkg.directory, LOG_DIR, f'host-{h}.log'), 'ab')
     logs.append(log)
     procs[h] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=pkg.code_dir, start_new_session=True,
-                                preexec_fn=_die_with_parent(signal.SIGTERM))
+                                preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
   with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
     f.write(' '.join(str(p.pid) for p in procs.values()))  # session ids of the host launchers
 
@@ -455,20 +440,20 @@ def start_and_supervise(cfg, pkg: Package, progress=None, graceful_stop_s: float
       request_program_stop(pkg.stop_file)
       wait_all(KILL_AFTER_S + 15)
     for p in procs.values():
-      launcher.signal_group(p.pid, signal.SIGKILL)
+      processes.signal_group(p.pid, signal.SIGKILL)
       try:
         p.wait(timeout=5)
       except subprocess.TimeoutExpired:
         pass
     for log in logs:
       log.close()
-  failure = run_state.read_json(os.path.join(cfg.run_dir, FAILURE_FILE))
+  failure = run_state.read_json(os.path.join(cfg.run_dir, run_state.FAILURE))
   if failure:
-    raise launcher.RunFailed(failure.get('reason', 'a node failed'))
+    raise processes.RunFailed(failure.get('reason', 'a node failed'))
   bad = {h: p.returncode for h, p in procs.items() if p.returncode}
-  if bad and not os.path.exists(os.path.join(cfg.run_dir, 'final_state.json')):
+  if bad and not os.path.exists(os.path.join(cfg.run_dir, run_state.FINAL_STATE)):
     h, code = next(iter(bad.items()))
-    raise launcher.RunFailed(f'host {h} launcher exited with code {code}; see '
+    raise processes.RunFailed(f'host {h} launcher exited with code {code}; see '
                              f'{pkg.directory}/{LOG_DIR}/host-{h}.log')
   return {h: p.returncode for h, p in procs.items()}
 
@@ -505,7 +490,7 @@ def main(argv=None) -> int:
   sub = parser.add_subparsers(dest='command', required=True)
   node = sub.add_parser('node', help='run the replica named by CLUSTER_SPEC')
   node.add_argument('--run_dir', required=True)
-  node.add_argument('--grace_s', type=float, default=GRACEFUL_STOP_S,
+  node.add_argument('--grace_s', type=float, default=processes.GRACEFUL_STOP_S,
                     help='after SIGTERM: seconds to wait for a graceful program stop')
   host = sub.add_parser('host', help="run every replica of one host and wait for them")
   host.add_argument('--run_dir', required=True)

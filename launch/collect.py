@@ -376,11 +376,11 @@ def _child_main(plan_path: str):
 
 
 def collect_distributed(plan: dict, progress: bool = True) -> dict:
-  """Launches the program in a child launcher process and supervises it like launch.launcher
+  """Launches the program in a child launcher process and supervises it like launch.runtime.launcher
   does (the child runs in its own session, killed as a whole at the end with launcher's
   helpers, so no node outlives the run); returns the metadata once the dataset is written."""
   from estimators import dataset
-  from launch import launcher
+  from launch.runtime import launcher
   log_dir = tempfile.mkdtemp(prefix='collect-')
   plan_path = os.path.join(log_dir, 'plan.pkl')
   with open(plan_path, 'wb') as f:
@@ -522,7 +522,7 @@ def main(argv):
   signal.signal(signal.SIGTERM, _terminate_gracefully)
   from estimators import cli
   from estimators import dataset
-  cli.quiet_logs()   # TFDS's INFO lines (e.g. "Load dataset info") would bury the one-line errors
+  cli.quiet_logs(FLAGS)   # TFDS's INFO lines (e.g. "Load dataset info") would bury the one-line errors
   if len(argv) > 1:
     print(f'error: unexpected arguments {argv[1:]}', file=sys.stderr)
     sys.exit(2)

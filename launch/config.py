@@ -98,7 +98,7 @@ class RunConfig:
   network: NetworkConfig = NetworkConfig()
   estimator_checkpoint: Optional[str] = None   # frozen psi/phi instead of the online node
   # Supervision: a learner or actor process that dies is restarted; one that dies this many
-  # times within the window stops the run (launch.supervisor).
+  # times within the window stops the run (launch.runtime.supervisor).
   max_node_failures: int = 3
   checkpoint_period_s: float = 300.0   # learners' periodic checkpoints (and one at the end)
   node_failure_window_s: float = 60.0

@@ -69,7 +69,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 def read_run_config(run_dir: str) -> Dict[str, Any]:
   """RUN_DIR/config.json as written by launch.train (the RunConfig as a dict)."""
-  from launch import run_state
+  from launch.runtime import run_state
   if not os.path.isdir(run_dir):
     raise EvaluateError(f'run directory not found: {run_dir}')
   path = os.path.join(run_dir, run_state.CONFIG)
@@ -379,7 +379,7 @@ def check_out(path: Optional[str]) -> None:
 
 
 def write_json(path: str, result: Dict[str, Any]) -> None:
-  from launch import run_state
+  from launch.runtime import run_state
   # check_out allowed directories still to be made; written whole or not at all.
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   run_state.write_json(path, result)
@@ -387,7 +387,7 @@ def write_json(path: str, result: Dict[str, Any]) -> None:
 
 def main(argv):
   from estimators import cli
-  cli.quiet_logs()
+  cli.quiet_logs(FLAGS)
   if cli.unexpected_arguments(argv):
     return 2
   policies = POLICIES if FLAGS.policy == 'both' else (FLAGS.policy,)

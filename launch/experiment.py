@@ -20,7 +20,7 @@ import time
 from typing import Dict, List, Sequence
 
 from launch import experiments as registry
-from launch import run_state
+from launch.runtime import run_state
 
 
 def _fmt_duration(seconds: float) -> str:

@@ -198,7 +198,8 @@ def sokoban_milestones_markdown(table: dict, out: str) -> str:
   """Per group: env steps at which the trailing 1,000 training episodes first solved 5%, 10%,
   25%, 50% (mean ± 95% t-interval over the seeds that got there, and how many did), and the
   area under the solved curve over the budget every run has reached."""
-  from launch import aggregate, run_state
+  from launch import aggregate
+  from launch.runtime import run_state
   from launch.experiment_pages import mean_ci_text, runs_by_group
   groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
   if not groups:

@@ -176,7 +176,7 @@ def _draw_length_histogram(lengths: Dict[str, List[float]], cap: int, path: str)
 def cartpole_plus_markdown(table: dict, out: str) -> str:
   """Episode lengths with the cap count, DQN / M-DQN scores, and Fig. 6b/6c; also draws
   `episode_lengths.png` in OUT."""
-  from launch import run_state
+  from launch.runtime import run_state
   groups = pages.runs_by_group(cartpole_plus_steps(table['scale'], table['seeds']), out)
   every = CARTPOLE_PLUS_SCALES[table['scale']]['eval_every']
   stats, lengths, evals = {}, {}, {}
@@ -257,7 +257,7 @@ def cartpole_reward_free_steps(scale: str, seeds: int) -> List[Step]:
 def reward_free_markdown(table: dict, out: str) -> str:
   """Per seed: last-100 mean length against the target, what ended those episodes, the RAE
   penalties in them, and when the 100-episode mean first reached the target; Fig. 3b/3c."""
-  from launch import summary
+  from launch.runtime import summary
   groups = pages.runs_by_group(cartpole_reward_free_steps(table['scale'], table['seeds']), out)
   rows = []
   for group, run_dirs in groups.items():

@@ -24,8 +24,8 @@ from agents import networks as agent_networks
 from estimators import checkpoint as est_checkpoint
 from estimators import networks as est_nets
 from launch import checkpointing
-from launch import run_state
-from launch import supervisor
+from launch.runtime import run_state
+from launch.runtime import supervisor
 from launch.config import RunConfig
 from launch.precedence_learner import PrecedenceLearner, make_window_iterator
 
@@ -272,7 +272,7 @@ def build_program(cfg: RunConfig) -> lp.Program:
   key = jax.random.PRNGKey(cfg.seed)
 
   def supervised(node, name):
-    # Learners and actors are restarted when their process dies; see launch.supervisor.
+    # Learners and actors are restarted when their process dies; see launch.runtime.supervisor.
     return supervisor.SupervisedNode(node, name, cfg.run_dir, max_failures=cfg.max_node_failures,
                                      window_s=cfg.node_failure_window_s)
 

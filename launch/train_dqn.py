@@ -23,7 +23,6 @@ replay buffer is not saved, so there is no exact continuation). Ctrl-C / SIGTERM
 with status 'stopped by user' (exit code 130).
 """
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 
 from absl import app, flags
 
-from launch import termination
+from launch.runtime import termination
 
 if TYPE_CHECKING:
   from agents import dqn_config
@@ -119,13 +118,6 @@ def config_from_flags() -> DQNRunConfig:
                       run_dir=os.path.abspath(run_dir), agent=agent)
 
 
-def make_environment(cfg: DQNRunConfig, seed: int):
-  import envs
-  from acme import wrappers
-  # float32 rewards/discounts: the Reverb signature and the loss work in float32.
-  return wrappers.SinglePrecisionWrapper(envs.make(cfg.env, seed=seed, **cfg.env_options))
-
-
 class _WithSteps:
   """A logger that adds the run's env step count (the x axis of every curve) to each row."""
 
@@ -164,14 +156,16 @@ def eval_summary(returns: List[float], lengths: List[float]) -> Dict[str, Any]:
           'max_length': float(np.max(lengths))}
 
 
-def train(cfg: DQNRunConfig) -> Dict[str, Any]:
-  """Runs the training loop to cfg.max_steps (or Ctrl-C); returns the summary it writes."""
+def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
+  """Runs the training loop to cfg.max_steps (or Ctrl-C), printing a progress line every
+  `progress_every_s`; returns the summary it writes."""
   import acme
   from acme import specs
   from acme.utils import counting
   from agents import dqn
-  from launch import run_state
-  from launch import summary as summary_lib
+  from launch.program import make_environment
+  from launch.runtime import run_state
+  from launch.runtime import summary as summary_lib
 
   env = make_environment(cfg, cfg.seed * 1000 + 1)
   eval_env = make_environment(cfg, cfg.seed * 1000 + 2)
@@ -221,7 +215,7 @@ def train(cfg: DQNRunConfig) -> Dict[str, Any]:
         eval_lengths.append(float(result['episode_length']))
         eval_log.write({'actor_steps': steps[0], 'eval_return': eval_returns[-1],
                         'eval_length': eval_lengths[-1], 'unix_time': time.time()})
-      if time.time() - last_progress >= FLAGS.progress_every_s:
+      if time.time() - last_progress >= progress_every_s:
         last_progress = time.time()
         best = max(eval_returns) if eval_returns else float('nan')
         print(f'[{time.time() - start:6.0f}s] env steps {steps[0]:>9,}/{cfg.max_steps:,}  '
@@ -252,37 +246,19 @@ def train(cfg: DQNRunConfig) -> Dict[str, Any]:
   return summary
 
 
-def _jsonable(obj):
-  return json.loads(json.dumps(dataclasses.asdict(obj)))
-
-
-def prepare_resume(run_dir: str) -> None:
-  """--resume: the saved flags become this launch's defaults (flags given here win)."""
-  from launch import run_state
-  saved = run_state.read_json(os.path.join(run_dir, run_state.FLAGS_FILE))
-  if not run_state.holds_run(run_dir) or saved is None:
-    raise ValueError(f'nothing to resume in {run_dir}: it holds no run (no config.json/flags.json)')
-  for name, value in saved.items():
-    if name in FLAGS and not FLAGS[name].present and name != 'resume':
-      FLAGS[name].value = value
-
-
 def main(argv):
   del argv
   termination.stop_like_ctrl_c_on_termination()
-  from launch import run_state
+  from launch.runtime import lifecycle
+  from launch.runtime import run_state
   try:
     run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
     if FLAGS.resume:
-      prepare_resume(FLAGS.run_dir)
+      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir)
     cfg = config_from_flags()
     run_state.check_writable(cfg.run_dir)
     if FLAGS.resume:
-      diff = run_state.config_differences(
-          run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG)), _jsonable(cfg))
-      if diff:
-        raise ValueError(f'cannot resume {cfg.run_dir}: the configuration differs in '
-                         f'{", ".join(diff)} (only max_steps may change)')
+      lifecycle.check_resume(cfg, allowed='max_steps')
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -302,11 +278,11 @@ def main(argv):
   else:
     run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE),
                          {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])})
-  run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), _jsonable(cfg))
+  lifecycle.write_config(cfg)
   print(f'run directory: {cfg.run_dir} ({cfg.agent.algorithm}, {cfg.max_steps:,} env steps)',
         flush=True)
-  summary = train(cfg)
-  from launch import summary as summary_lib
+  summary = train(cfg, FLAGS.progress_every_s)
+  from launch.runtime import summary as summary_lib
   print(summary_lib.format_summary(summary))
   if summary['status'] != run_state.COMPLETED:
     print(f'stopped; run it again with: python -m launch.train_dqn --run_dir {cfg.run_dir} --resume')

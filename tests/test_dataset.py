@@ -193,7 +193,7 @@ def test_collect_cli(tmp_path):
 def test_collect_distributed_reports_progress(tmp_path, capfd, monkeypatch):
   # The supervisor of a distributed collection prints progress lines while the nodes run (it
   # once passed the progress callback where watch() takes the run directory, and printed none).
-  from launch import launcher
+  from launch.runtime import launcher
   monkeypatch.setattr(collect, 'PROGRESS_EVERY_S', 1.0)
   out = str(tmp_path / 'dist')
   meta = collect.run('cliff', 150, out, num_actors=2, progress=True)

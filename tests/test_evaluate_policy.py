@@ -1,7 +1,7 @@
 """launch.evaluate_policy on real learner checkpoints.
 
 A training run is too slow here, so each run directory is made the way launch.train leaves it:
-config.json written with launch.train's own `_jsonable(cfg)`, and a checkpoint of a real
+config.json written with the launch's own `lifecycle.jsonable(cfg)`, and a checkpoint of a real
 IMPALALearner's state (networks and optimiser built as `launch.program.make_learner` builds
 them) saved with `checkpointing.save_state`. One run keeps the random initial parameters; the
 other has its policy head zeroed except a large bias on 'right', so it always pushes right.
@@ -25,8 +25,8 @@ from launch import checkpointing
 from launch import config as cfg_lib
 from launch import evaluate_policy as ev
 from launch import program
-from launch import run_state
-from launch import train
+from launch.runtime import lifecycle
+from launch.runtime import run_state
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 RIGHT = sokoban.ACTION_NAMES.index('right')
@@ -80,7 +80,7 @@ def _always(state, action, bias=50.0):
 
 def _write_run(run_dir, cfg, state=None):
   os.makedirs(run_dir)
-  run_state.write_json(os.path.join(run_dir, run_state.CONFIG), train._jsonable(cfg))
+  run_state.write_json(os.path.join(run_dir, run_state.CONFIG), lifecycle.jsonable(cfg))
   if state is not None:
     checkpointing.save_state(ev.checkpoint_dir(run_dir), state, STEPS)
   return str(run_dir)

@@ -9,7 +9,7 @@ import pytest
 
 from launch import experiment as runner
 from launch import experiments as registry
-from launch import run_state
+from launch.runtime import run_state
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 

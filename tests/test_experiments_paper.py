@@ -11,7 +11,7 @@ from launch import experiment as runner
 from launch import experiments as registry
 from launch import experiments_cartpole as cp
 from launch import experiments_turf as turf
-from launch import run_state
+from launch.runtime import run_state
 from launch.experiment_spec import train_step
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

@@ -77,9 +77,9 @@ def format_summary(summary: Dict[str, float]) -> str:
 
 
 def restarts(run_dir: str) -> Dict[str, float]:
-  """Node restarts recorded by the supervisors (launch.supervisor), e.g. {'restarts': 1,
+  """Node restarts recorded by the supervisors (launch.runtime.supervisor), e.g. {'restarts': 1,
   'restarts_actor_0': 1}; empty when no node failed."""
-  from launch import supervisor
+  from launch.runtime import supervisor
   events = supervisor.read_events(run_dir)
   gave_up = {e.get('node') for e in events if e.get('event') == 'gave_up'}
   failures = [e for e in events if e.get('event') == 'failure' and e.get('node') not in gave_up]

@@ -5,7 +5,7 @@ block in C++ (a learner waiting on Reverb) and then kills its *entire runtime*, 
 included. The parent survives that, makes sure no node process is left (the child runs in its
 own session, which is killed as a whole at the end), and then prints the summary.
 
-Usage (internal): python -m launch.launcher RUN_DIR/config.pkl
+Usage (internal): python -m launch.runtime.launcher RUN_DIR/config.pkl
 """
 import functools
 import glob
@@ -19,18 +19,16 @@ from typing import Optional
 
 import psutil
 
-from launch import loopback
-from launch import run_state
-from launch import supervisor
+from launch.runtime import loopback
+from launch.runtime import processes
+from launch.runtime import run_state
 
 NODE_DEATH_GRACE_S = 30.0   # a node died but the others did not follow: the run failed
 
 
-class RunFailed(RuntimeError):
-  pass
-
-
-GRACEFUL_STOP_S = 150.0    # learners checkpoint, then the program stops; then we kill what is left
+# Re-exported: callers catch launcher.RunFailed and tests ask launcher.leftover_processes.
+from launch.runtime.processes import (GRACEFUL_STOP_S, RunFailed, kill_session,  # noqa: F401
+                                      leftover_processes, node_processes, signal_group)
 
 
 def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> float:
@@ -50,11 +48,11 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   env, warning = loopback.preload_env(env)    # every node listens on 127.0.0.1 only
   if warning:
     print(warning, flush=True)
-  child = subprocess.Popen([sys.executable, '-m', 'launch.launcher', cfg_path],
+  child = subprocess.Popen([sys.executable, '-m', 'launch.runtime.launcher', cfg_path],
                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                            start_new_session=True, cwd=os.getcwd(), env=env,
                            # SIGTERM: the child then stops the program as on Ctrl-C of Launchpad.
-                           preexec_fn=functools.partial(supervisor.die_with_parent, signal.SIGTERM))
+                           preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
   with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
     f.write(str(child.pid))   # the session id of every node process of this run
   failure = None
@@ -81,7 +79,7 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
 
 
 def _recorded_failure(run_dir: str) -> Optional[str]:
-  f = run_state.read_json(os.path.join(run_dir, supervisor.FAILURE_FILE))
+  f = run_state.read_json(os.path.join(run_dir, run_state.FAILURE))
   return None if f is None else f.get('reason')
 
 
@@ -128,61 +126,6 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
       progress()
     time.sleep(1.0)
   return None
-
-
-def node_processes(launcher_pid: int, min_age_s: float = 5.0):
-  """pid -> command of the Launchpad node processes started by `launcher_pid` (its children:
-  a supervised node's own child is the supervisor's business). Only processes alive
-  for `min_age_s` count: a node that forks (before exec'ing a helper such as ldconfig) briefly
-  has a child with the node's own command line, which must not be taken for a node."""
-  nodes = {}
-  now = time.time()
-  for p in psutil.Process(launcher_pid).children(recursive=False):
-    try:
-      cmd = ' '.join(p.cmdline())
-      old_enough = now - p.create_time() >= min_age_s
-    except psutil.Error:
-      continue
-    if 'process_entry' in cmd and old_enough:
-      nodes[p.pid] = cmd
-  return nodes
-
-
-def signal_group(pid: int, sig):
-  try:
-    os.killpg(pid, sig)
-  except (ProcessLookupError, PermissionError):
-    pass
-
-
-def kill_session(child: subprocess.Popen):
-  """Kills whatever is left of the child's session (there should be nothing)."""
-  if child.poll() is None:
-    signal_group(child.pid, signal.SIGTERM)
-    try:
-      child.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-      pass
-  signal_group(child.pid, signal.SIGKILL)
-  try:
-    child.wait(timeout=5)
-  except subprocess.TimeoutExpired:
-    pass
-  deadline = time.time() + 10  # SIGKILL is asynchronous: wait until the session is empty
-  while leftover_processes(child.pid) and time.time() < deadline:
-    time.sleep(0.1)
-
-
-def leftover_processes(session_id: int):
-  """Live (non-zombie) processes of session `session_id`."""
-  out = []
-  for p in psutil.process_iter(['pid', 'status']):
-    try:
-      if os.getsid(p.pid) == session_id and p.info['status'] != psutil.STATUS_ZOMBIE:
-        out.append(p.pid)
-    except (ProcessLookupError, PermissionError, psutil.Error):
-      pass
-  return out
 
 
 def _child_main(cfg_path: str):

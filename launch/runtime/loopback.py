@@ -1,5 +1,5 @@
 """Loopback-only local launches (and own-address cluster nodes): builds the bind() shim in
-launch/native/ and names it for LD_PRELOAD (see bind_loopback.c for why). Built once per source version with the system C
+launch/runtime/native/ and names it for LD_PRELOAD (see bind_loopback.c for why). Built once per source version with the system C
 compiler into ~/.cache/noturningback/; without a compiler the run goes on, listening on all
 interfaces, and says so."""
 import hashlib

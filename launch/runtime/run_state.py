@@ -19,6 +19,8 @@ FLAGS_FILE = 'flags.json'
 COUNTS = 'counts.json'
 RUN_STATE = 'run_state.json'
 STOP_REQUEST = 'stop_request.json'
+FAILURE = 'failure.json'          # the first node failure that stopped the run (node, reason)
+FINAL_STATE = 'final_state.json'  # written by the coordinator just before it stops the program
 
 # What --resume may change: how much longer and on how many workers, not what is learned.
 RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',

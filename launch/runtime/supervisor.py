@@ -14,7 +14,6 @@ current process of each node (what the fault-injection tests kill).
 This is Launchpad's MultiProcessingColocation idea for one node, with a failure window and
 records; the pip build of Launchpad 0.5.2 lacks the entry script that class starts.
 """
-import ctypes
 import json
 import os
 import signal
@@ -31,9 +30,10 @@ from launchpad.launch import worker_manager
 from launchpad import address as lp_address
 from launchpad.nodes.python import node as python
 
+from launch.runtime import run_state
+from launch.runtime.processes import die_with_parent, last_error_line  # noqa: F401 (re-exported)
+
 SUPERVISOR_LOG = 'supervisor.jsonl'
-FAILURE_FILE = 'failure.json'
-_PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 2.0   # after a node exits: time for a program stop to become visible
 
 
@@ -76,34 +76,9 @@ def read_events(run_dir: str):
   return events
 
 
-def last_error_line(log_path: str, max_bytes: int = 65536) -> str:
-  """The last line of a node's output that looks like an error (else its last line)."""
-  try:
-    with open(log_path, 'rb') as f:
-      f.seek(0, os.SEEK_END)
-      f.seek(max(0, f.tell() - max_bytes))
-      lines = [l.strip() for l in f.read().decode(errors='replace').splitlines() if l.strip()]
-  except OSError:
-    return ''
-  for line in reversed(lines):
-    if 'Error' in line or 'Exception' in line or line.startswith('E'):
-      return line[:300]
-  return lines[-1][:300] if lines else ''
-
-
 def _run_ending(run_dir: str) -> bool:
   # The coordinator writes final_state.json just before it stops the program.
-  return os.path.exists(os.path.join(run_dir, 'final_state.json'))
-
-
-def die_with_parent(sig=signal.SIGKILL):
-  """preexec_fn: the child gets `sig` when its parent dies. A node child gets SIGKILL: a node
-  blocked in C++ (a learner waiting on Reverb) ignores SIGTERM, and with its supervisor gone
-  nothing is left that would stop it."""
-  try:
-    ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
-  except OSError:
-    pass
+  return os.path.exists(os.path.join(run_dir, run_state.FINAL_STATE))
 
 
 class SupervisedNode(python.PyNode):
@@ -182,8 +157,8 @@ class SupervisedNode(python.PyNode):
             how += f', killed by {signal.Signals(-code).name}'
           reason = (f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
                     f'({how}); last output line: {error or "none"}')
-          with open(os.path.join(self._run_dir, FAILURE_FILE), 'w') as f:
-            json.dump({'node': self._name, 'reason': reason, 'time': now}, f)
+          run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
+                               {'node': self._name, 'reason': reason, 'time': now})
           append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})
           lp.stop()
           return
