@@ -193,8 +193,8 @@ def fetch_cost() -> dict:
   from agents import networks as agent_networks
   from estimators import networks as est_nets
   from estimators import training
-  from launch import program
-  from launch.config import RunConfig
+  from launch.program import build as program
+  from launch.program.config import RunConfig
   from launchpad.nodes.courier import courier_utils
   spec = program.environment_spec(RunConfig(env='cartpole', env_options={'reward_free': True}))
   nets = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))

@@ -93,9 +93,9 @@ def main(argv):
   import envs
   from agents import acting, learning
   from agents import networks as agent_networks
-  from launch import presets
-  from launch.config import ImpalaConfig
-  from launch.program import make_optimizer
+  from launch.program import presets
+  from launch.program.config import ImpalaConfig
+  from launch.program.build import make_optimizer
 
   if FLAGS.reuse < 1 or FLAGS.envs < 1 or FLAGS.steps < 1:
     raise SystemExit('--reuse, --envs and --steps must be >= 1')

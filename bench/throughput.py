@@ -90,7 +90,7 @@ def frozen_checkpoint(path: str) -> str:
   from acme import specs
   from estimators import checkpoint, training
   from estimators import networks as nets
-  from launch import program
+  from launch.program import build as program
   cfg = train.config_from_flags()
   spec = program.environment_spec(cfg)
   network = nets.default_config(cfg.env)

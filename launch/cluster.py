@@ -123,7 +123,7 @@ def bind_program(program, stopper) -> Dict[str, int]:
 
 def group_sizes(cfg) -> Dict[str, int]:
   """Replicas per node group of the program `cfg` builds."""
-  from launch import program as program_lib
+  from launch.program import build as program_lib
   return {label: len(nodes) for label, nodes in program_lib.build_program(cfg).groups.items()}
 
 
@@ -136,7 +136,7 @@ def check_placement(cfg, desc: ClusterDescription) -> None:
 def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
             python: Optional[str] = None) -> Package:
   """Writes RUN_DIR/cluster/ for one launch of `cfg` on the hosts of `desc`."""
-  from launch import program as program_lib
+  from launch.program import build as program_lib
   from launchpad.launch import serialization
 
   code_dir = code_dir or desc.code_dir or ROOT
@@ -476,7 +476,7 @@ def launch_vertex_ai(cfg, requirements: str) -> None:
   except Exception:  # xm_docker raises a bare Exception when xmanager is missing
     raise ValueError(VERTEX_AI_NEEDS) from None
   import launchpad as lp  # pylint: disable=g-import-not-at-top
-  from launch import program as program_lib  # pylint: disable=g-import-not-at-top
+  from launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
   program = program_lib.build_program(cfg)
   config = xm_docker.DockerConfig(code_directory=ROOT, docker_requirements=requirements)
   lp.launch(program, launch_type='vertex_ai',

@@ -5,7 +5,7 @@ r"""Evaluates a trained IMPALA policy on the first N levels of a Sokoban level s
         --levels ../shared/data/boxoban/unfiltered_test_000.txt --num_levels 1000 \
         --policy both --count_irreversible --out results/sokoban-rae-boxoban.json
 
-The policy network is rebuilt from RUN_DIR/config.json as `launch.program.make_learner` builds
+The policy network is rebuilt from RUN_DIR/config.json as `launch.program.build.make_learner` builds
 it, and its parameters are read from the learner checkpoint RUN_DIR/checkpoints/learner.
 Every level is played once per policy, in order, up to the run's time limit (its `max_steps`
 environment option): 'greedy' takes the argmax of the logits, 'sampled' samples them (level i
@@ -90,7 +90,7 @@ def checkpoint_dir(run_dir: str) -> str:
 
 def check_run(raw: Dict[str, Any], run_dir: str) -> None:
   """A Sokoban IMPALA run with a learner checkpoint, or EvaluateError."""
-  from launch import checkpointing
+  from launch.program import checkpointing
   if raw['env'] != 'sokoban':
     raise EvaluateError(f"{run_dir} is a {raw['env']!r} run; level evaluation needs a sokoban run")
   agent = raw.get('agent', 'impala')
@@ -103,7 +103,7 @@ def check_run(raw: Dict[str, Any], run_dir: str) -> None:
 def run_config(raw: Dict[str, Any], run_dir: str):
   """A RunConfig with what this tool needs from config.json (env, env_options, agent, seed,
   impala); the rest at defaults. There is no loader of config.json elsewhere."""
-  from launch import config as cfg_lib
+  from launch.program import config as cfg_lib
   # Only known fields: a config.json from another version may carry others.
   known = {f.name for f in dataclasses.fields(cfg_lib.ImpalaConfig)}
   impala = {k: v for k, v in (raw.get('impala') or {}).items() if k in known}
@@ -147,8 +147,8 @@ def load_policy(cfg, run_dir: str):
   import jax
   from agents import learning
   from agents import networks as agent_networks
-  from launch import checkpointing
-  from launch import program
+  from launch.program import checkpointing
+  from launch.program import build as program
   try:
     spec = program.environment_spec(cfg)
   except ValueError as e:  # e.g. the run's level file has moved

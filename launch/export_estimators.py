@@ -22,7 +22,7 @@ def export(run_dir: str, out: str) -> dict:
   from estimators import checkpoint as est_checkpoint
   from estimators import networks as est_nets
   from estimators import training
-  from launch import checkpointing
+  from launch.program import checkpointing
   from launch.runtime import run_state
 
   raw = run_state.read_json(os.path.join(run_dir, run_state.CONFIG))

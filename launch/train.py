@@ -56,7 +56,7 @@ flags.DEFINE_string('vertex_requirements', None, '--launch_type vertex_ai: the p
                     'file the Docker image installs.')
 flags.DEFINE_integer('seed', 0, 'Random seed.')
 # Reversibility.
-flags.DEFINE_float('beta', None, 'Threshold (default: per (env, mode) preset, launch.presets).')
+flags.DEFINE_float('beta', None, 'Threshold (default: per (env, mode) preset, launch.program.presets).')
 flags.DEFINE_float('lam', None, 'RAE penalty weight lambda (default: per (env, mode) preset).')
 flags.DEFINE_enum('reward_form', None, ['paper', 'hinge'],
                   "RAE reward: 'paper' -lam*1[psi>beta]*psi, 'hinge' -lam*max(psi-beta,0) "
@@ -100,8 +100,8 @@ def config_from_flags():
   from estimators import networks as est_nets
   from estimators import recipes
   from estimators.training import TrainConfig
-  from launch import config as cfg_lib
-  from launch import presets
+  from launch.program import config as cfg_lib
+  from launch.program import presets
 
   options = envs.parse_options(FLAGS.env_option)
   if FLAGS.env == 'cartpole':

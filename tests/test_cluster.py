@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from launch import checkpointing, netns_hosts
+from launch.program import checkpointing
+from launch import netns_hosts
 from launch.runtime import launcher, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

@@ -9,7 +9,7 @@ import pytest
 
 from agents.acting import ReversibilityConfig
 from launch import cluster, cluster_spec
-from launch.config import RunConfig
+from launch.program.config import RunConfig
 
 # Builds the real program (imports jax, Acme, Reverb: ~5 s of CPU on its own), so not in the
 # default suite; the description and launch-file checks are (tests/test_cluster_spec.py).

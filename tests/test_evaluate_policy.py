@@ -2,7 +2,7 @@
 
 A training run is too slow here, so each run directory is made the way launch.train leaves it:
 config.json written with the launch's own `lifecycle.jsonable(cfg)`, and a checkpoint of a real
-IMPALALearner's state (networks and optimiser built as `launch.program.make_learner` builds
+IMPALALearner's state (networks and optimiser built as `launch.program.build.make_learner` builds
 them) saved with `checkpointing.save_state`. One run keeps the random initial parameters; the
 other has its policy head zeroed except a large bias on 'right', so it always pushes right.
 """
@@ -21,10 +21,10 @@ from agents import learning
 from agents import networks as agent_networks
 from envs import oracle
 from envs import sokoban
-from launch import checkpointing
-from launch import config as cfg_lib
+from launch.program import checkpointing
+from launch.program import config as cfg_lib
 from launch import evaluate_policy as ev
-from launch import program
+from launch.program import build as program
 from launch.runtime import lifecycle
 from launch.runtime import run_state
 

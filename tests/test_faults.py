@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from launch import checkpointing
+from launch.program import checkpointing
 from launch.runtime import launcher, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from launch import checkpointing
+from launch.program import checkpointing
 from launch.runtime import launcher, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

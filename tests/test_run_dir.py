@@ -11,7 +11,7 @@ import numpy as np
 import optax
 import pytest
 
-from launch import checkpointing
+from launch.program import checkpointing
 from launch.runtime import run_state, supervisor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
@@ -162,8 +162,8 @@ def test_estimator_checkpoint_of_another_env_is_refused_before_launch(tmp_path):
 
 
 def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
-  from launch import program
-  from launch.config import RunConfig
+  from launch.program import build as program
+  from launch.program.config import RunConfig
   cfg = RunConfig(run_dir=str(tmp_path))
   first = program.make_logger(cfg, 'actor_0')
   first.write({'actor_steps': 10, 'episode_length': 10})

@@ -130,7 +130,7 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
 
 def _child_main(cfg_path: str):
   import launchpad as lp
-  from launch import program as program_lib
+  from launch.program import build as program_lib
   with open(cfg_path, 'rb') as f:
     cfg = pickle.load(f)
   program = program_lib.build_program(cfg)

@@ -17,7 +17,7 @@ LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'cluster', 'vertex_ai')
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig:
   """IMPALA hyperparameters (feed-forward nets; the Acme/Sokoban-appendix layout of options).
-  Per-environment values: `launch.presets`."""
+  Per-environment values: `launch.program.presets`."""
   batch_size: int = 16
   sequence_length: int = 20
   learning_rate: float = 1e-3
@@ -70,7 +70,7 @@ class PrecedenceConfig:
   """The precedence-learner node: what it samples and how often it trains."""
   window_batch: int = 16              # windows sampled from the 'precedence' table per update
   env_steps_per_update: int = 50      # throttle: one psi (and phi) update per this many env steps
-  # (the paper: one per 500; ours per env in launch.presets, see BUILD_NOTES.md)
+  # (the paper: one per 500; ours per env in launch.program.presets, see BUILD_NOTES.md)
   table_max_windows: int = 20_000     # replay size, in windows of 2w steps
   min_windows: int = 8                # windows needed before training starts
   estimator_update_period: int = 100  # actor steps between psi/phi parameter fetches

@@ -23,11 +23,11 @@ from agents import loop as loop_lib
 from agents import networks as agent_networks
 from estimators import checkpoint as est_checkpoint
 from estimators import networks as est_nets
-from launch import checkpointing
+from launch.program import checkpointing
 from launch.runtime import run_state
 from launch.runtime import supervisor
-from launch.config import RunConfig
-from launch.precedence_learner import PrecedenceLearner, make_window_iterator
+from launch.program.config import RunConfig
+from launch.program.precedence_learner import PrecedenceLearner, make_window_iterator
 
 IMPALA_TABLE = adders.IMPALA_TABLE
 
