@@ -1,5 +1,5 @@
 r"""Scaling of the cluster launch: the same reward-free Cartpole RAE job with 1, 2, 4 and 8 actor
-processes, each run across network namespaces (launch.netns_hosts: replay, counter and
+processes, each run across network namespaces (launch.cluster.netns_hosts: replay, counter and
 coordinator on one host, the two learners on another, the actors spread over four more), started
 by `launch.train --launch_type cluster --cluster_start`. Needs root.
 
@@ -25,7 +25,7 @@ import psutil
 from absl import app, flags
 
 from bench import common
-from launch import netns_hosts
+from launch.cluster import netns_hosts
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('actors', ['1', '2', '4', '8'], 'Actor counts to run.')

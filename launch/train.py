@@ -47,7 +47,7 @@ flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt', 'cluster',
                   "Launchpad's CLUSTER_SPEC runtime (launch.cluster); 'vertex_ai': Launchpad's own "
                   'Vertex AI launcher (needs xmanager, Docker, a GCP project).')
 flags.DEFINE_string('cluster_description', None, '--launch_type cluster: the JSON (or YAML) file '
-                    'naming the hosts and which node groups run where (launch.cluster_spec).')
+                    'naming the hosts and which node groups run where (launch.cluster.description).')
 flags.DEFINE_bool('cluster_start', False, '--launch_type cluster: also start every host (through '
                   'its "start" prefix, else ssh HOST) and wait for the run, as a local launch; '
                   'without it the run is only packaged and the per-host, Slurm and Kubernetes '
@@ -171,16 +171,16 @@ def check_launch_type_flags() -> None:
     if not FLAGS.cluster_description:
       raise ValueError('--launch_type cluster needs --cluster_description FILE (hosts and node '
                        'groups; see README "Running on a cluster")')
-    from launch import cluster_spec
+    from launch.cluster import description as cluster_spec
     cluster_spec.load_description(FLAGS.cluster_description)
   elif FLAGS.cluster_description or FLAGS.cluster_start:
     raise ValueError('--cluster_description and --cluster_start need --launch_type cluster')
   if FLAGS.launch_type == 'vertex_ai':
-    from launch import cluster
+    from launch.cluster import vertex_ai
     try:
       import xmanager  # noqa: F401  pylint: disable=unused-import
     except ImportError:
-      raise ValueError(cluster.VERTEX_AI_NEEDS) from None
+      raise ValueError(vertex_ai.VERTEX_AI_NEEDS) from None
     if not FLAGS.vertex_requirements or not os.path.exists(FLAGS.vertex_requirements):
       raise ValueError('--launch_type vertex_ai needs --vertex_requirements FILE (pip requirements '
                        'of the Docker image)')
@@ -214,8 +214,8 @@ def main(argv):
     cfg = config_from_flags()
     check_launch_type_flags()
     if cfg.launch_type == 'cluster':
-      from launch import cluster, cluster_spec
-      cluster.check_placement(cfg, cluster_spec.load_description(FLAGS.cluster_description))
+      from launch.cluster import description, package
+      package.check_placement(cfg, description.load_description(FLAGS.cluster_description))
     if FLAGS.resume:
       lifecycle.check_resume(cfg)
     elif not FLAGS.show_config:
@@ -238,11 +238,11 @@ def main(argv):
     run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE), _train_flags())
   try:
     if cfg.launch_type == 'cluster':
-      from launch import cluster
-      summary = cluster.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume)
+      from launch.cluster import start
+      summary = start.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume)
     elif cfg.launch_type == 'vertex_ai':
-      from launch import cluster
-      cluster.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
+      from launch.cluster import vertex_ai
+      vertex_ai.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
       return
     else:
       summary = lifecycle.run_local(cfg, resume=FLAGS.resume)

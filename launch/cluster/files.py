@@ -4,7 +4,7 @@ host), a Slurm batch job (`srun --multi-prog`, one task per replica, each on its
 host) and Kubernetes manifests (an Indexed Job per node group and a headless Service).
 
 Every replica runs `python -m launch.cluster node --run_dir RUN_DIR` with CLUSTER_SPEC set
-(`launch.cluster_spec`); the files differ only in how they start that process and name hosts.
+(`launch.cluster.description`, `launch.cluster.placement`); the files differ only in how they start that process and name hosts.
 Kubernetes manifests are written as YAML documents in JSON's syntax (JSON is YAML, and kubectl
 reads both), so the project needs no YAML library to write them or to check them.
 """
@@ -12,8 +12,9 @@ import json
 import shlex
 from typing import Dict, List, Mapping, Sequence
 
-from launch import cluster_spec
-from launch.cluster_spec import ClusterDescription, Replica
+from launch.cluster import description
+from launch.cluster import placement
+from launch.cluster.description import ClusterDescription, Replica
 
 TASK_DIR = 'tasks'
 HOST_DIR = 'hosts'
@@ -111,7 +112,7 @@ def kubernetes_replicas(desc: ClusterDescription, group_sizes: Mapping[str, int]
   base_port)."""
   missing = [g for g in group_sizes if g not in desc.groups]
   if missing:
-    raise cluster_spec.ClusterSpecError(f'node group {missing[0]} of the program has no host in '
+    raise description.ClusterSpecError(f'node group {missing[0]} of the program has no host in '
                                         'the cluster description')
   out = []
   for group, size in group_sizes.items():
@@ -130,7 +131,7 @@ def kubernetes_manifests(desc: ClusterDescription, group_sizes: Mapping[str, int
   pod's completion index, put into the value by Kubernetes' $(VAR) expansion of TASK_INDEX."""
   k8s = desc.kubernetes
   replicas = kubernetes_replicas(desc, group_sizes)
-  cluster = cluster_spec.cluster_of(replicas)
+  cluster = placement.cluster_of(replicas)
   labels = {'app.kubernetes.io/name': 'noturningback', 'noturningback/run': desc.name}
   ports = sorted({r.port for r in replicas})
   docs = [{
