@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from absl import app, flags
 
-from launch import aggregate
+from launch.analysis import aggregate
 from launch.runtime import run_state, summary
 
 FLAGS = flags.FLAGS

@@ -15,7 +15,7 @@ from typing import List
 from absl import app, flags
 
 from bench import sokoban_gate
-from launch import aggregate
+from launch.analysis import aggregate
 from launch.runtime import run_state, summary
 
 FLAGS = flags.FLAGS

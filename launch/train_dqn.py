@@ -9,7 +9,7 @@ One process, no Launchpad: Acme's agent (actor and learner in lock-step, one gra
 episode is played on a separate environment; the run reports the maximum (the paper's figure:
 DQN 1152, M-DQN 2801) and the mean of those evaluation returns.
 
-RUN_DIR holds what `launch.aggregate`, `launch.plot` and `launch.experiment` read from any run:
+RUN_DIR holds what `launch.analysis.aggregate`, `launch.plot` and `launch.experiment` read from any run:
   config.json, flags.json   the resolved configuration and the command-line flags
   logs/actor_0/logs.csv     one row per training episode (actor_steps, episode_length,
                             episode_return, epsilon, unix_time, ...)

@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from launch import experiment as runner
-from launch import experiments as registry
-from launch import experiments_cartpole as cp
-from launch import experiments_turf as turf
+from launch.experiments import runner
+from launch.experiments import registry
+from launch.experiments import cartpole as cp
+from launch.experiments import turf
 from launch.runtime import run_state
-from launch.experiment_spec import train_step
+from launch.experiments.spec import train_step
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 NEW = ('cartpole_plus', 'cartpole_reward_free', 'turf')

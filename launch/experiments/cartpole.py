@@ -1,6 +1,6 @@
 """The Cartpole experiments of the paper: Cartpole+ (Sec. 5.4, Fig. 6, App. C.4) and reward-free
 Cartpole (Sec. 5.1, Fig. 3). Step builders and page sections; registered in
-`launch.experiments.EXPERIMENTS`.
+`launch.experiments.registry.EXPERIMENTS`.
 
 `--seeds` is the number of seeds of each group; at the small and paper scales a group the issue
 asks more seeds of (Cartpole+ random + RAC: 10, reward-free Cartpole: 5) gets at least that many.
@@ -8,8 +8,8 @@ asks more seeds of (Cartpole+ random + RAC: 10, reward-free Cartpole: 5) gets at
 import os
 from typing import Dict, List, Optional, Sequence
 
-from launch import experiment_pages as pages
-from launch.experiment_spec import Step, estimators_step, train_step
+from launch.experiments import pages
+from launch.experiments.spec import Step, estimators_step, train_step
 
 # --------------------------------------------------------------------------------------------- #
 # Cartpole+ (Sec. 5.4, Fig. 6): random policy + RAC with estimators trained offline on random

@@ -1,17 +1,9 @@
-"""The registry of named experiments: which steps each one needs (data, estimators, training
-runs, evaluations), at which scale, and how its table is made.
-
-An experiment is a list of `Step`s. A step is a command (a `python -m ...` module and its flags)
-with a `done` file: the runner (`launch.experiment`) skips a step whose `done` file exists, and
-resumes a training run that holds a run directory, so rerunning the same command continues where
-it stopped. Paths are relative to the experiment's output directory.
-"""
+"""Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline; its
+steps per scale and its page (milestones, psi accuracy against the oracle, the psi trace)."""
 import os
-from typing import Dict, List
+from typing import List
 
-from launch.experiment_spec import SCALES, Experiment, Step, resolve, train_step  # noqa: F401
-from launch import experiments_cartpole as cartpole_exps
-from launch import experiments_turf as turf_exps
+from launch.experiments.spec import Step, train_step
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -51,7 +43,7 @@ SOKOBAN_RAE_ARMS = (
 )
 SOKOBAN_BETA = 0.9   # Sec. 5.3
 # Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
-BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'shared',
+BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared',
                                               'data', 'boxoban', 'unfiltered_test_000.txt'))
 
 
@@ -118,76 +110,8 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
           f'{run.name}-{name}', 'launch.evaluate_policy',
           ('--run_dir', os.path.join('{out}', run.run_dir), '--levels', levels, '--num_levels',
            str(n), '--policy', 'both', *extra, '--out', os.path.join('{out}', run.run_dir, f'{name}.json')),
-          done=os.path.join(run.run_dir, f'{name}.json'), est_seconds=n * (1.5 if extra else 0.05),
-          group=run.group, seed=run.seed))
+          done=os.path.join(run.run_dir, f'{name}.json'), est_seconds=n * (1.5 if extra else 0.05)))
   return steps
-
-
-# --------------------------------------------------------------------------------------------- #
-# Windy cliff-walk, Tables 1-2 (App. D): random policy, and random policy + RAC
-# --------------------------------------------------------------------------------------------- #
-
-CLIFF_WINDS = (0.0, 0.1, 0.2, 0.3, 0.4)
-CLIFF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4)
-CLIFF_SCALES = {
-    'tiny': dict(episodes=100, pairs=20_000, transitions=2_000, max_steps=3_000, winds=(0.0, 0.2),
-                 betas=(0.0, 0.3), run_seconds=40),
-    # small: ~240+ episodes per cell (RAC episodes last up to the 250-step limit).
-    'small': dict(episodes=2_000, pairs=1_000_000, transitions=100_000, max_steps=60_000,
-                  winds=CLIFF_WINDS, betas=CLIFF_BETAS, run_seconds=45),
-    # paper: 5,000 episodes per cell.
-    'paper': dict(episodes=20_000, pairs=3_000_000, transitions=100_000, max_steps=1_250_000,
-                  winds=CLIFF_WINDS, betas=CLIFF_BETAS, run_seconds=300),
-}
-# Tables 1 and 2 of the paper: mean return (steps alive, at most 250) per wind p and threshold.
-CLIFF_PAPER_RANDOM = {0.0: 57.5, 0.1: 29.8, 0.2: 18.6, 0.3: 13.4, 0.4: 10.5}  # beta column 0
-CLIFF_PAPER_RAC = {
-    0.0: (59.1, 250.0, 250.0, 250.0, 250.0), 0.1: (29.2, 56.0, 56.3, 80.2, 248.5),
-    0.2: (18.7, 26.7, 29.2, 85.8, 238.6), 0.3: (13.2, 16.8, 19.6, 77.6, 250.0),
-    0.4: (10.4, 12.5, 24.9, 152.2, 250.0)}
-
-
-def cliff_steps(scale: str, seeds: int) -> List[Step]:
-  s = CLIFF_SCALES[scale]
-  steps = []
-  for p in s['winds']:
-    tag = f'p{p:g}'
-    option = ('--env_option', f'wind={p:g}')
-    steps.append(Step(f'collect_{tag}', 'launch.collect',
-                      ('--env', 'cliff', *option, '--episodes', str(s['episodes']),
-                       '--out', f'{{out}}/data/{tag}', '--resume', '--noprogress'),
-                      done=f'data/{tag}/noturningback.json', est_seconds=s['episodes'] * 0.02))
-    steps.append(Step(f'estimators_{tag}', 'estimators.train',
-                      ('--dataset', f'{{out}}/data/{tag}', '--out', f'{{out}}/estimators/{tag}.ckpt',
-                       '--num_pairs', str(s['pairs']), '--phi', '--phi_transitions',
-                       str(s['transitions']), '--noprogress'),
-                      done=f'estimators/{tag}.ckpt', est_seconds=60))
-    for seed in range(seeds):
-      common = ('--env', 'cliff', *option, '--agent', 'random', '--num_actors', '1')
-      steps.append(train_step(f'random-{tag}-s{seed}', f'random p={p:g}', seed, s['max_steps'],
-                          s['run_seconds'], *common, '--mode', 'none'))
-      for beta in s['betas']:
-        steps.append(train_step(f'rac-{tag}-b{beta:g}-s{seed}', f'RAC p={p:g} beta={beta:g}', seed,
-                            s['max_steps'], s['run_seconds'], *common, '--mode', 'rac',
-                            '--beta', f'{beta:g}', '--estimator_checkpoint',
-                            f'{{out}}/estimators/{tag}.ckpt'))
-  return steps
-
-
-def cliff_grid_markdown(table: dict, out: str = '') -> str:
-  """Tables 1-2 laid out as in the paper: ours (paper) per wind p and threshold beta."""
-  rows = {r['group']: r for r in table['rows']}
-  value = lambda g: rows.get(g, {}).get('episode_return', {}).get('mean')  # noqa: E731
-  fmt = lambda v: '–' if v is None else f'{v:.1f}'  # noqa: E731
-  lines = ['## Tables 1-2: mean return, ours (paper)', '',
-           '| p | random | ' + ' | '.join(f'RAC beta={b:g}' for b in CLIFF_BETAS) + ' |',
-           '|---|---|' + '---|' * len(CLIFF_BETAS)]
-  for p in CLIFF_WINDS:
-    cells = [f'{p:g}', f'{fmt(value(f"random p={p:g}"))} ({CLIFF_PAPER_RANDOM[p]})']
-    cells += [f'{fmt(value(f"RAC p={p:g} beta={b:g}"))} ({CLIFF_PAPER_RAC[p][i]})'
-              for i, b in enumerate(CLIFF_BETAS)]
-    lines.append('| ' + ' | '.join(cells) + ' |')
-  return '\n'.join(lines) + '\n'
 
 
 SOKOBAN_MILESTONES = (0.05, 0.10, 0.25, 0.50)
@@ -198,9 +122,9 @@ def sokoban_milestones_markdown(table: dict, out: str) -> str:
   """Per group: env steps at which the trailing 1,000 training episodes first solved 5%, 10%,
   25%, 50% (mean ± 95% t-interval over the seeds that got there, and how many did), and the
   area under the solved curve over the budget every run has reached."""
-  from launch import aggregate
+  from launch.analysis import aggregate
   from launch.runtime import run_state
-  from launch.experiment_pages import mean_ci_text, runs_by_group
+  from launch.experiments.pages import mean_ci_text, runs_by_group
   groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
   if not groups:
     return ''
@@ -274,91 +198,3 @@ def sokoban_psi_markdown(table: dict, out: str) -> str:
                 f"beta, {t['psi_above_beta'] - t['irreversible_above_beta']} reversible steps "
                 f"above beta.", '', f'![psi along a solution](psi_trace{suffix}.png)']
   return '\n'.join(lines) + '\n'
-
-
-EXPERIMENTS: Dict[str, Experiment] = {
-    'sokoban': Experiment(
-        name='sokoban',
-        description='IMPALA vs IMPALA+RAE on the 1k-level Sokoban set, psi trained offline on '
-                    'random episodes and frozen from step 1 (Sec. 5.3, Fig. 5b)',
-        paper='Fig. 5b: IMPALA+RAE learns faster than IMPALA and consistently solves all levels '
-              'of the 1k set; psi matches the exact ground truth with high accuracy (Fig. 5c).',
-        steps=sokoban_steps,
-        metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps',
-                 'episode_length'),
-        # penalised_steps: RAE's penalties per episode (psi > beta), how much RAE shapes.
-        table_metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps'),
-        table_last_n=SOKOBAN_MILESTONE_EPISODES,
-        evaluations=(
-            ('solved 1k greedy', 'eval_train.json', 'greedy', 'solved_fraction'),
-            ('solved 1k sampled', 'eval_train.json', 'sampled', 'solved_fraction'),
-            ('solved Boxoban greedy', 'eval_boxoban.json', 'greedy', 'solved_fraction'),
-            ('solved Boxoban sampled', 'eval_boxoban.json', 'sampled', 'solved_fraction'),
-            ('irreversible/episode greedy', 'eval_irreversible.json', 'greedy',
-             'mean_irreversible_excl_solving'),
-            ('irreversible/episode sampled', 'eval_irreversible.json', 'sampled',
-             'mean_irreversible_excl_solving'),
-        ),
-        extra_markdown=sokoban_markdown,
-    ),
-    'cliff': Experiment(
-        name='cliff',
-        description='random policy and random policy + RAC in the windy cliff-walk, wind p x '
-                    'threshold beta, estimators trained offline on random trajectories per p '
-                    '(App. D, Tables 1-2)',
-        paper='Table 1: a random policy scores 57.5 (p=0) down to 10.5 (p=0.4); Table 2: with '
-              'RAC and beta >= 0.1 it stays alive the whole 250 steps at p=0, and at beta=0.4 '
-              'for every p (238.6-250).',
-        steps=cliff_steps,
-        metrics=('episode_return', 'rejections'),
-        table_metrics=('episode_return', 'rejections'),
-        table_last_n=10**9,
-        extra_markdown=cliff_grid_markdown,
-    ),
-    'cartpole_plus': Experiment(
-        name='cartpole_plus',
-        description='Cartpole+ (50k-step episodes): a random policy with RAC, psi/phi trained '
-                    'offline on random trajectories, against DQN and M-DQN trained with App. '
-                    "C.4's settings (Sec. 5.4, Fig. 6)",
-        paper='Fig. 6a: a random policy with RAC reaches "seemingly infinite" scores (10 seeds); '
-              'DQN and M-DQN reach a maximum evaluation score of 1152 and 2801 in 2M steps; '
-              'Fig. 6b/c: phi prefers pushing the cart towards the side the pole leans to.',
-        steps=cartpole_exps.cartpole_plus_steps,
-        metrics=('episode_length', 'rejections'),
-        table_metrics=('episode_length',),
-        # DQN / M-DQN evaluations are in the page's own table, read on the scale's grid.
-        table_last_n=10**9,
-        extra_markdown=cartpole_exps.cartpole_plus_markdown,
-    ),
-    'cartpole_reward_free': Experiment(
-        name='cartpole_reward_free',
-        description='reward-free Cartpole: IMPALA + RAE with psi learned online and no '
-                    'extrinsic reward, plain IMPALA as the control (Sec. 5.1, Fig. 3)',
-        paper='Fig. 3a: PPO + RAE reaches and holds the 200-step cap (10 seeds); the intrinsic '
-              'return goes from 0 to negative and back to 0 as the agent learns to avoid '
-              'penalties; Fig. 3b/c: psi grows with the angle and angular velocity.',
-        steps=cartpole_exps.cartpole_reward_free_steps,
-        metrics=('episode_length', 'intrinsic_return', 'psi_accuracy'),
-        table_metrics=('episode_length', 'intrinsic_return'),
-        extra_markdown=cartpole_exps.reward_free_markdown,
-    ),
-    'turf': Experiment(
-        name='turf',
-        description='Turf: IMPALA, IMPALA + RAE (psi online), IMPALA + RAC (psi/phi offline, '
-                    'beta = 0.2) and the RAC threshold sweep (Sec. 5.2, 5.4, Fig. 4, Fig. 7)',
-        paper='Fig. 4: PPO tramples grass, PPO + RAE keeps to the stone path; PPO + RAC '
-              '(beta = 0.2) ruins no grass over the whole of training and still learns to reach '
-              'the goal; Fig. 7: beta > 0.4 never reaches the goal, beta >= 0.2 ruins nothing.',
-        steps=turf_exps.turf_steps,
-        metrics=('episode_return', 'ruined_grass', 'episode_length', 'intrinsic_return',
-                 'rejections'),
-        table_metrics=('episode_return', 'ruined_grass', 'episode_length'),
-        extra_markdown=turf_exps.turf_markdown,
-    ),
-}
-
-
-def get(name: str) -> Experiment:
-  if name not in EXPERIMENTS:
-    raise ValueError(f'unknown experiment {name!r}; known: {", ".join(sorted(EXPERIMENTS))}')
-  return EXPERIMENTS[name]

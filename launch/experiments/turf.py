@@ -1,6 +1,6 @@
 """Turf (Sec. 5.2 / 5.4, Fig. 4, App. C.2, C.5-C.7, Fig. 7): IMPALA, IMPALA + RAE with psi learned
 online, and IMPALA + RAC with psi/phi trained offline on random trajectories, with RAC's
-threshold sweep. Step builders and page sections; registered in `launch.experiments.EXPERIMENTS`.
+threshold sweep. Step builders and page sections; registered in `launch.experiments.registry.EXPERIMENTS`.
 
 `--seeds` is the number of seeds of IMPALA, IMPALA + RAE and IMPALA + RAC at beta = 0.2 (at least
 3 at the small and paper scales, issue 9); the other thresholds of the sweep get
@@ -9,8 +9,8 @@ threshold sweep. Step builders and page sections; registered in `launch.experime
 import os
 from typing import Dict, List, Sequence
 
-from launch import experiment_pages as pages
-from launch.experiment_spec import Step, estimators_step, train_step
+from launch.experiments import pages
+from launch.experiments.spec import Step, estimators_step, train_step
 
 TURF_RAC_BETA = 0.2                                  # Sec. 5.4
 TURF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)          # Fig. 7 (App. C.7)
@@ -147,7 +147,7 @@ def _estimator_section(out: str) -> str:
 
 
 def turf_markdown(table: dict, out: str) -> str:
-  from launch import aggregate
+  from launch.analysis import aggregate
   groups = pages.runs_by_group(turf_steps(table['scale'], table['seeds']), out)
   records: Dict[str, List[Dict[str, float]]] = {}
   for group, run_dirs in groups.items():

@@ -6,7 +6,7 @@ import math
 import os
 from typing import Dict, List, Optional, Sequence
 
-from launch.experiment_spec import Step
+from launch.experiments.spec import Step
 
 
 def runs_by_group(steps: Sequence[Step], out: str) -> Dict[str, List[str]]:
@@ -28,7 +28,7 @@ def read_json(path: str) -> Optional[dict]:
 
 def episode_values(run_dir: str, metric: str) -> List[float]:
   """The metric of every finished episode of the run, in env-step order ([] if not logged)."""
-  from launch import aggregate
+  from launch.analysis import aggregate
   try:
     return [float(v) for v in aggregate.series(run_dir, metric, 'actor_steps').values]
   except ValueError:
@@ -43,7 +43,7 @@ def fmt(value, digits: int = 1) -> str:
 
 def mean_ci_text(values: Sequence[float], digits: int = 1) -> str:
   """'m ± h' over the finite values (t-interval), 'm' for one, '–' for none."""
-  from launch import aggregate
+  from launch.analysis import aggregate
   finite = [v for v in values if v is not None and not math.isnan(v)]
   if not finite:
     return '–'
