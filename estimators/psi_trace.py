@@ -30,10 +30,11 @@ import json
 import math
 import os
 import sys
-import tempfile
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from envs import paths
 
 # Our action index -> (row, column) step: envs.sokoban's up, down, left, right.
 MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
@@ -310,14 +311,8 @@ def _write_atomically(path: str, data: bytes) -> None:
   # A crash mid-write never leaves a truncated figure or JSON where a good one was.
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-psi-trace-')
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-    os.replace(tmp, path)
-  except BaseException:
-    os.unlink(tmp)
-    raise
+  with paths.atomic_write(path, 'wb') as f:
+    f.write(data)
 
 
 def draw(trace_dict: Dict[str, Any], out_path: str) -> str:

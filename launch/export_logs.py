@@ -16,6 +16,8 @@ import shutil
 import sys
 from typing import List, Sequence
 
+from envs import paths
+
 ACTOR_COLUMNS = ('actor_steps', 'unix_time', 'env_index', 'episode_length', 'episode_return',
                  'solved', 'boxes_on_target', 'intrinsic_return', 'penalised_steps', 'max_psi',
                  'rejections', 'ruined_grass')
@@ -33,12 +35,10 @@ def export_csv(src: str, dst: str, columns: Sequence[str]) -> int:
     kept = [c for c in columns if c in (reader.fieldnames or [])]
     rows = [{c: row[c] for c in kept} for row in reader]
   os.makedirs(os.path.dirname(dst), exist_ok=True)
-  tmp = dst + '.tmp'
-  with open(tmp, 'w', newline='') as f:
+  with paths.atomic_write(dst, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=kept)
     writer.writeheader()
     writer.writerows(rows)
-  os.replace(tmp, dst)
   return len(rows)
 
 

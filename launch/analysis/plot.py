@@ -8,10 +8,10 @@ without RAE) is left out of that subplot.
 import io
 import math
 import os
-import tempfile
 from typing import Dict, List, Optional, Sequence
 
 # Imported under another name: plot_runs' `aggregate` flag would hide the module.
+from envs import paths
 from launch.analysis import aggregate as aggregation
 
 DEFAULT_METRICS = ('episode_return', 'episode_length', 'intrinsic_return', 'ruined_grass',
@@ -54,12 +54,9 @@ def check_out(out_path: str) -> None:
 
 def _write_atomically(path: str, data: bytes) -> None:
   # A temporary file renamed into place: an interrupted or failed write leaves no partial PNG.
-  directory = os.path.dirname(os.path.abspath(path))
   try:
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix='.png')
-    with os.fdopen(fd, 'wb') as f:
+    with paths.atomic_write(path, 'wb') as f:
       f.write(data)
-    os.replace(tmp, path)
   except OSError as e:
     raise ValueError(f'cannot write --out {path}: {e.strerror or e}') from None
 

@@ -11,7 +11,6 @@ good checkpoint.
 import io
 import json
 import os
-import tempfile
 import threading
 import time
 from typing import Any, Optional, Tuple
@@ -20,6 +19,8 @@ import jax
 from absl import logging
 import numpy as np
 from acme import core
+
+from envs import paths
 
 FORMAT = 'noturningback-learner-state/1'
 STATE_FILE = 'state.npz'
@@ -41,13 +42,9 @@ def save_state(directory: str, state: Any, steps: int) -> str:
   os.makedirs(directory, exist_ok=True)
   buf = io.BytesIO()
   np.savez(buf, **arrays)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-state-')
-  with os.fdopen(fd, 'wb') as f:
-    f.write(buf.getvalue())
-    f.flush()
-    os.fsync(f.fileno())
   path = os.path.join(directory, STATE_FILE)
-  os.replace(tmp, path)
+  with paths.atomic_write(path, 'wb', fsync=True) as f:
+    f.write(buf.getvalue())
   return path
 
 

@@ -8,6 +8,12 @@ import shutil
 import subprocess
 from typing import Optional, Tuple
 
+from envs import paths
+
+class _BuildFailed(Exception):
+  """The compiler's last error line."""
+
+
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'native', 'bind_loopback.c')
 
 
@@ -25,12 +31,13 @@ def shim_path() -> Tuple[Optional[str], str]:
     return None, 'no C compiler (cc) to build the loopback shim'
   try:
     os.makedirs(cache, exist_ok=True)
-    tmp = f'{path}.{os.getpid()}.tmp'
-    r = subprocess.run([cc, '-shared', '-fPIC', '-O2', '-o', tmp, SOURCE, '-ldl'],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-      return None, f'building the loopback shim failed: {(r.stderr.strip().splitlines() or ["?"])[-1]}'
-    os.replace(tmp, path)
+    with paths.atomic_path(path) as tmp:
+      r = subprocess.run([cc, '-shared', '-fPIC', '-O2', '-o', tmp, SOURCE, '-ldl'],
+                         capture_output=True, text=True)
+      if r.returncode != 0:
+        raise _BuildFailed((r.stderr.strip().splitlines() or ['?'])[-1])
+  except _BuildFailed as e:
+    return None, f'building the loopback shim failed: {e}'
   except OSError as e:
     return None, f'cannot build the loopback shim in {cache}: {e.strerror or e}'
   return path, ''

@@ -14,6 +14,8 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
+from envs import paths
+
 CONFIG = 'config.json'
 FLAGS_FILE = 'flags.json'
 COUNTS = 'counts.json'
@@ -31,11 +33,8 @@ STOPPED = 'stopped by user'
 
 
 def write_json(path: str, obj: Any) -> None:
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-')
-  with os.fdopen(fd, 'w') as f:
+  with paths.atomic_write(path) as f:
     json.dump(obj, f, indent=2)
-  os.replace(tmp, path)
 
 
 def read_json(path: str, default=None):

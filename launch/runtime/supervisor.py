@@ -30,6 +30,7 @@ from launchpad.launch import worker_manager
 from launchpad import address as lp_address
 from launchpad.nodes.python import node as python
 
+from envs import paths
 from launch.runtime import run_state
 from launch.runtime.processes import die_with_parent, last_error_line  # noqa: F401 (re-exported)
 
@@ -50,10 +51,8 @@ def write_pid(run_dir: str, name: str) -> None:
   """Records this process as node `name` (called by the node's own process)."""
   d = os.path.join(run_dir, 'pids')
   os.makedirs(d, exist_ok=True)
-  tmp = os.path.join(d, f'.{name}.{os.getpid()}')
-  with open(tmp, 'w') as f:
+  with paths.atomic_write(os.path.join(d, f'{name}.pid')) as f:
     f.write(str(os.getpid()))
-  os.replace(tmp, os.path.join(d, f'{name}.pid'))
 
 
 def append_event(run_dir: str, event: dict) -> None:
