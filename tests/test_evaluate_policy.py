@@ -23,7 +23,7 @@ from envs import oracle
 from envs import sokoban
 from launch.program import checkpointing
 from launch.program import config as cfg_lib
-from launch import evaluate_policy as ev
+from launch.analysis import policy_evaluation as ev
 from launch.program import build as program
 from launch.runtime import lifecycle
 from launch.runtime import run_state
