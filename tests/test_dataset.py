@@ -11,13 +11,14 @@ import pytest
 import envs
 from estimators import dataset
 from estimators import pairs
-from launch import collect
+from launch.program import collection as collect_program
+from launch.runtime import collection as collect
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 
 def _episodes(name, n, seed=0, store_states=True, **options):
-  stream = collect.episode_stream(name, options, [seed], store_states)
+  stream = collect_program.episode_stream(name, options, [seed], store_states)
   return [next(stream) for _ in range(n)]
 
 
@@ -207,8 +208,9 @@ def test_collect_distributed_reports_progress(tmp_path, capfd, monkeypatch):
 
 
 def test_collect_imports_next_to_train():
+  from launch import collect as collect_cli
   from launch import train   # both define --env/--seed: collect's flags exist only as a program
-  assert train.FLAGS is collect.FLAGS
+  assert train.FLAGS is collect_cli.FLAGS
 
 
 # ----------------------------------------------------------------------------------------- #

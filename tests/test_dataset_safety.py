@@ -12,7 +12,7 @@ import time
 import pytest
 
 from estimators import dataset
-from launch import collect
+from launch.runtime import collection as collect
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 SHARD = f'{dataset.DATASET_NAME}-{dataset.SPLIT}.tfrecord-00000'
