@@ -5,11 +5,11 @@ An experiment is a list of `Step`s. A step is a command (a `python -m ...` modul
 with a `done` file: the runner (`launch.experiments.runner`, entry `launch.experiment`) skips a
 step whose `done` file exists, and resumes a training run that holds a run directory, so
 rerunning the same command continues where it stopped. Paths are relative to the experiment's
-output directory. One module per paper experiment: sokoban, cliff, cartpole, turf.
+output directory. One module per paper experiment: sokoban, cliff, cartpole_plus, cartpole_reward_free, turf.
 """
 from typing import Dict
 
-from launch.experiments import cartpole as cartpole_exps
+from launch.experiments import cartpole_plus, cartpole_reward_free
 from launch.experiments import turf as turf_exps
 from launch.experiments.cliff import cliff_grid_markdown, cliff_steps
 from launch.experiments.sokoban import SOKOBAN_MILESTONE_EPISODES, sokoban_markdown, sokoban_steps
@@ -63,12 +63,12 @@ EXPERIMENTS: Dict[str, Experiment] = {
         paper='Fig. 6a: a random policy with RAC reaches "seemingly infinite" scores (10 seeds); '
               'DQN and M-DQN reach a maximum evaluation score of 1152 and 2801 in 2M steps; '
               'Fig. 6b/c: phi prefers pushing the cart towards the side the pole leans to.',
-        steps=cartpole_exps.cartpole_plus_steps,
+        steps=cartpole_plus.cartpole_plus_steps,
         metrics=('episode_length', 'rejections'),
         table_metrics=('episode_length',),
         # DQN / M-DQN evaluations are in the page's own table, read on the scale's grid.
         table_last_n=10**9,
-        extra_markdown=cartpole_exps.cartpole_plus_markdown,
+        extra_markdown=cartpole_plus.cartpole_plus_markdown,
     ),
     'cartpole_reward_free': Experiment(
         name='cartpole_reward_free',
@@ -77,10 +77,10 @@ EXPERIMENTS: Dict[str, Experiment] = {
         paper='Fig. 3a: PPO + RAE reaches and holds the 200-step cap (10 seeds); the intrinsic '
               'return goes from 0 to negative and back to 0 as the agent learns to avoid '
               'penalties; Fig. 3b/c: psi grows with the angle and angular velocity.',
-        steps=cartpole_exps.cartpole_reward_free_steps,
+        steps=cartpole_reward_free.cartpole_reward_free_steps,
         metrics=('episode_length', 'intrinsic_return', 'psi_accuracy'),
         table_metrics=('episode_length', 'intrinsic_return'),
-        extra_markdown=cartpole_exps.reward_free_markdown,
+        extra_markdown=cartpole_reward_free.reward_free_markdown,
     ),
     'turf': Experiment(
         name='turf',
