@@ -40,7 +40,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 # Node groups of launch.program.build.build_program, in the order the program adds them.
 GROUPS = ('replay', 'counter', 'learner', 'precedence_learner', 'coordinator', 'actor')
