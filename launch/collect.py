@@ -1,4 +1,4 @@
-r"""Collects episodes of a policy into an RLDS dataset (see estimators/dataset.py).
+r"""Collects episodes of a policy into an RLDS dataset (see estimators/rlds/).
 
     python -m launch.collect --env cartpole --env_option max_steps=50000 --policy random \
         --episodes 100000 --out data/cartpole_plus
