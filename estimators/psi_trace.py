@@ -22,7 +22,6 @@ dict (its 'observations' array feeds `draw`), `draw(trace_dict, out_path)`,
 `write_json(trace_dict, path)`.
 """
 import argparse
-import contextlib
 import io
 import json
 import math
@@ -33,6 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from envs import paths
+from envs import quiet
 from envs import sokoban_solver
 
 MAX_FRAMES = 16
@@ -286,16 +286,9 @@ def _check_outputs(paths: Sequence[Optional[str]]) -> None:
       raise TraceError(f'cannot write {flag} {os.path.abspath(path)}: {problem}')
 
 
-def _import_gym_quietly() -> None:
-  # gym prints a 3-line deprecation notice on stderr when first imported (by the Sokoban env);
-  # it would bury this CLI's one-line errors, so the first import happens here, muted.
-  with contextlib.redirect_stderr(io.StringIO()):
-    import gym  # pylint: disable=import-outside-toplevel,unused-import
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = build_parser().parse_args(argv)
-  _import_gym_quietly()
+  quiet.quiet_startup()   # gym prints a notice on stderr when first imported (Sokoban env)
   try:
     _check_outputs((args.out, args.json))
     result = trace(args.checkpoint, args.levels, args.level, args.beta, args.max_solution_steps,

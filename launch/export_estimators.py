@@ -58,6 +58,8 @@ def export(run_dir: str, out: str) -> dict:
 
 
 def main(argv=None):
+  from envs import quiet
+  quiet.quiet_startup()
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument('--run_dir', required=True, help='a launch.train run with online estimators')
   p.add_argument('--out', required=True, help='estimator checkpoint file to write')

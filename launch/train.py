@@ -20,6 +20,7 @@ import time
 
 from absl import app, flags, logging
 
+from envs import quiet
 from launch.runtime import termination
 
 FLAGS = flags.FLAGS
@@ -200,6 +201,7 @@ def _train_flags():
 
 def main(argv):
   del argv
+  quiet.quiet_startup()   # gym's notice, jax's backend probing: not for the terminal
   termination.stop_like_ctrl_c_on_termination()
   from launch.runtime import lifecycle
   from launch.runtime import run_state

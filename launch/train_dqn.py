@@ -29,6 +29,7 @@ import time
 
 from absl import app, flags
 
+from envs import quiet
 from launch.program.dqn import OUTPUTS, DQNRunConfig, train
 from launch.runtime import termination
 
@@ -95,6 +96,7 @@ def config_from_flags() -> DQNRunConfig:
 
 def main(argv):
   del argv
+  quiet.quiet_startup()
   termination.stop_like_ctrl_c_on_termination()
   from launch.runtime import lifecycle
   from launch.runtime import run_state
