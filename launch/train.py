@@ -7,7 +7,8 @@ r"""Trains an agent on the distributed actor-learner program.
 
 Every node writes CSV logs under RUN_DIR/logs/<node>/logs.csv; learner checkpoints go to
 RUN_DIR/checkpoints. The run stops by itself after --max_steps actor steps and prints a summary
-(also saved as RUN_DIR/summary.json). Ctrl-C (or SIGTERM/SIGHUP) ends it early, after the
+(also saved as RUN_DIR/summary.json); the main job (the first command above) already stops when
+its point is made, the last 100 episodes averaging 195 steps (--goal_mean_length; 0: train on). Ctrl-C (or SIGTERM/SIGHUP) ends it early, after the
 learners save their final checkpoints. A RUN_DIR that holds a run is refused unless --resume:
 
     python -m launch.train --run_dir runs/rae --resume                     # continue where it stopped
@@ -24,6 +25,7 @@ from envs import quiet
 from launch.runtime import termination
 
 FLAGS = flags.FLAGS
+MAIN_JOB_GOAL = 195.0   # `make run`: the pole is kept up (the cap is 200), the point is made
 flags.DEFINE_string('env', 'cartpole', 'Environment name (envs.make).')
 flags.DEFINE_bool('reward_free', True, 'Cartpole only: remove the extrinsic reward.')
 flags.DEFINE_integer('episode_steps', None, "Environment time limit (its 'max_steps' option), "
@@ -35,6 +37,10 @@ flags.DEFINE_integer('num_actors', 2, 'Number of actor nodes.')
 flags.DEFINE_integer('envs_per_actor', 1, 'Environments each actor steps together, with one '
                      'batched inference call per step.')
 flags.DEFINE_integer('max_steps', 1_200_000, 'Total actor (environment) steps; the run stops there.')
+flags.DEFINE_float('goal_mean_length', None, 'End the run early, with final checkpoints, once the '
+                   'mean episode length of the last 100 episodes reaches this; 0: never. Default: '
+                   f'{MAIN_JOB_GOAL:g} for the main job (reward-free Cartpole, whose cap is 200) '
+                   'when --max_steps is not given, else 0.')
 flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<mode>-<time>).')
 flags.DEFINE_float('checkpoint_every_s', 300.0, 'Seconds between learner checkpoints (they also '
                    'save when the run ends or is stopped).')
@@ -194,6 +200,14 @@ def _default_option(env_name, option):
   return None if p is None else p.default
 
 
+def goal_mean_length() -> float:
+  """--goal_mean_length, or its default: the main job ends when it has made its point."""
+  if FLAGS.goal_mean_length is not None:
+    return FLAGS.goal_mean_length
+  main_job = FLAGS.env == 'cartpole' and FLAGS.reward_free and FLAGS.agent == 'impala'
+  return MAIN_JOB_GOAL if main_job and not FLAGS['max_steps'].present else 0.0
+
+
 def _train_flags():
   """This module's flags and their values (saved for --resume)."""
   return {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])}
@@ -241,13 +255,14 @@ def main(argv):
   try:
     if cfg.launch_type == 'cluster':
       from launch.cluster import start
-      summary = start.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume)
+      summary = start.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume,
+                          goal_mean_length=goal_mean_length())
     elif cfg.launch_type == 'vertex_ai':
       from launch.cluster import vertex_ai
       vertex_ai.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
       return
     else:
-      summary = lifecycle.run_local(cfg, resume=FLAGS.resume)
+      summary = lifecycle.run_local(cfg, resume=FLAGS.resume, goal_mean_length=goal_mean_length())
   except ValueError as e:   # a description that does not fit the program (placement, ports)
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

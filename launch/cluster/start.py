@@ -17,7 +17,8 @@ from launch.runtime import processes
 from launch.runtime import run_state
 
 
-def run(cfg, description_path: str, start: bool, resume: bool = False) -> dict:
+def run(cfg, description_path: str, start: bool, resume: bool = False,
+        goal_mean_length: float = 0.0) -> dict:
   """--launch_type cluster: packages the run for the described hosts; with `start`, runs every
   host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
   when nothing was started). Raises ValueError (one line) on a bad description."""
@@ -36,7 +37,7 @@ def run(cfg, description_path: str, start: bool, resume: bool = False) -> dict:
   print(f'{"resuming" if resume else "run directory"}: {cfg.run_dir} (node output: '
         f'{pkg.directory}/logs/)', flush=True)
   return lifecycle.supervise_and_record(
-      cfg, lambda progress: start_and_supervise(cfg, pkg, progress=progress))
+      cfg, lambda progress: start_and_supervise(cfg, pkg, progress=progress), goal_mean_length)
 
 
 def print_package(pkg: Package, desc: ClusterDescription) -> None:

@@ -75,21 +75,48 @@ def record_end(run_dir: str, status: str = None) -> dict:
   return summary
 
 
-def progress_printer(cfg, start: float) -> Callable[[], None]:
+GOAL_EPISODES = 100   # a length goal is judged on the mean of the last this many episodes
+
+
+def goal_reached(run_dir: str, goal_mean_length: float) -> Optional[str]:
+  """Why the run has made its point (the mean length of its last GOAL_EPISODES episodes
+  reached `goal_mean_length`), else None; a goal of 0 is never reached."""
+  if not goal_mean_length:
+    return None
+  s = summary_lib.summarize(run_dir, last_n=GOAL_EPISODES)
+  mean = s.get('mean_episode_length_last')
+  if s['episodes'] >= GOAL_EPISODES and mean is not None and mean >= goal_mean_length:
+    return (f'goal reached: mean episode length {mean:.1f} >= {goal_mean_length:g} over the last '
+            f'{GOAL_EPISODES} episodes')
+  return None
+
+
+def progress_printer(cfg, start: float, goal_mean_length: float = 0.0) -> Callable[[], None]:
+  """Prints a progress line; with a goal, asks the program to end (as Ctrl-C does, with final
+  checkpoints; the reason becomes the run's status) once it is reached."""
+  asked = []
+
   def progress():
     p = summary_lib.summarize(cfg.run_dir, last_n=20)
     print(f"[{time.time() - start:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{cfg.max_steps:,}"
           f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
           f"  learner steps {p.get('learner_steps', 0):>6,.0f}", flush=True)
+    reason = None if asked else goal_reached(cfg.run_dir, goal_mean_length)
+    if reason:
+      asked.append(reason)
+      print(f'{reason}: ending the run (final checkpoints); --goal_mean_length 0 trains on to '
+            f'--max_steps', flush=True)
+      run_state.request_stop(cfg.run_dir, reason)
   return progress
 
 
-def supervise_and_record(cfg, supervise: Callable[[Callable[[], None]], Any]) -> dict:
+def supervise_and_record(cfg, supervise: Callable[[Callable[[], None]], Any],
+                         goal_mean_length: float = 0.0) -> dict:
   """Runs `supervise(progress)` (a local or a cluster launch, to the run's end) and always
   closes the run's segment and summary, whatever ended it; returns the summary."""
   status = None
   try:
-    supervise(progress_printer(cfg, time.time()))
+    supervise(progress_printer(cfg, time.time(), goal_mean_length))
   except RunFailed as e:
     status = f'failed: {e}'
     raise
@@ -99,9 +126,10 @@ def supervise_and_record(cfg, supervise: Callable[[Callable[[], None]], Any]) ->
   return summary
 
 
-def run_local(cfg, resume: bool = False) -> dict:
-  """Launches the program on this machine (or continues it: `resume`), waits for it to end,
-  returns the summary. Raises RunFailed."""
+def run_local(cfg, resume: bool = False, goal_mean_length: float = 0.0) -> dict:
+  """Launches the program on this machine (or continues it: `resume`), waits for it to end
+  (at cfg.max_steps, or earlier at a goal, see goal_reached), returns the summary. Raises
+  RunFailed."""
   from launch.runtime import launcher  # pylint: disable=g-import-not-at-top
   run_state.check_writable(cfg.run_dir)
   if not resume:
@@ -113,7 +141,7 @@ def run_local(cfg, resume: bool = False) -> dict:
   print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
         + (f' from {start_counts.get("actor_steps", 0):,.0f} actor steps' if resume else ''), flush=True)
   return supervise_and_record(cfg, lambda progress: launcher.launch_and_supervise(
-      cfg, progress=progress))
+      cfg, progress=progress), goal_mean_length)
 
 
 def steps_done(run_dir: str) -> float:
