@@ -196,3 +196,17 @@ def test_every_library_module_imports():
   r = subprocess.run([sys.executable, '-c', code, *names], cwd=ROOT, env=env,
                      capture_output=True, text=True, timeout=600)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_launch_subpackage_files_are_small_or_say_why():
+  """~300 lines at most below launch/'s command modules, unless the module's docstring says why
+  ('Over 300 lines ...')."""
+  big = []
+  for m, path in MODULES.items():
+    if m.startswith('launch.') and m.count('.') >= 2:
+      with open(path) as f:
+        text = f.read()
+      doc = ast.get_docstring(ast.parse(text)) or ''
+      if len(text.splitlines()) > 300 and 'Over 300 lines' not in doc:
+        big.append(f'{m}: {len(text.splitlines())} lines')
+  assert big == []
