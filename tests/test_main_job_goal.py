@@ -1,7 +1,6 @@
 """The main job (`make run`: launch.train with its defaults) ends when its point is made: the last
 100 episodes average 195 steps of reward-free Cartpole's 200 (launch.runtime.lifecycle)."""
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -18,12 +17,12 @@ def _episodes(run_dir, lengths):
   d = os.path.join(run_dir, 'logs', 'actor_0')
   os.makedirs(d, exist_ok=True)
   with open(os.path.join(d, 'logs.csv'), 'w', newline='') as f:
-    w = csv.DictWriter(f, fieldnames=['actor_steps', 'episode_length'])
+    w = csv.DictWriter(f, fieldnames=['actor_steps', 'episode_length', 'episode_return'])
     w.writeheader()
     steps = 0
     for n in lengths:
       steps += n
-      w.writerow({'actor_steps': steps, 'episode_length': n})
+      w.writerow({'actor_steps': steps, 'episode_length': n, 'episode_return': 0.0})
 
 
 @pytest.mark.parametrize('lengths, goal, reached', [
