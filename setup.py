@@ -8,7 +8,7 @@ setup(
     python_requires='==3.10.*',
     packages=find_packages(include=['agents*', 'estimators*', 'envs*', 'launch*']),
     py_modules=['noturningback_shim'],
-    package_data={'envs': ['data/*.txt'], 'launch': ['native/*.c']},
+    package_data={'envs': ['data/*.txt'], 'launch.runtime': ['native/*.c']},
     # Exact versions live in constraints.txt (see BUILD_NOTES.md); dm-acme is installed with
     # --no-deps because its metadata pins launchpad/reverb versions that do not work together.
     install_requires=[

@@ -25,7 +25,7 @@ MODES = ('none', 'rae', 'rac')
 
 @dataclasses.dataclass(frozen=True)
 class ReversibilityConfig:
-  """How the actors use the estimators. Parsed once from flags (launch.config)."""
+  """How the actors use the estimators. Parsed once from flags (launch.program.config)."""
   mode: str = 'none'            # 'none' | 'rae' | 'rac'
   beta: float = 0.7             # threshold (RAE: psi > beta is irreversible; RAC: phi < beta rejected)
   lam: float = 1.0              # RAE penalty weight lambda

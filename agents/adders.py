@@ -11,7 +11,7 @@ Acme's adders wrote (tests/test_adders.py compares them on a real Reverb server)
   filler entry: the final observation with action, reward, discount and extras zero).
 - precedence: Acme's SequenceAdder with EndBehavior.TRUNCATE: windows of 2w entries starting
   every w entries of the episode; the episode's last window holds what is left, filler
-  included. The reader pads it to 2w (`launch.precedence_learner.make_window_iterator`; padding
+  included. The reader pads it to 2w (`launch.program.precedence_learner.make_window_iterator`; padding
   in the actor cost ~0.35 ms per Cartpole step). The 'valid' extra is 1 on real steps and 0 on
   the filler, so an observation at t is real iff valid[t] or valid[t-1]
   (`estimators.pairs.observed_steps`); `estimators.pairs.window_layout` says which window owns

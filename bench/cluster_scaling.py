@@ -1,5 +1,5 @@
 r"""Scaling of the cluster launch: the same reward-free Cartpole RAE job with 1, 2, 4 and 8 actor
-processes, each run across network namespaces (launch.netns_hosts: replay, counter and
+processes, each run across network namespaces (launch.cluster.netns_hosts: replay, counter and
 coordinator on one host, the two learners on another, the actors spread over four more), started
 by `launch.train --launch_type cluster --cluster_start`. Needs root.
 
@@ -25,7 +25,7 @@ import psutil
 from absl import app, flags
 
 from bench import common
-from launch import netns_hosts
+from launch.cluster import netns_hosts
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('actors', ['1', '2', '4', '8'], 'Actor counts to run.')
@@ -71,7 +71,7 @@ def _cpu(proc):
 def actor_breakdown(run_dir: str) -> dict:
   """Microseconds per env step in each part of the actors' loops (their last log rows), as
   bench.throughput reports it (not imported: its flags would clash with these)."""
-  from launch import summary
+  from launch.runtime import summary
   totals, steps = {}, 0
   for d in sorted(os.listdir(os.path.join(run_dir, 'logs'))):
     rows = summary.read_log(run_dir, d) if d.startswith('actor_') else []
@@ -193,8 +193,8 @@ def fetch_cost() -> dict:
   from agents import networks as agent_networks
   from estimators import networks as est_nets
   from estimators import training
-  from launch import program
-  from launch.config import RunConfig
+  from launch.program import build as program
+  from launch.program.config import RunConfig
   from launchpad.nodes.courier import courier_utils
   spec = program.environment_spec(RunConfig(env='cartpole', env_options={'reward_free': True}))
   nets = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))

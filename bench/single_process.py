@@ -94,9 +94,9 @@ def main(argv):
   import envs
   from agents import acting, learning
   from agents import networks as agent_networks
-  from launch import presets
-  from launch.config import ImpalaConfig
-  from launch.program import make_optimizer
+  from launch.program import presets
+  from launch.program.config import ImpalaConfig
+  from launch.program.build import make_optimizer
 
   if FLAGS.reuse < 1 or FLAGS.envs < 1 or FLAGS.steps < 1:
     raise SystemExit('--reuse, --envs and --steps must be >= 1')
@@ -155,7 +155,7 @@ def main(argv):
   pending = [(ts.observation, True) for ts in timesteps]
   obs = np.stack([ts.observation for ts in timesteps])
   out, version = actor.step(obs, obs, obs), source.version
-  from launch.run_state import write_json
+  from launch.runtime.run_state import write_json
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
 
   def save():   # after every record, so a stopped run keeps its curve

@@ -20,7 +20,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from absl import app, flags
 
-from launch import aggregate, run_state, summary
+from launch.analysis import aggregate
+from launch.runtime import run_state, summary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('levels', ['37', '7', '1'], 'Level indices of envs/data/sokoban_1000.txt.')

@@ -15,7 +15,8 @@ from typing import List
 from absl import app, flags
 
 from bench import sokoban_gate
-from launch import aggregate, run_state, summary
+from launch.analysis import aggregate
+from launch.runtime import run_state, summary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('ratios', ['0', '2', '4', '8'], 'samples_per_insert values (0: the queue).')

@@ -27,7 +27,8 @@ import numpy as np
 from absl import app, flags
 
 from bench import common
-from launch import summary
+from launch.runtime import summary
+from launch.runtime import lifecycle
 from launch import train  # defines the run flags (--env, --num_actors, --max_steps, ...)
 
 FLAGS = flags.FLAGS
@@ -89,7 +90,7 @@ def frozen_checkpoint(path: str) -> str:
   from acme import specs
   from estimators import checkpoint, training
   from estimators import networks as nets
-  from launch import program
+  from launch.program import build as program
   cfg = train.config_from_flags()
   spec = program.environment_spec(cfg)
   network = nets.default_config(cfg.env)
@@ -106,7 +107,7 @@ def run_one(mode: str, source: str, run_dir: str, ckpt: str) -> dict:
   FLAGS.estimator_checkpoint = ckpt if source == 'frozen' else None
   cfg = train.config_from_flags()
   start = time.time()
-  s = train.run(cfg)
+  s = lifecycle.run_local(cfg)
   rows = actor_rows(run_dir)
   out = steps_per_second(rows, FLAGS.warmup_steps)
   out.update(total_wall_s=time.time() - start, precedence_steps=s.get('precedence_steps'),

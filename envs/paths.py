@@ -1,8 +1,12 @@
-"""Output paths: whether something can be written there, found by trying (the lowest layer, so
-every CLI, envs' included, can refuse an output before doing any work)."""
+"""Output paths: whether something can be written there, found by trying, and the one way files
+are replaced atomically (atomic_write, atomic_path). The lowest layer, so every CLI, envs'
+included, can refuse an output before doing any work, and every writer (run state, checkpoints,
+figures, predictions, caches) shares one rename-into-place."""
+import contextlib
 import os
+import secrets
 import tempfile
-from typing import Optional
+from typing import IO, Iterator, Optional
 
 
 def unwritable_reason(path: str) -> Optional[str]:
@@ -19,3 +23,32 @@ def unwritable_reason(path: str) -> Optional[str]:
   except OSError as e:
     return f'cannot create anything in {parent} ({e.strerror})'
   return None
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+  """A temporary name beside `path` for a writer that takes a file name; when the block ends
+  without an error the file is renamed over `path`, else it is removed. Readers of `path` so see
+  the old file or the new one, never a part of it, even if this process dies mid-write (what it
+  leaves is a hidden .tmp-* file). The directory must exist."""
+  directory, name = os.path.split(os.path.abspath(path))
+  tmp = os.path.join(directory, f'.tmp-{name}.{os.getpid()}.{secrets.token_hex(4)}')
+  try:
+    yield tmp
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str, mode: str = 'w', fsync: bool = False, **open_kwargs) -> Iterator[IO]:
+  """An open file whose content replaces `path` when the block ends without an error (see
+  atomic_path); `fsync`: on disk before the rename (checkpoints). `open_kwargs` go to open()."""
+  with atomic_path(path) as tmp:
+    with open(tmp, mode, **open_kwargs) as f:
+      yield f
+      if fsync:
+        f.flush()
+        os.fsync(f.fileno())

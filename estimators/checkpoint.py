@@ -23,7 +23,6 @@ import json
 import os
 import pickle
 import sys
-import tempfile
 import zipfile
 import zlib
 from typing import Any, Dict, Optional, Tuple
@@ -31,6 +30,7 @@ from typing import Any, Dict, Optional, Tuple
 import jax
 import numpy as np
 
+from envs import paths
 from estimators import networks as nets
 
 FORMAT = 'noturningback-estimators/2'
@@ -173,15 +173,9 @@ def _arrays(network, num_actions, obs_shape, obs_dtype, psi_params, phi_params, 
 def _write_atomically(path: str, arrays: Dict[str, np.ndarray]) -> None:
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-ckpt-')
-  try:
-    # A file object, not a name: np.savez would append '.npz' to a name that lacks it.
-    with os.fdopen(fd, 'wb') as f:
-      np.savez(f, **arrays)
-    os.replace(tmp, path)
-  except BaseException:
-    os.unlink(tmp)
-    raise
+  # A file object, not a name: np.savez would append '.npz' to a name that lacks it.
+  with paths.atomic_write(path, 'wb') as f:
+    np.savez(f, **arrays)
 
 
 def save(path: str, network: nets.NetworkConfig, num_actions: int, obs_shape, obs_dtype,

@@ -1,13 +1,14 @@
 """Shared command-line plumbing of the estimator tools (train, evaluate, predict)."""
 import sys
 
-from absl import flags
 
-
-def quiet_logs(flag_values=flags.FLAGS):
+def quiet_logs(flag_values):
   """Library INFO/WARNING chatter (jax backend probing, tfds deprecations) off, unless the user
-  asked for a --verbosity; keeps errors to one line."""
+  asked for a --verbosity (in `flag_values`, the entry module's FlagValues); keeps errors to
+  one line."""
   from absl import logging
+  from envs import quiet
+  quiet.quiet_startup()   # gym's deprecation notice, jax's backend probing
   if not flag_values['verbosity'].present:
     logging.set_verbosity(logging.ERROR)
 

@@ -41,6 +41,7 @@ from typing import Any, Dict, List, Optional
 
 from absl import app, flags
 
+from envs import paths
 from estimators import cli
 
 FLAGS = flags.FLAGS
@@ -236,9 +237,8 @@ def oracle_labels(env_name: str, env_options: dict, data: Dict[str, Any], seed: 
   status = np.array([r.status for r in results])
   if cache_path:
     os.makedirs(labels_cache, exist_ok=True)
-    tmp = cache_path + f'.tmp-{os.getpid()}.npz'
-    np.savez(tmp, status=status, digest=np.array(digest))
-    os.replace(tmp, cache_path)
+    with paths.atomic_write(cache_path, 'wb') as f:
+      np.savez(f, status=status, digest=np.array(digest))
   return status, False
 
 
@@ -482,7 +482,7 @@ def summary_line(report: Dict[str, Any]) -> str:
 
 
 def main(argv):
-  cli.quiet_logs()
+  cli.quiet_logs(FLAGS)
   if cli.unexpected_arguments(argv):
     return 2
   import envs

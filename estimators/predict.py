@@ -16,6 +16,7 @@ from typing import Optional
 
 from absl import app, flags
 
+from envs import paths
 from estimators import cli
 
 FLAGS = flags.FLAGS
@@ -144,19 +145,13 @@ def predict_file(checkpoint_path: str, input_path: str, output_path: str, batch:
     result = {'phi': predictor.phi(arrays['obs']).astype(np.float32)}
   directory = os.path.dirname(os.path.abspath(output_path))
   os.makedirs(directory, exist_ok=True)
-  tmp = os.path.join(directory, f'.tmp-predict-{os.getpid()}.npz')
-  try:
-    np.savez(tmp, **result)
-    os.replace(tmp, output_path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
+  with paths.atomic_write(output_path, 'wb') as f:
+    np.savez(f, **result)
   return {k: v.shape for k, v in result.items()}
 
 
 def main(argv):
-  cli.quiet_logs()
+  cli.quiet_logs(FLAGS)
   if cli.unexpected_arguments(argv):
     return 2
   from estimators.checkpoint import CheckpointError

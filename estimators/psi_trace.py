@@ -3,8 +3,8 @@
     python -m estimators.psi_trace --checkpoint psi.ckpt --level 3 --out fig.png --json trace.json
 
 1. Solve: A* over push states of level I (`--levels default|PATH`), exact and move-optimal
-   within `--max_solution_steps` (see `solve`); it gives up after `--max_search_nodes` expanded
-   states. The pushes are expanded into single moves (the env's 4 push actions).
+   within `--max_solution_steps` (envs.sokoban_solver); it gives up after `--max_search_nodes`
+   expanded states. The pushes are expanded into single moves (the env's 4 push actions).
 2. Replay the moves in `envs.sokoban.Sokoban`, recording the observations x_0..x_T.
 3. psi(x_t, x_{t+1}) for every step t (one batched call; high = x_t surely came first, i.e. the
    step looks irreversible) and the exact oracle's label of every (state, action) of the
@@ -22,157 +22,38 @@ dict (its 'observations' array feeds `draw`), `draw(trace_dict, out_path)`,
 `write_json(trace_dict, path)`.
 """
 import argparse
-import contextlib
-import heapq
 import io
-import itertools
 import json
 import math
 import os
 import sys
-import tempfile
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-# Our action index -> (row, column) step: envs.sokoban's up, down, left, right.
-MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
+from envs import paths
+from envs import quiet
+from envs import sokoban_solver
+
 MAX_FRAMES = 16
 LABEL_COLOURS = {'irreversible': 'tab:red', 'reversible': '0.6', 'unknown': 'black'}
-
-Cell = Tuple[int, int]
-PushState = Tuple[Cell, Tuple[Cell, ...]]  # (player, sorted boxes)
-
 
 class TraceError(ValueError):
   """Bad input or a level not solved within the budgets, reported as one line."""
 
 
-# ------------------------------------------------------------------------------------------- #
-# Solver: A* over pushes
-# ------------------------------------------------------------------------------------------- #
-
-def _step(cell: Cell, d: int) -> Cell:
-  return (cell[0] + MOVES[d][0], cell[1] + MOVES[d][1])
-
-
-def _is_floor(walls: np.ndarray, cell: Cell) -> bool:
-  r, c = cell
-  return 0 <= r < walls.shape[0] and 0 <= c < walls.shape[1] and not walls[r, c]
-
-
-def push_distances(walls: np.ndarray, targets: Sequence[Cell]) -> Dict[Cell, int]:
-  """Cell -> fewest pushes that bring a lone box there onto some target (other boxes and the
-  player's route ignored, so a lower bound). Cells missing from the result are dead: a box there
-  can never reach a target, so states with one are never worth expanding."""
-  dist = {t: 0 for t in targets}
-  frontier = list(targets)
-  # Backwards from the targets: a box at `cell` came from cell - d, pushed by a player at cell - 2d.
-  while frontier:
-    nxt = []
-    for cell in frontier:
-      for d in range(4):
-        back = (cell[0] - MOVES[d][0], cell[1] - MOVES[d][1])
-        player = (back[0] - MOVES[d][0], back[1] - MOVES[d][1])
-        if back not in dist and _is_floor(walls, back) and _is_floor(walls, player):
-          dist[back] = dist[cell] + 1
-          nxt.append(back)
-    frontier = nxt
-  return dist
-
-
-def _walk(walls: np.ndarray, boxes: FrozenSet[Cell], start: Cell) -> Dict[Cell, Tuple[int, Any]]:
-  """BFS of the player around fixed boxes: cell -> (distance, (previous cell, action))."""
-  seen = {start: (0, None)}
-  frontier = [start]
-  while frontier:
-    nxt = []
-    for cell in frontier:
-      for d in range(4):
-        n = _step(cell, d)
-        if n not in seen and n not in boxes and _is_floor(walls, n):
-          seen[n] = (seen[cell][0] + 1, (cell, d))
-          nxt.append(n)
-    frontier = nxt
-  return seen
-
-
-def _path(walk: Dict[Cell, Tuple[int, Any]], cell: Cell) -> List[int]:
-  actions = []
-  while walk[cell][1] is not None:
-    cell, d = walk[cell][1]
-    actions.append(d)
-  return actions[::-1]
-
-
 def solve(level, max_nodes: int = 200_000, max_steps: int = 120) -> Tuple[List[int], int]:
-  """Move-optimal solution of `level` (an envs.levels.Level) of at most `max_steps` moves, and
-  the number of states expanded.
-
-  A* over states (player, boxes) taken right after each push (and the start): between pushes
-  the boxes stay put, so the player's best walk to the next push is a BFS shortest path, and the
-  move cost of a push edge is that walk + 1. The heuristic, the sum of each box's lone-box push
-  distance to its nearest target, never overestimates and changes by at most 1 per push, so A*
-  returns a move-optimal solution. Boxes on dead cells (see `push_distances`) are pruned, which
-  loses no solution. Raises TraceError when no solution exists within `max_steps` moves, or when
-  `max_nodes` states were expanded without finding one.
-  """
-  walls = np.asarray(level.walls, bool)
-  targets = frozenset(level.targets)
-  dist = push_distances(walls, sorted(targets))
-
-  def h(boxes):
-    return sum(dist[b] for b in boxes)
-
-  start: PushState = (tuple(level.player), tuple(sorted(level.boxes)))
-  if any(b not in dist for b in start[1]):
-    raise TraceError(f'level {level.name!r} has no solution (a box starts on a dead cell)')
-  best_g = {start: 0}
-  parent: Dict[PushState, Tuple[PushState, Cell, int]] = {}
-  tie = itertools.count()  # FIFO among equal f, and states are never compared
-  heap = [(h(start[1]), 0, next(tie), start)]
-  expanded = 0
-  while heap:
-    _, g, _, state = heapq.heappop(heap)
-    if g > best_g[state]:
-      continue  # a stale entry: the state was reached more cheaply since
-    player, boxes = state
-    if set(boxes) == targets:
-      return _unfold(walls, parent, state), expanded
-    if expanded >= max_nodes:
+  """envs.sokoban_solver.solve, its failures as TraceErrors naming this tool's flags."""
+  try:
+    return sokoban_solver.solve(level, max_nodes, max_steps)
+  except sokoban_solver.Unsolved as e:
+    if e.reason == 'max_nodes':
       raise TraceError(f'level {level.name!r} not solved within --max_search_nodes {max_nodes} '
-                       f'(expanded states); raise it or pick another level')
-    expanded += 1
-    box_set = frozenset(boxes)
-    walk = _walk(walls, box_set, player)
-    for box in boxes:
-      for d in range(4):
-        stand, dest = (box[0] - MOVES[d][0], box[1] - MOVES[d][1]), _step(box, d)
-        if stand not in walk or dest in box_set or dest not in dist or not _is_floor(walls, dest):
-          continue
-        new_boxes = tuple(sorted((box_set - {box}) | {dest}))
-        new = (box, new_boxes)
-        new_g = g + walk[stand][0] + 1
-        if new_g + h(new_boxes) > max_steps or new_g >= best_g.get(new, math.inf):
-          continue
-        best_g[new] = new_g
-        parent[new] = (state, box, d)
-        heapq.heappush(heap, (new_g + h(new_boxes), new_g, next(tie), new))
-  raise TraceError(f'level {level.name!r} has no solution of at most {max_steps} moves '
-                   f'(--max_solution_steps)')
-
-
-def _unfold(walls: np.ndarray, parent, state: PushState) -> List[int]:
-  """The single moves of the push chain ending in `state`: walk to each push, then push."""
-  chain = []
-  while state in parent:
-    state, box, d = parent[state]
-    chain.append((state, box, d))
-  actions: List[int] = []
-  for (player, boxes), box, d in reversed(chain):
-    walk = _walk(walls, frozenset(boxes), player)
-    actions += _path(walk, (box[0] - MOVES[d][0], box[1] - MOVES[d][1])) + [d]
-  return actions
+                       f'(expanded states); raise it or pick another level') from None
+    if e.reason == 'max_steps':
+      raise TraceError(f'level {level.name!r} has no solution of at most {max_steps} moves '
+                       f'(--max_solution_steps)') from None
+    raise TraceError(str(e)) from None
 
 
 # ------------------------------------------------------------------------------------------- #
@@ -310,14 +191,8 @@ def _write_atomically(path: str, data: bytes) -> None:
   # A crash mid-write never leaves a truncated figure or JSON where a good one was.
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-psi-trace-')
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-    os.replace(tmp, path)
-  except BaseException:
-    os.unlink(tmp)
-    raise
+  with paths.atomic_write(path, 'wb') as f:
+    f.write(data)
 
 
 def draw(trace_dict: Dict[str, Any], out_path: str) -> str:
@@ -411,16 +286,9 @@ def _check_outputs(paths: Sequence[Optional[str]]) -> None:
       raise TraceError(f'cannot write {flag} {os.path.abspath(path)}: {problem}')
 
 
-def _import_gym_quietly() -> None:
-  # gym prints a 3-line deprecation notice on stderr when first imported (by the Sokoban env);
-  # it would bury this CLI's one-line errors, so the first import happens here, muted.
-  with contextlib.redirect_stderr(io.StringIO()):
-    import gym  # pylint: disable=import-outside-toplevel,unused-import
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = build_parser().parse_args(argv)
-  _import_gym_quietly()
+  quiet.quiet_startup()   # gym prints a notice on stderr when first imported (Sokoban env)
   try:
     _check_outputs((args.out, args.json))
     result = trace(args.checkpoint, args.levels, args.level, args.beta, args.max_solution_steps,

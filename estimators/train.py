@@ -432,7 +432,7 @@ def run(argv_flags=FLAGS) -> dict:
 
 
 def main(argv):
-  cli.quiet_logs()
+  cli.quiet_logs(FLAGS)
   if cli.unexpected_arguments(argv):
     return 2
   from estimators.checkpoint import CheckpointError

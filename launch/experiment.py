@@ -1,4 +1,4 @@
-r"""Runs a named experiment (`launch.experiments`) end to end, resumably, and writes its page.
+r"""Runs a named experiment (`launch.experiments.registry`) end to end, resumably, and writes its page.
 
     python -m launch.experiment sokoban --scale small --seeds 3          # results/sokoban/
     python -m launch.experiment sokoban --scale small --seeds 3 --max_steps 300000   # shorter
@@ -11,199 +11,19 @@ At the end (and with --report_only) the runs are aggregated over seeds into OUT/
 OUT/table.md and OUT/curves_steps.png / curves_wall.png.
 """
 import argparse
-import fnmatch
-import math
 import os
-import subprocess
 import sys
-import time
-from typing import Dict, List, Sequence
 
-from launch import experiments as registry
-from launch import run_state
-
-
-def _fmt_duration(seconds: float) -> str:
-  seconds = max(0, int(seconds))
-  return f'{seconds // 3600}h{(seconds % 3600) // 60:02d}m' if seconds >= 3600 else \
-      f'{seconds // 60}m{seconds % 60:02d}s'
-
-
-def step_done(step: registry.Step, out: str, max_steps_override=None) -> bool:
-  path = os.path.join(out, step.done)
-  if not os.path.exists(path):
-    return False
-  if step.is_training and max_steps_override is not None:
-    # A run finished at a smaller budget goes on (with --resume) to the larger one.
-    reached = (run_state.read_json(path, {}) or {}).get('summary', {}).get('actor_steps', 0)
-    return reached >= max_steps_override
-  return True
-
-
-def step_argv(step: registry.Step, out: str, max_steps_override=None) -> List[str]:
-  """The step's command line (after `python`), with a training run's budget overridden."""
-  argv = registry.resolve(step, out)
-  if max_steps_override is not None and step.is_training:
-    i = argv.index('--max_steps')
-    argv[i + 1] = str(max_steps_override)
-  return argv
-
-
-def run_step(step: registry.Step, out: str, max_steps_override=None) -> int:
-  """Runs one step to completion (or until interrupted); returns its exit code."""
-  argv = step_argv(step, out, max_steps_override)
-  if step.is_training and run_state.holds_run(os.path.join(out, step.run_dir)):
-    argv.append('--resume')
-  os.makedirs(os.path.join(out, 'logs'), exist_ok=True)
-  log_path = os.path.join(out, 'logs', f'{step.name}.log')
-  with open(log_path, 'ab') as log:
-    log.write(f'\n$ python {" ".join(argv)}\n'.encode())
-    log.flush()
-    proc = subprocess.Popen([sys.executable] + argv, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT)
-    try:
-      code = proc.wait()
-    except KeyboardInterrupt:
-      # The child got the same Ctrl-C (one process group) and stops gracefully; wait for it.
-      code = proc.wait()
-      raise
-  if code == 0 and step.is_training:
-    summary = run_state.read_json(os.path.join(out, step.run_dir, 'summary.json'), {}) or {}
-    if summary.get('status') == run_state.COMPLETED:
-      run_state.write_json(os.path.join(out, step.done), {'summary': summary})
-  elif code == 0 and not step_done(step, out, max_steps_override):
-    # Steps whose output is a file they create themselves (datasets, checkpoints) are done when
-    # it exists; a zero exit without it is a failure.
-    code = 1
-  return code
-
-
-def select_steps(steps: List[registry.Step], only: Sequence[str]) -> List[registry.Step]:
-  """The steps whose names match one of the shell patterns in `only` (all when it is empty)."""
-  if not only:
-    return list(steps)
-  unmatched = [p for p in only if not any(fnmatch.fnmatchcase(s.name, p) for s in steps)]
-  if unmatched:
-    raise ValueError(f'--only {",".join(unmatched)} matches no step (--list shows them)')
-  return [s for s in steps if any(fnmatch.fnmatchcase(s.name, p) for p in only)]
-
-
-def run_experiment(exp: registry.Experiment, scale: str, seeds: int, out: str,
-                   max_steps_override=None, only: Sequence[str] = ()) -> bool:
-  steps = select_steps(exp.steps(scale, seeds), only)
-  todo = [s for s in steps if not step_done(s, out, max_steps_override)]
-  print(f'{exp.name} ({scale}, {seeds} seed{"s" * (seeds != 1)}): {len(steps) - len(todo)}/'
-        f'{len(steps)} steps done, output in {out}', flush=True)
-  measured: Dict[str, float] = {}
-  for k, step in enumerate(todo):
-    est_left = sum(measured.get(s.module, s.est_seconds) for s in todo[k:])
-    print(f'[{len(steps) - len(todo) + k + 1}/{len(steps)}] {step.name} '
-          f'(ETA for what is left: {_fmt_duration(est_left)})', flush=True)
-    start = time.time()
-    code = run_step(step, out, max_steps_override)
-    if code != 0:
-      log = os.path.join(out, 'logs', f'{step.name}.log')
-      print(f'error: step {step.name} failed (exit code {code}); its output: {log}. '
-            'Rerun the same command to retry from there.', file=sys.stderr)
-      return False
-    measured[step.module] = time.time() - start
-  return True
-
-
-def _training_steps(exp, scale, seeds):
-  return [s for s in exp.steps(scale, seeds) if s.is_training]
-
-
-def report(exp: registry.Experiment, scale: str, seeds: int, out: str) -> dict:
-  """Aggregates the training runs present over seeds into table.json / table.md / figures."""
-  from launch import aggregate
-  groups: Dict[str, List[str]] = {}
-  for step in _training_steps(exp, scale, seeds):
-    run_dir = os.path.join(out, step.run_dir)
-    if os.path.exists(os.path.join(run_dir, 'logs')):
-      groups.setdefault(step.group, []).append(run_dir)
-  rows = []
-  for group, run_dirs in groups.items():
-    row = {'group': group, 'runs': len(run_dirs),
-           'env_steps': [run_state.load_counts(d).get('actor_steps', 0) for d in run_dirs],
-           'wall_time_s': [run_state.total_wall_time(d) for d in run_dirs],
-           'completed': [os.path.exists(os.path.join(d, 'done')) for d in run_dirs]}
-    for metric in exp.table_metrics:
-      values = [_final_value(aggregate, d, metric, exp.table_last_n) for d in run_dirs]
-      mean, half = aggregate.mean_ci(values)
-      # A run that does not log the metric (RAE penalties of plain IMPALA) has None, not NaN:
-      # table.json stays valid JSON.
-      row[metric] = {'per_seed': [_num(v) for v in values], 'mean': _num(mean), 'ci95': _num(half)}
-    for column, filename, policy, key in exp.evaluations:
-      values = [_eval_value(os.path.join(d, filename), policy, key) for d in run_dirs]
-      mean, half = aggregate.mean_ci([v for v in values if v is not None] or [float('nan')])
-      row[column] = {'per_seed': values, 'mean': _num(mean), 'ci95': _num(half)}
-    rows.append(row)
-  table = {'experiment': exp.name, 'scale': scale, 'seeds': seeds, 'paper': exp.paper,
-           'rows': rows, 'written_at': time.strftime('%Y-%m-%d %H:%M:%S')}
-  run_state.write_json(os.path.join(out, 'table.json'), table)
-  with open(os.path.join(out, 'table.md'), 'w') as f:
-    f.write(table_markdown(exp, table, out))
-  # Curves of the metrics some run logs: a partial experiment (--only) may lack a group that
-  # is the only one to log a metric (intrinsic_return without an RAE run).
-  logged = set().union(*(aggregate.metric_names(d) for ds in groups.values() for d in ds))
-  metrics = [m for m in exp.metrics if m in logged]
-  if groups and metrics:
-    from launch import plot
-    for x, suffix in (('actor_steps', 'steps'), ('wall_time', 'wall')):
-      plot.plot_runs(groups, metrics, x, os.path.join(out, f'curves_{suffix}.png'),
-                     title=f'{exp.name} ({scale})', aggregate=True)
-  return table
-
-
-def _final_value(aggregate, run_dir: str, metric: str, last_n: int) -> float:
-  try:
-    return aggregate.final_value(run_dir, metric, last_n)
-  except ValueError:  # the run does not log this metric (e.g. rejections without RAC)
-    return float('nan')
-
-
-def _eval_value(path: str, policy: str, key: str):
-  result = run_state.read_json(path)
-  if not result:
-    return None
-  return result.get('policies', {}).get(policy, {}).get(key)
-
-
-def _num(v):
-  return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-
-def table_markdown(exp: registry.Experiment, table: dict, out: str = '') -> str:
-  episodes = ('all training episodes' if exp.table_last_n >= 10**6 else
-              f'the last {exp.table_last_n} training episodes')
-  lines = [f'# {exp.name}: {exp.description}', '',
-           f'Scale `{table["scale"]}`, {table["seeds"]} seed(s) requested; values are means over '
-           f'seeds (± 95% t-interval) of {episodes} of each run, and of the evaluations of its '
-           'final policy.', '',
-           f'Paper: {exp.paper}', '']
-  columns = list(exp.table_metrics) + [e[0] for e in exp.evaluations]
-  header = ['group', 'runs (completed)', 'env steps reached', 'wall time'] + columns
-  lines += ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
-  for row in table['rows']:
-    cells = [row['group'], f'{row["runs"]} ({sum(row["completed"])})',
-             ', '.join(f'{s:,.0f}' for s in row['env_steps']),
-             ', '.join(_fmt_duration(w) for w in row['wall_time_s'])]
-    for metric in columns:
-      m = row[metric]
-      cells.append('–' if m['mean'] is None else
-                   f'{m["mean"]:.3f}' + ('' if m['ci95'] is None else f' ± {m["ci95"]:.3f}'))
-    lines.append('| ' + ' | '.join(cells) + ' |')
-  lines += ['', 'Curves: `curves_steps.png` (against env steps), `curves_wall.png` (against wall time).', '']
-  if exp.extra_markdown is not None:
-    lines += [exp.extra_markdown(table, out)]
-  return '\n'.join(lines)
+from launch.experiments import registry
+from launch.experiments.runner import report, run_experiment, select_steps, step_argv, step_done, table_markdown
+from launch.experiments.spec import SCALES
+from launch.runtime import run_state
 
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument('name', help=f'experiment: {", ".join(sorted(registry.EXPERIMENTS))}')
-  p.add_argument('--scale', default='small', choices=registry.SCALES)
+  p.add_argument('--scale', default='small', choices=SCALES)
   p.add_argument('--seeds', type=int, default=3)
   p.add_argument('--out', default=None, help='output directory (default: results/NAME)')
   p.add_argument('--max_steps', type=int, default=None,

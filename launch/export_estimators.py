@@ -7,7 +7,6 @@ The paper freezes the online classifier of reward-free Cartpole and draws its pr
 (Fig. 3b/3c); this takes the learner's last checkpoint (RUN_DIR/checkpoints/precedence_learner).
 """
 import argparse
-import dataclasses
 import os
 import sys
 
@@ -22,23 +21,21 @@ def export(run_dir: str, out: str) -> dict:
   from estimators import checkpoint as est_checkpoint
   from estimators import networks as est_nets
   from estimators import training
-  from launch import checkpointing
-  from launch import run_state
+  from launch.program import checkpointing
+  from launch.runtime import run_config
 
-  raw = run_state.read_json(os.path.join(run_dir, run_state.CONFIG))
-  if raw is None:
-    raise ExportError(f'{run_dir} holds no run (no {run_state.CONFIG})')
-  if raw.get('estimator_checkpoint') or (raw.get('reversibility') or {}).get('mode') == 'none':
+  try:
+    cfg = run_config.load(run_dir)
+  except run_config.ConfigError as e:
+    raise ExportError(str(e)) from None
+  if cfg.estimator_checkpoint or cfg.reversibility.mode == 'none':
     raise ExportError(f'{run_dir} trained no estimator online (mode none, or a frozen checkpoint)')
   ckpt_dir = os.path.join(run_dir, 'checkpoints', 'precedence_learner')
+  network, train_config = cfg.network, cfg.estimator_train
   try:
-    network = est_nets.NetworkConfig.from_dict(raw['network'])
-    known = {f.name for f in dataclasses.fields(training.TrainConfig)}
-    train_config = training.TrainConfig(**{k: v for k, v in raw['estimator_train'].items()
-                                           if k in known})
-    env = envs.make(raw['env'], seed=0, **(raw.get('env_options') or {}))
+    env = envs.make(cfg.env, seed=0, **cfg.env_options)
   except (KeyError, TypeError, ValueError) as e:
-    raise ExportError(f'{run_dir}/{run_state.CONFIG} is not a usable run configuration ({e})') from None
+    raise ExportError(f'{run_dir}/config.json is not a usable run configuration ({e})') from None
   spec = env.observation_spec()
   num_actions = int(env.action_spec().num_values)
   estimators = est_nets.make_estimators(network, num_actions)
@@ -53,7 +50,7 @@ def export(run_dir: str, out: str) -> dict:
   state, steps = loaded
   est_checkpoint.save(out, network, num_actions, spec.shape, spec.dtype, state.psi_params,
                       state.phi_params if train_config.train_phi else None,
-                      metadata={'env_name': raw['env'], 'env_options': raw.get('env_options') or {},
+                      metadata={'env_name': cfg.env, 'env_options': cfg.env_options,
                                 'window': train_config.window, 'source_run': os.path.abspath(run_dir),
                                 'precedence_steps': int(steps), 'online': True})
   return {'out': os.path.abspath(out), 'precedence_steps': int(steps),
@@ -61,6 +58,8 @@ def export(run_dir: str, out: str) -> dict:
 
 
 def main(argv=None):
+  from envs import quiet
+  quiet.quiet_startup()
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument('--run_dir', required=True, help='a launch.train run with online estimators')
   p.add_argument('--out', required=True, help='estimator checkpoint file to write')

@@ -2,7 +2,7 @@
 
     python -m launch.export_logs results/sokoban/runs/impala-s0 --out results/sokoban/logs_export/impala-s0
 
-The copy is a run directory `launch.plot`, `launch.aggregate` and the experiment pages read like
+The copy is a run directory `launch.plot`, `launch.analysis.aggregate` and the experiment pages read like
 the original: `config.json`, `run_state.json` (wall time), `counts.json` (env steps reached) and,
 per node, `logs/<node>/logs.csv` with the kept columns only (all rows). Actor episode rows keep
 --actor_columns, learner and precedence rows --node_columns (those a log lacks are skipped).
@@ -15,6 +15,8 @@ import os
 import shutil
 import sys
 from typing import List, Sequence
+
+from envs import paths
 
 ACTOR_COLUMNS = ('actor_steps', 'unix_time', 'env_index', 'episode_length', 'episode_return',
                  'solved', 'boxes_on_target', 'intrinsic_return', 'penalised_steps', 'max_psi',
@@ -33,12 +35,10 @@ def export_csv(src: str, dst: str, columns: Sequence[str]) -> int:
     kept = [c for c in columns if c in (reader.fieldnames or [])]
     rows = [{c: row[c] for c in kept} for row in reader]
   os.makedirs(os.path.dirname(dst), exist_ok=True)
-  tmp = dst + '.tmp'
-  with open(tmp, 'w', newline='') as f:
+  with paths.atomic_write(dst, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=kept)
     writer.writeheader()
     writer.writerows(rows)
-  os.replace(tmp, dst)
   return len(rows)
 
 

@@ -7,155 +7,17 @@
 
 Without --aggregate or --group every run is its own line, labelled by its directory name. With
 --aggregate the runs are one mean line with a shaded 95% band (Student t across runs); each
---group LABEL=RUN,RUN,... is one such line and band. Curves are those of `launch.aggregate`: an
+--group LABEL=RUN,RUN,... is one such line and band. Curves are those of `launch.analysis.aggregate`: an
 even grid of env steps (or wall time), each point the mean over a trailing window of --smooth
 of the x range. The default metrics are those of DEFAULT_METRICS that any run logs; a run that
 does not log a metric (intrinsic_return of a run without RAE) is left out of that subplot.
 """
 import argparse
-import io
-import math
-import os
 import sys
-import tempfile
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List
 
-# Imported under another name: plot_runs' `aggregate` flag would hide the module.
-from launch import aggregate as aggregation
-
-DEFAULT_METRICS = ('episode_return', 'episode_length', 'intrinsic_return', 'ruined_grass',
-                   'rejections', 'solved', 'boxes_on_target', 'psi_accuracy')
-X_LABELS = {'actor_steps': 'env steps', 'wall_time': 'wall time (s)'}
-MAX_COLS = 3
-
-
-def x_label(x_name: str) -> str:
-  return X_LABELS.get(x_name, x_name.replace('_', ' '))
-
-
-def run_labels(run_dirs: Sequence[str]) -> List[str]:
-  """Directory names, or the paths as given where two runs share a name."""
-  names = [os.path.basename(os.path.normpath(d)) for d in run_dirs]
-  return [n if names.count(n) == 1 else d for n, d in zip(names, run_dirs)]
-
-
-def choose_metrics(runs: Sequence[aggregation.RunLogs], metrics: Optional[Sequence[str]]) -> List[str]:
-  logged = set().union(*(aggregation.metric_names(r) for r in runs))
-  if metrics is None:
-    chosen = [m for m in DEFAULT_METRICS if m in logged]
-    if not chosen:
-      raise ValueError(f'the runs log none of the default metrics ({", ".join(DEFAULT_METRICS)})')
-    return chosen
-  unknown = [m for m in metrics if m not in logged]
-  if unknown:
-    raise ValueError(f'no run logs metric {", ".join(map(repr, unknown))}')
-  return list(dict.fromkeys(metrics))  # one subplot per metric, however often it is named
-
-
-def check_out(out_path: str) -> None:
-  """Raises ValueError (one line) when the PNG cannot go to OUT (the write itself is checked too)."""
-  directory = os.path.dirname(os.path.abspath(out_path))
-  if os.path.isdir(out_path):
-    raise ValueError(f'--out {out_path} is a directory')
-  if not os.path.isdir(directory):
-    raise ValueError(f'--out {out_path}: directory {directory} does not exist')
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-  # A temporary file renamed into place: an interrupted or failed write leaves no partial PNG.
-  directory = os.path.dirname(os.path.abspath(path))
-  try:
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-', suffix='.png')
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-    os.replace(tmp, path)
-  except OSError as e:
-    raise ValueError(f'cannot write --out {path}: {e.strerror or e}') from None
-
-
-def line_colours(groups: Dict[str, List[str]], aggregate_runs: bool) -> Dict[str, str]:
-  """One colour per line label, fixed for the whole figure: per group when runs are aggregated,
-  else per run. A panel that lacks some group's metric must not shift the others' colours (they
-  followed the order of the lines drawn in each panel, so one group took another's colour)."""
-  keys = []
-  for group, run_dirs in groups.items():
-    if aggregate_runs:
-      keys.append(group)
-    else:
-      keys += [_run_line_label(groups, group, name) for name in run_labels(run_dirs)]
-  return {key: f'C{i % 10}' for i, key in enumerate(keys)}
-
-
-def _run_line_label(groups, group, name) -> str:
-  return name if len(groups) == 1 else f'{group}: {name}'
-
-
-def _draw_metric(ax, runs, groups, metric, x, aggregate_runs, num_points, smooth) -> List[str]:
-  """Draws one subplot; returns the labels of its lines."""
-  labels, x_names = [], set()
-  colours = line_colours(groups, aggregate_runs)
-  for group, run_dirs in groups.items():
-    having = [d for d in run_dirs if metric in aggregation.metric_names(runs[d])]
-    if not having:
-      continue
-    if aggregate_runs:
-      agg = aggregation.aggregate_curves([runs[d] for d in having], metric, x, num_points, smooth)
-      ax.plot(agg.xs, agg.mean, label=group, lw=1.5, color=colours[group])
-      ax.fill_between(agg.xs, agg.mean - agg.half_width, agg.mean + agg.half_width,
-                      color=colours[group], alpha=0.2, lw=0)
-      labels.append(group)
-      x_names.add(agg.x_name)
-      continue
-    names = dict(zip(run_dirs, run_labels(run_dirs)))
-    for d in having:
-      xs, ys = aggregation.curve(runs[d], metric, x, num_points, smooth)
-      label = _run_line_label(groups, group, names[d])
-      ax.plot(xs, ys, label=label, lw=1.0, color=colours[label])
-      labels.append(label)
-      x_names.add(aggregation.series(runs[d], metric, x).x_name)
-  ax.set_title(metric, fontsize=10)
-  ax.set_xlabel(' / '.join(x_label(n) for n in sorted(x_names)), fontsize=9)
-  ax.tick_params(labelsize=8)
-  ax.grid(alpha=0.3)
-  return labels
-
-
-def plot_runs(groups: Dict[str, List[str]], metrics: Optional[Sequence[str]] = None,
-              x: str = 'actor_steps', out_path: str = 'curves.png', title: Optional[str] = None,
-              aggregate: bool = True, num_points: int = 100,
-              smooth: float = aggregation.DEFAULT_SMOOTH) -> Dict[str, List[str]]:
-  """Draws the groups' runs (one mean + 95% band per group, or with aggregate=False one line per
-  run) in one subplot per metric, writes the PNG to out_path, and returns {metric: labels of the
-  lines drawn}. Raises ValueError (one line) on bad input; nothing is written then."""
-  if x not in aggregation.X_AXES:
-    raise ValueError(f'unknown --x {x!r} (expected one of {", ".join(aggregation.X_AXES)})')
-  if not groups or not all(groups.values()):
-    raise ValueError('no runs to plot')
-  check_out(out_path)
-  runs = {d: aggregation.load(d) for ds in groups.values() for d in ds}
-  metrics = choose_metrics(list(runs.values()), metrics)
-  # Imported once the input is checked, so that refusals come at once; the Agg canvas of a bare
-  # Figure, not pyplot, so that a caller's matplotlib backend and state are left alone.
-  from matplotlib.backends.backend_agg import FigureCanvasAgg
-  from matplotlib.figure import Figure
-  ncols = min(MAX_COLS, len(metrics))
-  nrows = math.ceil(len(metrics) / ncols)
-  fig = Figure(figsize=(4 * ncols, 3 * nrows), dpi=100)
-  FigureCanvasAgg(fig)
-  axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-  drawn = {m: _draw_metric(ax, runs, groups, m, x, aggregate, num_points, smooth)
-           for m, ax in zip(metrics, axes)}
-  for ax in axes[len(metrics):]:
-    ax.set_visible(False)
-  # The legend goes where most lines are: a metric some groups do not log has fewer.
-  axes[max(range(len(metrics)), key=lambda i: len(drawn[metrics[i]]))].legend(fontsize=7)
-  if title:
-    fig.suptitle(title, fontsize=11)
-  fig.tight_layout()
-  buf = io.BytesIO()
-  fig.savefig(buf, format='png', dpi=100)
-  _write_atomically(out_path, buf.getvalue())
-  return drawn
+from launch.analysis import aggregate as aggregation
+from launch.analysis.plot import DEFAULT_METRICS, plot_runs
 
 
 class _Parser(argparse.ArgumentParser):

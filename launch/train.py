@@ -7,7 +7,8 @@ r"""Trains an agent on the distributed actor-learner program.
 
 Every node writes CSV logs under RUN_DIR/logs/<node>/logs.csv; learner checkpoints go to
 RUN_DIR/checkpoints. The run stops by itself after --max_steps actor steps and prints a summary
-(also saved as RUN_DIR/summary.json). Ctrl-C (or SIGTERM/SIGHUP) ends it early, after the
+(also saved as RUN_DIR/summary.json); the main job (the first command above) already stops when
+its point is made, the last 100 episodes averaging 195 steps (--goal_mean_length; 0: train on). Ctrl-C (or SIGTERM/SIGHUP) ends it early, after the
 learners save their final checkpoints. A RUN_DIR that holds a run is refused unless --resume:
 
     python -m launch.train --run_dir runs/rae --resume                     # continue where it stopped
@@ -20,9 +21,11 @@ import time
 
 from absl import app, flags, logging
 
-from launch import termination
+from envs import quiet
+from launch.runtime import termination
 
 FLAGS = flags.FLAGS
+MAIN_JOB_GOAL = 195.0   # `make run`: the pole is kept up (the cap is 200), the point is made
 flags.DEFINE_string('env', 'cartpole', 'Environment name (envs.make).')
 flags.DEFINE_bool('reward_free', True, 'Cartpole only: remove the extrinsic reward.')
 flags.DEFINE_integer('episode_steps', None, "Environment time limit (its 'max_steps' option), "
@@ -34,6 +37,10 @@ flags.DEFINE_integer('num_actors', 2, 'Number of actor nodes.')
 flags.DEFINE_integer('envs_per_actor', 1, 'Environments each actor steps together, with one '
                      'batched inference call per step.')
 flags.DEFINE_integer('max_steps', 1_200_000, 'Total actor (environment) steps; the run stops there.')
+flags.DEFINE_float('goal_mean_length', None, 'End the run early, with final checkpoints, once the '
+                   'mean episode length of the last 100 episodes reaches this; 0: never. Default: '
+                   f'{MAIN_JOB_GOAL:g} for the main job (reward-free Cartpole, whose cap is 200) '
+                   'when --max_steps is not given, else 0.')
 flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<mode>-<time>).')
 flags.DEFINE_float('checkpoint_every_s', 300.0, 'Seconds between learner checkpoints (they also '
                    'save when the run ends or is stopped).')
@@ -47,7 +54,7 @@ flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt', 'cluster',
                   "Launchpad's CLUSTER_SPEC runtime (launch.cluster); 'vertex_ai': Launchpad's own "
                   'Vertex AI launcher (needs xmanager, Docker, a GCP project).')
 flags.DEFINE_string('cluster_description', None, '--launch_type cluster: the JSON (or YAML) file '
-                    'naming the hosts and which node groups run where (launch.cluster_spec).')
+                    'naming the hosts and which node groups run where (launch.cluster.description).')
 flags.DEFINE_bool('cluster_start', False, '--launch_type cluster: also start every host (through '
                   'its "start" prefix, else ssh HOST) and wait for the run, as a local launch; '
                   'without it the run is only packaged and the per-host, Slurm and Kubernetes '
@@ -56,7 +63,7 @@ flags.DEFINE_string('vertex_requirements', None, '--launch_type vertex_ai: the p
                     'file the Docker image installs.')
 flags.DEFINE_integer('seed', 0, 'Random seed.')
 # Reversibility.
-flags.DEFINE_float('beta', None, 'Threshold (default: per (env, mode) preset, launch.presets).')
+flags.DEFINE_float('beta', None, 'Threshold (default: per (env, mode) preset, launch.program.presets).')
 flags.DEFINE_float('lam', None, 'RAE penalty weight lambda (default: per (env, mode) preset).')
 flags.DEFINE_enum('reward_form', None, ['paper', 'hinge'],
                   "RAE reward: 'paper' -lam*1[psi>beta]*psi, 'hinge' -lam*max(psi-beta,0) "
@@ -100,8 +107,8 @@ def config_from_flags():
   from estimators import networks as est_nets
   from estimators import recipes
   from estimators.training import TrainConfig
-  from launch import config as cfg_lib
-  from launch import presets
+  from launch.program import config as cfg_lib
+  from launch.program import presets
 
   options = envs.parse_options(FLAGS.env_option)
   if FLAGS.env == 'cartpole':
@@ -171,16 +178,16 @@ def check_launch_type_flags() -> None:
     if not FLAGS.cluster_description:
       raise ValueError('--launch_type cluster needs --cluster_description FILE (hosts and node '
                        'groups; see README "Running on a cluster")')
-    from launch import cluster_spec
+    from launch.cluster import description as cluster_spec
     cluster_spec.load_description(FLAGS.cluster_description)
   elif FLAGS.cluster_description or FLAGS.cluster_start:
     raise ValueError('--cluster_description and --cluster_start need --launch_type cluster')
   if FLAGS.launch_type == 'vertex_ai':
-    from launch import cluster
+    from launch.cluster import vertex_ai
     try:
       import xmanager  # noqa: F401  pylint: disable=unused-import
     except ImportError:
-      raise ValueError(cluster.VERTEX_AI_NEEDS) from None
+      raise ValueError(vertex_ai.VERTEX_AI_NEEDS) from None
     if not FLAGS.vertex_requirements or not os.path.exists(FLAGS.vertex_requirements):
       raise ValueError('--launch_type vertex_ai needs --vertex_requirements FILE (pip requirements '
                        'of the Docker image)')
@@ -193,119 +200,12 @@ def _default_option(env_name, option):
   return None if p is None else p.default
 
 
-def record_end(run_dir: str, status: str = None) -> dict:
-  """Closes the run's current segment and writes summary.json (status: the given one, else the
-  coordinator's final state, else a recorded node failure, else stopped); returns the summary."""
-  from launch import run_state
-  from launch import summary as summary_lib
-  final = run_state.read_json(os.path.join(run_dir, 'final_state.json'), {}) or {}
-  failure = run_state.read_json(os.path.join(run_dir, 'failure.json'), {}) or {}
-  status = (status or final.get('status')
-            or (f"failed: {failure['reason']}" if failure.get('reason') else None) or run_state.STOPPED)
-  counts = run_state.load_counts(run_dir)
-  run_state.end_segment(run_dir, status, counts.get('actor_steps', 0))
-  summary = summary_lib.summarize(run_dir, wall_time=run_state.total_wall_time(run_dir))
-  summary['status'] = status
-  summary['launches'] = len(run_state.segments(run_dir))
-  summary.update(summary_lib.restarts(run_dir))
-  run_state.write_json(os.path.join(run_dir, 'summary.json'), summary)
-  return summary
-
-
-def _progress_printer(cfg, start):
-  from launch import summary as summary_lib
-
-  def progress():
-    p = summary_lib.summarize(cfg.run_dir, last_n=20)
-    print(f"[{time.time() - start:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{cfg.max_steps:,}"
-          f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
-          f"  learner steps {p.get('learner_steps', 0):>6,.0f}", flush=True)
-  return progress
-
-
-def _supervise_and_record(cfg, supervise) -> dict:
-  """Runs `supervise(progress=...)` (a local or a cluster launch, to the run's end) and always
-  closes the run's segment and summary, whatever ended it; returns the summary."""
-  from launch import launcher
-  from launch import summary as summary_lib
-  status = None
-  try:
-    supervise(_progress_printer(cfg, time.time()))
-  except launcher.RunFailed as e:
-    status = f'failed: {e}'
-    raise
-  finally:
-    summary = record_end(cfg.run_dir, status)
-    print(summary_lib.format_summary(summary))
-  return summary
-
-
-def run_cluster(cfg, description_path: str, start: bool, resume: bool = False) -> dict:
-  """--launch_type cluster: packages the run for the described hosts; with `start`, runs every
-  host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
-  when nothing was started). Raises ValueError (one line) on a bad description."""
-  from launch import cluster
-  from launch import cluster_spec
-  from launch import run_state
-
-  desc = cluster_spec.load_description(description_path)
-  run_state.check_writable(cfg.run_dir)
-  if not resume:
-    run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), _jsonable(cfg))
-  cluster.prepare_run_dir(cfg)
-  pkg = cluster.package(cfg, desc)
-  cluster.print_package(pkg, desc)
-  if not start:
-    print('started nothing: run each host\'s command above (or the Slurm / Kubernetes files); '
-          'the run ends by itself and writes its summary', flush=True)
-    return {'status': 'packaged'}
-  print(f'{"resuming" if resume else "run directory"}: {cfg.run_dir} (node output: '
-        f'{pkg.directory}/logs/)', flush=True)
-  return _supervise_and_record(
-      cfg, lambda progress: cluster.start_and_supervise(cfg, pkg, progress=progress))
-
-
-def run(cfg, resume: bool = False) -> dict:
-  """Launches the program (or continues it: `resume`), waits for it to end, returns the summary."""
-  from launch import launcher
-  from launch import run_state
-
-  run_state.check_writable(cfg.run_dir)
-  if not resume:
-    run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), _jsonable(cfg))
-  start_counts = run_state.load_counts(cfg.run_dir)
-  run_state.clear_stop_request(cfg.run_dir)
-  for stale in ('final_state.json', 'failure.json'):  # this launch writes its own
-    if os.path.exists(os.path.join(cfg.run_dir, stale)):
-      os.remove(os.path.join(cfg.run_dir, stale))
-  run_state.begin_segment(cfg.run_dir, start_counts.get('actor_steps', 0))
-  verb = 'resuming' if resume else 'run directory'
-  print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
-        + (f' from {start_counts.get("actor_steps", 0):,.0f} actor steps' if resume else ''), flush=True)
-  return _supervise_and_record(cfg, lambda progress: launcher.launch_and_supervise(
-      cfg, progress=progress))
-
-
-def prepare_resume(run_dir: str) -> None:
-  """--resume: the saved run's flags become this launch's defaults (flags given on this command
-  line win); raises ValueError when there is nothing to resume."""
-  from launch import run_state
-  saved = run_state.read_json(os.path.join(run_dir, run_state.FLAGS_FILE))
-  if not run_state.holds_run(run_dir) or saved is None:
-    raise ValueError(f'nothing to resume in {run_dir}: it holds no run (no config.json/flags.json)')
-  for name, value in saved.items():
-    if name in FLAGS and not FLAGS[name].present and name not in ('resume', 'show_config'):
-      FLAGS[name].value = value
-
-
-def check_resume(cfg) -> None:
-  """Refuses a resume whose configuration changes what is learned."""
-  from launch import run_state
-  saved = run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG))
-  diff = run_state.config_differences(saved, json.loads(json.dumps(_jsonable(cfg))))
-  if diff:
-    raise ValueError(f'cannot resume {cfg.run_dir}: the configuration differs in {", ".join(diff)} '
-                     f'(only {", ".join(run_state.RESUMABLE_CHANGES[:-1])} may change)')
+def goal_mean_length() -> float:
+  """--goal_mean_length, or its default: the main job ends when it has made its point."""
+  if FLAGS.goal_mean_length is not None:
+    return FLAGS.goal_mean_length
+  main_job = FLAGS.env == 'cartpole' and FLAGS.reward_free and FLAGS.agent == 'impala'
+  return MAIN_JOB_GOAL if main_job and not FLAGS['max_steps'].present else 0.0
 
 
 def _train_flags():
@@ -313,32 +213,27 @@ def _train_flags():
   return {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])}
 
 
-def _jsonable(obj):
-  import dataclasses
-  if dataclasses.is_dataclass(obj):
-    return {k: _jsonable(v) for k, v in dataclasses.asdict(obj).items()}
-  return obj
-
-
 def main(argv):
   del argv
+  quiet.quiet_startup()   # gym's notice, jax's backend probing: not for the terminal
   termination.stop_like_ctrl_c_on_termination()
-  from launch import run_state
-  from launch.launcher import RunFailed
+  from launch.runtime import lifecycle
+  from launch.runtime import run_state
+  from launch.runtime.processes import RunFailed
   try:
     if not FLAGS.show_config:   # printing the configuration touches no run
       run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
     elif FLAGS.resume and not FLAGS.run_dir:
       raise ValueError('--resume needs --run_dir (the run to continue)')
     if FLAGS.resume:
-      prepare_resume(FLAGS.run_dir)
+      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir, keep=('resume', 'show_config'))
     cfg = config_from_flags()
     check_launch_type_flags()
     if cfg.launch_type == 'cluster':
-      from launch import cluster, cluster_spec
-      cluster.check_placement(cfg, cluster_spec.load_description(FLAGS.cluster_description))
+      from launch.cluster import description, package
+      package.check_placement(cfg, description.load_description(FLAGS.cluster_description))
     if FLAGS.resume:
-      check_resume(cfg)
+      lifecycle.check_resume(cfg)
     elif not FLAGS.show_config:
       run_state.check_writable(cfg.run_dir)
   except ValueError as e:
@@ -348,25 +243,26 @@ def main(argv):
     print('interrupted before launch; nothing was started', file=sys.stderr)
     sys.exit(130)
   if FLAGS.show_config:
-    print(json.dumps(_jsonable(cfg), indent=2))
+    print(json.dumps(lifecycle.jsonable(cfg), indent=2))
     return
   if FLAGS.resume:
-    done = run_state.load_counts(cfg.run_dir).get('actor_steps', 0)
-    if done >= cfg.max_steps:
-      print(f'nothing to do: {cfg.run_dir} already reached {done:,.0f}/{cfg.max_steps:,} actor steps '
-            '(pass a larger --max_steps to go on)')
+    nothing_to_do = lifecycle.already_done(cfg)
+    if nothing_to_do:
+      print(nothing_to_do)
       return
   else:
     run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE), _train_flags())
   try:
     if cfg.launch_type == 'cluster':
-      summary = run_cluster(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume)
+      from launch.cluster import start
+      summary = start.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume,
+                          goal_mean_length=goal_mean_length())
     elif cfg.launch_type == 'vertex_ai':
-      from launch import cluster
-      cluster.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
+      from launch.cluster import vertex_ai
+      vertex_ai.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
       return
     else:
-      summary = run(cfg, resume=FLAGS.resume)
+      summary = lifecycle.run_local(cfg, resume=FLAGS.resume, goal_mean_length=goal_mean_length())
   except ValueError as e:   # a description that does not fit the program (placement, ports)
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

@@ -5,11 +5,11 @@ r"""Trains the paper's DQN or M-DQN baseline (App. C.4) on Cartpole+ and evaluat
 
 One process, no Launchpad: Acme's agent (actor and learner in lock-step, one gradient step every
 --update_every env steps, as the paper's baselines) with an in-process Reverb replay server
-(agents/dqn.py), driven by the loop below. Every --eval_every env steps one greedy evaluation
+(agents/dqn.py), driven by the loop of launch/program/dqn.py. Every --eval_every env steps one greedy evaluation
 episode is played on a separate environment; the run reports the maximum (the paper's figure:
 DQN 1152, M-DQN 2801) and the mean of those evaluation returns.
 
-RUN_DIR holds what `launch.aggregate`, `launch.plot` and `launch.experiment` read from any run:
+RUN_DIR holds what `launch.analysis.aggregate`, `launch.plot` and `launch.experiment` read from any run:
   config.json, flags.json   the resolved configuration and the command-line flags
   logs/actor_0/logs.csv     one row per training episode (actor_steps, episode_length,
                             episode_return, epsilon, unix_time, ...)
@@ -22,20 +22,16 @@ A RUN_DIR that holds a run is refused unless --resume. --resume on a run that co
 replay buffer is not saved, so there is no exact continuation). Ctrl-C / SIGTERM stop the run
 with status 'stopped by user' (exit code 130).
 """
-import dataclasses
-import json
 import os
 import shutil
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, List
 
 from absl import app, flags
 
-from launch import termination
-
-if TYPE_CHECKING:
-  from agents import dqn_config
+from envs import quiet
+from launch.program.dqn import OUTPUTS, DQNRunConfig, train
+from launch.runtime import termination
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum('algorithm', 'dqn', ['dqn', 'mdqn'], 'DQN (Mnih et al. 2015) or M-DQN.')
@@ -66,27 +62,6 @@ flags.DEFINE_float('epsilon_start', 1.0, 'Exploration epsilon at step 0 (ours).'
 flags.DEFINE_float('epsilon_end', 0.01, 'Exploration epsilon after the decay (ours).')
 flags.DEFINE_integer('epsilon_decay_steps', 50_000, 'Env steps of the linear epsilon decay (ours).')
 flags.DEFINE_float('progress_every_s', 30.0, 'Seconds between progress lines.')
-
-ACTOR_LOG, EVAL_LOG, LEARNER_LOG = 'actor_0', 'evaluator', 'learner'
-EVAL_FILE = 'eval.json'
-_OUTPUTS = ('logs', 'counts.json', 'run_state.json', 'summary.json', EVAL_FILE)
-
-
-@dataclasses.dataclass(frozen=True)
-class DQNRunConfig:
-  env: str
-  env_options: Dict[str, Any]
-  max_steps: int
-  eval_every: int
-  seed: int
-  run_dir: str
-  agent: 'dqn_config.DQNConfig'
-
-  def __post_init__(self):
-    if self.max_steps < 1:
-      raise ValueError(f'--max_steps must be >= 1, got {self.max_steps}')
-    if self.eval_every < 1:
-      raise ValueError(f'--eval_every must be >= 1, got {self.eval_every}')
 
 
 def config_from_flags() -> DQNRunConfig:
@@ -119,170 +94,20 @@ def config_from_flags() -> DQNRunConfig:
                       run_dir=os.path.abspath(run_dir), agent=agent)
 
 
-def make_environment(cfg: DQNRunConfig, seed: int):
-  import envs
-  from acme import wrappers
-  # float32 rewards/discounts: the Reverb signature and the loss work in float32.
-  return wrappers.SinglePrecisionWrapper(envs.make(cfg.env, seed=seed, **cfg.env_options))
-
-
-class _WithSteps:
-  """A logger that adds the run's env step count (the x axis of every curve) to each row."""
-
-  def __init__(self, inner, steps_fn):
-    self._inner, self._steps_fn = inner, steps_fn
-
-  def write(self, data):
-    self._inner.write({**data, 'actor_steps': self._steps_fn(), 'unix_time': time.time()})
-
-  def close(self):
-    self._inner.close()
-
-
-class _Discard:
-  def write(self, data):
-    del data
-
-  def close(self):
-    pass
-
-
-def _csv(run_dir: str, label: str, time_delta: float = 0.0):
-  from acme.utils import loggers
-  return loggers.CSVLogger(run_dir, label=label, add_uid=False, time_delta=time_delta,
-                           flush_every=1)
-
-
-def eval_summary(returns: List[float], lengths: List[float]) -> Dict[str, Any]:
-  """The evaluation episodes' max and mean (the paper reports the max)."""
-  import numpy as np
-  if not returns:
-    return {'episodes': 0, 'max_return': None, 'mean_return': None, 'last_return': None,
-            'max_length': None}
-  return {'episodes': len(returns), 'max_return': float(np.max(returns)),
-          'mean_return': float(np.mean(returns)), 'last_return': float(returns[-1]),
-          'max_length': float(np.max(lengths))}
-
-
-def train(cfg: DQNRunConfig) -> Dict[str, Any]:
-  """Runs the training loop to cfg.max_steps (or Ctrl-C); returns the summary it writes."""
-  import acme
-  from acme import specs
-  from acme.utils import counting
-  from agents import dqn
-  from launch import run_state
-  from launch import summary as summary_lib
-
-  env = make_environment(cfg, cfg.seed * 1000 + 1)
-  eval_env = make_environment(cfg, cfg.seed * 1000 + 2)
-  spec = specs.make_environment_spec(env)
-  steps = [0]
-  actor_log = _csv(cfg.run_dir, ACTOR_LOG)
-  eval_log = _csv(cfg.run_dir, EVAL_LOG)
-  learner_log = _WithSteps(_csv(cfg.run_dir, LEARNER_LOG, time_delta=1.0), lambda: steps[0])
-  agent = dqn.make_agent(spec, cfg.agent, cfg.seed, env_steps=lambda: steps[0],
-                         counter=counting.Counter(prefix='learner', time_delta=0.0),
-                         learner_logger=learner_log)
-  # Evaluation results are logged below, with the training step; the loop's own logger
-  # (Acme's default writes under ~/acme) gets nothing.
-  evaluation = acme.EnvironmentLoop(eval_env, agent.evaluator, should_update=False,
-                                    logger=_Discard())
-  eval_returns, eval_lengths = [], []
-  run_state.begin_segment(cfg.run_dir, 0)
-  start = last_progress = time.time()
-  status = run_state.STOPPED
-  episodes = 0
-  try:
-    timestep = env.reset()
-    agent.agent.observe_first(timestep)
-    ep_len, ep_return, ep_start = 0, 0.0, time.time()
-    while steps[0] < cfg.max_steps:
-      action = agent.agent.select_action(timestep.observation)
-      timestep = env.step(action)
-      agent.agent.observe(action, timestep)
-      agent.agent.update()
-      steps[0] += 1
-      ep_len += 1
-      ep_return += float(timestep.reward)
-      if timestep.last():
-        episodes += 1
-        actor_log.write({'actor_steps': steps[0], 'actor_episodes': episodes,
-                         'episode_length': ep_len, 'episode_return': ep_return,
-                         'epsilon': cfg.agent.epsilon(steps[0]),
-                         'steps_per_second': ep_len / max(time.time() - ep_start, 1e-9),
-                         'unix_time': time.time()})
-        timestep = env.reset()
-        agent.agent.observe_first(timestep)
-        ep_len, ep_return, ep_start = 0, 0.0, time.time()
-      if steps[0] % cfg.eval_every == 0:
-        agent.evaluator_variables.update_and_wait()
-        result = evaluation.run_episode()
-        eval_returns.append(float(result['episode_return']))
-        eval_lengths.append(float(result['episode_length']))
-        eval_log.write({'actor_steps': steps[0], 'eval_return': eval_returns[-1],
-                        'eval_length': eval_lengths[-1], 'unix_time': time.time()})
-      if time.time() - last_progress >= FLAGS.progress_every_s:
-        last_progress = time.time()
-        best = max(eval_returns) if eval_returns else float('nan')
-        print(f'[{time.time() - start:6.0f}s] env steps {steps[0]:>9,}/{cfg.max_steps:,}  '
-              f'episodes {episodes:>6}  eval max {best:8.1f}  '
-              f'epsilon {cfg.agent.epsilon(steps[0]):.3f}', flush=True)
-        run_state.save_counts(cfg.run_dir, {'actor_steps': steps[0], 'actor_episodes': episodes})
-    status = run_state.COMPLETED
-  except KeyboardInterrupt:
-    status = run_state.STOPPED
-  finally:
-    for log in (actor_log, eval_log, learner_log):
-      log.close()
-    run_state.save_counts(cfg.run_dir, {'actor_steps': steps[0], 'actor_episodes': episodes})
-    run_state.end_segment(cfg.run_dir, status, steps[0])
-    evals = eval_summary(eval_returns, eval_lengths)
-    run_state.write_json(os.path.join(cfg.run_dir, EVAL_FILE),
-                         {'algorithm': cfg.agent.algorithm, 'eval_every': cfg.eval_every,
-                          'actor_steps': steps[0], 'policies': {'greedy': evals}})
-    summary = summary_lib.summarize(cfg.run_dir, wall_time=run_state.total_wall_time(cfg.run_dir))
-    summary['actor_steps'] = steps[0]  # also when no training episode has ended yet
-    summary.update({'status': status, 'algorithm': cfg.agent.algorithm,
-                    **{f'eval_{k}': v for k, v in evals.items()}})
-    run_state.write_json(os.path.join(cfg.run_dir, 'summary.json'), summary)
-    # Flush the adder's items while the server still runs: a writer flushed after the server
-    # stopped waits 10 s for a timeout when it is deleted.
-    agent.replay.adder.reset()
-    agent.replay.server.stop()
-  return summary
-
-
-def _jsonable(obj):
-  return json.loads(json.dumps(dataclasses.asdict(obj)))
-
-
-def prepare_resume(run_dir: str) -> None:
-  """--resume: the saved flags become this launch's defaults (flags given here win)."""
-  from launch import run_state
-  saved = run_state.read_json(os.path.join(run_dir, run_state.FLAGS_FILE))
-  if not run_state.holds_run(run_dir) or saved is None:
-    raise ValueError(f'nothing to resume in {run_dir}: it holds no run (no config.json/flags.json)')
-  for name, value in saved.items():
-    if name in FLAGS and not FLAGS[name].present and name != 'resume':
-      FLAGS[name].value = value
-
-
 def main(argv):
   del argv
+  quiet.quiet_startup()
   termination.stop_like_ctrl_c_on_termination()
-  from launch import run_state
+  from launch.runtime import lifecycle
+  from launch.runtime import run_state
   try:
     run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
     if FLAGS.resume:
-      prepare_resume(FLAGS.run_dir)
+      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir)
     cfg = config_from_flags()
     run_state.check_writable(cfg.run_dir)
     if FLAGS.resume:
-      diff = run_state.config_differences(
-          run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG)), _jsonable(cfg))
-      if diff:
-        raise ValueError(f'cannot resume {cfg.run_dir}: the configuration differs in '
-                         f'{", ".join(diff)} (only max_steps may change)')
+      lifecycle.check_resume(cfg, allowed='max_steps')
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -293,7 +118,7 @@ def main(argv):
       return
     print(f'{cfg.run_dir}: the run stopped before --max_steps; starting it again from step 0 '
           '(its replay buffer was not saved)', flush=True)
-    for name in _OUTPUTS:  # what the previous attempt wrote; config.json and flags.json stay
+    for name in OUTPUTS:  # what the previous attempt wrote; config.json and flags.json stay
       path = os.path.join(cfg.run_dir, name)
       if os.path.isdir(path):
         shutil.rmtree(path)
@@ -302,11 +127,11 @@ def main(argv):
   else:
     run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE),
                          {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])})
-  run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), _jsonable(cfg))
+  lifecycle.write_config(cfg)
   print(f'run directory: {cfg.run_dir} ({cfg.agent.algorithm}, {cfg.max_steps:,} env steps)',
         flush=True)
-  summary = train(cfg)
-  from launch import summary as summary_lib
+  summary = train(cfg, FLAGS.progress_every_s)
+  from launch.runtime import summary as summary_lib
   print(summary_lib.format_summary(summary))
   if summary['status'] != run_state.COMPLETED:
     print(f'stopped; run it again with: python -m launch.train_dqn --run_dir {cfg.run_dir} --resume')

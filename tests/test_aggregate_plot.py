@@ -1,4 +1,4 @@
-"""Learning curves read back from hand-made run directories (launch.aggregate) and their PNGs
+"""Learning curves read back from hand-made run directories (launch.analysis.aggregate) and their PNGs
 (launch.plot): every expected number below is worked out by hand from the rows written."""
 import csv
 import json
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from launch import aggregate
-from launch import plot
+from launch.analysis import aggregate
+from launch.analysis import plot
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 T975_DF2 = 4.302653  # Student t, 0.975 quantile, 2 degrees of freedom

@@ -16,7 +16,7 @@ from estimators import evaluate
 from estimators import networks as nets
 from estimators import predict
 from estimators import train
-from launch import collect
+from launch.runtime import collection as collect
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 

@@ -1,4 +1,4 @@
-"""The program across hosts: network namespaces stand in for machines (launch.netns_hosts), the
+"""The program across hosts: network namespaces stand in for machines (launch.cluster.netns_hosts), the
 run directory on the one filesystem stands in for shared storage. Replay, counter and
 coordinator on host A, the two learners on host B, two actors on host C; the launch is
 `launch.train --launch_type cluster --cluster_start`, which starts each host's replicas through
@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from launch import checkpointing, launcher, netns_hosts, summary
+from launch.program import checkpointing
+from launch.cluster import netns_hosts
+from launch.runtime import launcher, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow

@@ -8,8 +8,9 @@ import cloudpickle
 import pytest
 
 from agents.acting import ReversibilityConfig
-from launch import cluster, cluster_spec
-from launch.config import RunConfig
+from launch.cluster import description as cluster_spec
+from launch.cluster import package, placement
+from launch.program.config import RunConfig
 
 # Builds the real program (imports jax, Acme, Reverb: ~5 s of CPU on its own), so not in the
 # default suite; the description and launch-file checks are (tests/test_cluster_spec.py).
@@ -26,12 +27,12 @@ def packaged(tmp_path_factory):
   cfg = RunConfig(env='cartpole', env_options={'reward_free': True}, num_actors=3,
                   run_dir=str(run_dir), launch_type='cluster',
                   reversibility=ReversibilityConfig(mode='rae'))
-  return cfg, desc, cluster.package(cfg, desc)
+  return cfg, desc, package.package(cfg, desc)
 
 
 def test_package_files(packaged):
   cfg, desc, pkg = packaged
-  launch = cluster.read_launch(cfg.run_dir)
+  launch = package.read_launch(cfg.run_dir)
   assert launch['groups'] == {'replay': 1, 'counter': 1, 'learner': 1, 'precedence_learner': 1,
                               'coordinator': 1, 'actor': 3}
   assert [r['task'] for r in launch['replicas']] == [r.task for r in pkg.replicas]
@@ -41,16 +42,16 @@ def test_package_files(packaged):
     assert os.path.exists(os.path.join(pkg.directory, 'program', f'{group}.pkl'))
   for r in pkg.replicas:
     text = open(os.path.join(pkg.directory, 'tasks', f'{r.task}.sh')).read()
-    assert json.dumps(cluster_spec.task_spec(pkg.replicas, r.group, r.index), sort_keys=True) in text
+    assert json.dumps(placement.task_spec(pkg.replicas, r.group, r.index), sort_keys=True) in text
   assert set(pkg.commands) == {'a', 'b', 'c'}
   assert pkg.commands['a'][:2] == ['ssh', 'a']  # no "start" prefix: ssh to the host name
 
 
 def test_replicas_resolve_their_peers_through_cluster_spec(packaged, monkeypatch):
   cfg, _, pkg = packaged
-  endpoints = cluster_spec.cluster_of(pkg.replicas)
+  endpoints = placement.cluster_of(pkg.replicas)
   for r in pkg.replicas:
-    monkeypatch.setenv('CLUSTER_SPEC', json.dumps(cluster_spec.task_spec(pkg.replicas, r.group, r.index)))
+    monkeypatch.setenv('CLUSTER_SPEC', json.dumps(placement.task_spec(pkg.replicas, r.group, r.index)))
     with open(os.path.join(pkg.directory, 'program', f'{r.group}.pkl'), 'rb') as f:
       functions = cloudpickle.load(f)
     assert len(functions) == len(endpoints[r.group])

@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
-from launch import cluster_launchers, cluster_spec
-from launch.cluster_spec import ClusterSpecError
+from launch.cluster import description as cluster_spec
+from launch.cluster import files as cluster_launchers
+from launch.cluster import placement
+from launch.cluster.description import ClusterSpecError
 
 SIZES = {'replay': 1, 'counter': 1, 'learner': 1, 'precedence_learner': 1, 'coordinator': 1,
          'actor': 4}
@@ -33,7 +35,7 @@ def _desc(**overrides):
 
 def test_placement_ports_and_cluster_spec():
   desc = cluster_spec.parse_description(_desc())
-  replicas = cluster_spec.place(desc, SIZES)
+  replicas = placement.place(desc, SIZES)
   by_task = {r.task: r for r in replicas}
   assert [r.task for r in replicas] == ['replay-0', 'counter-0', 'learner-0', 'precedence_learner-0',
                                         'coordinator-0', 'actor-0', 'actor-1', 'actor-2', 'actor-3']
@@ -45,11 +47,11 @@ def test_placement_ports_and_cluster_spec():
   # Actors round-robin over their hosts, in order.
   assert [by_task[f'actor-{i}'].host for i in range(4)] == ['c', 'b', 'c', 'b']
   assert by_task['actor-1'].endpoint == '10.1.0.2:7002'
-  spec = cluster_spec.task_spec(replicas, 'actor', 2)
+  spec = placement.task_spec(replicas, 'actor', 2)
   assert spec['task'] == {'type': 'actor', 'index': 2}
   assert spec['cluster']['actor'] == [by_task[f'actor-{i}'].endpoint for i in range(4)]
   assert set(spec['cluster']) == set(SIZES)
-  cluster, group, index = cluster_spec.parse_cluster_spec(json.dumps(spec))
+  cluster, group, index = placement.parse_cluster_spec(json.dumps(spec))
   assert (group, index) == ('actor', 2) and cluster == spec['cluster']
 
 
@@ -57,12 +59,12 @@ def test_explicit_port_ranges_and_lists():
   desc = cluster_spec.parse_description(_desc(groups={
       'replay': 'a', 'counter': 'a', 'coordinator': 'a', 'learner': 'b', 'precedence_learner': 'b',
       'actor': {'hosts': ['c'], 'port': 9000}}))
-  replicas = cluster_spec.place(desc, SIZES)
+  replicas = placement.place(desc, SIZES)
   assert [r.port for r in replicas if r.group == 'actor'] == [9000, 9001, 9002, 9003]
   desc = cluster_spec.parse_description(_desc(groups={
       'replay': 'a', 'counter': 'a', 'coordinator': 'a', 'learner': 'b', 'precedence_learner': 'b',
       'actor': {'hosts': ['c'], 'ports': [9005, 9003, 9100, 9004]}}))
-  assert [r.port for r in cluster_spec.place(desc, SIZES) if r.group == 'actor'] == [9005, 9003, 9100, 9004]
+  assert [r.port for r in placement.place(desc, SIZES) if r.group == 'actor'] == [9005, 9003, 9100, 9004]
 
 
 @pytest.mark.parametrize('raw, message', [
@@ -93,22 +95,22 @@ def test_placement_errors_name_the_problem():
       'coordinator': 'a', 'learner': 'b', 'precedence_learner': 'b', 'actor': 'c'}))
   with pytest.raises(ClusterSpecError, match=r'port clash: replay-0 and counter-0 both listen on '
                                              r'10\.1\.0\.1:7000 \(host a\)'):
-    cluster_spec.place(clash, SIZES)
+    placement.place(clash, SIZES)
   # Two host names with one address share its ports.
   shared = cluster_spec.parse_description(_desc(
       hosts={'a': '10.1.0.1', 'a2': '10.1.0.1'},
       groups={'replay': {'host': 'a', 'port': 7000}, 'counter': 'a', 'coordinator': 'a',
               'learner': {'host': 'a2', 'port': 7000}, 'precedence_learner': 'a', 'actor': 'a'}))
   with pytest.raises(ClusterSpecError, match='port clash: replay-0 and learner-0'):
-    cluster_spec.place(shared, SIZES)
+    placement.place(shared, SIZES)
   missing = cluster_spec.parse_description(_desc(groups={'replay': 'a'}))
   with pytest.raises(ClusterSpecError, match='node group counter of the program has no host'):
-    cluster_spec.place(missing, SIZES)
+    placement.place(missing, SIZES)
   wrong_count = cluster_spec.parse_description(_desc(groups={
       'replay': 'a', 'counter': 'a', 'coordinator': 'a', 'learner': 'b', 'precedence_learner': 'b',
       'actor': {'hosts': ['c'], 'ports': [1, 2]}}))
   with pytest.raises(ClusterSpecError, match='4 replicas in this program but 2 ports'):
-    cluster_spec.place(wrong_count, SIZES)
+    placement.place(wrong_count, SIZES)
 
 
 @pytest.mark.parametrize('text, message', [
@@ -120,7 +122,7 @@ def test_placement_errors_name_the_problem():
 ])
 def test_bad_cluster_spec_values(text, message):
   with pytest.raises(ClusterSpecError, match=message):
-    cluster_spec.parse_cluster_spec(text)
+    placement.parse_cluster_spec(text)
 
 
 def test_description_files(tmp_path):
@@ -136,12 +138,12 @@ def test_description_files(tmp_path):
 
 def _generated(tmp_path):
   desc = cluster_spec.parse_description(_desc())
-  replicas = cluster_spec.place(desc, SIZES)
+  replicas = placement.place(desc, SIZES)
   run_dir, pkg = '/shared/runs/r1', '/shared/runs/r1/cluster'
   files = {}
   for r in replicas:
     files[f'tasks/{r.task}.sh'] = cluster_launchers.task_script(
-        r, cluster_spec.task_spec(replicas, r.group, r.index), run_dir, '/opt/ntb', '/opt/ntb/.venv/bin/python')
+        r, placement.task_spec(replicas, r.group, r.index), run_dir, '/opt/ntb', '/opt/ntb/.venv/bin/python')
   for name, text in cluster_launchers.slurm_files(desc, replicas, run_dir, pkg).items():
     files[f'slurm/{name}'] = text
   files['kubernetes.yaml'] = cluster_launchers.kubernetes_manifests(
@@ -181,7 +183,7 @@ def test_task_scripts_and_slurm_job(tmp_path):
     script = os.path.basename(shlex.split(command)[1])
     assert script == f'{replica.task}.sh'
     spec = _exported_spec(files[f'tasks/{script}'])
-    assert spec == cluster_spec.task_spec(replicas, replica.group, replica.index)
+    assert spec == placement.task_spec(replicas, replica.group, replica.index)
     # Against the description itself: the task's endpoint is its host's address.
     assert spec['cluster'][replica.group][replica.index].split(':')[0] == desc.hosts[host].address
 
@@ -201,7 +203,7 @@ def test_kubernetes_manifests(tmp_path):
   assert len(service) == 1 and service[0]['spec']['clusterIP'] == 'None'
   assert set(jobs) == {cluster_launchers.kubernetes_job_name(desc, g) for g in SIZES}
   pods = cluster_launchers.kubernetes_replicas(desc, SIZES)
-  expected_cluster = cluster_spec.cluster_of(pods)
+  expected_cluster = placement.cluster_of(pods)
   for group, size in SIZES.items():
     job = jobs[cluster_launchers.kubernetes_job_name(desc, group)]
     assert job['spec']['completionMode'] == 'Indexed' and job['spec']['completions'] == size

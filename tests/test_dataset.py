@@ -10,14 +10,17 @@ import pytest
 
 import envs
 from estimators import dataset
+from estimators.rlds import flat as rlds_flat
+from estimators.rlds import writer as rlds_writer
 from estimators import pairs
-from launch import collect
+from launch.program import collection as collect_program
+from launch.runtime import collection as collect
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 
 def _episodes(name, n, seed=0, store_states=True, **options):
-  stream = collect.episode_stream(name, options, [seed], store_states)
+  stream = collect_program.episode_stream(name, options, [seed], store_states)
   return [next(stream) for _ in range(n)]
 
 
@@ -193,7 +196,7 @@ def test_collect_cli(tmp_path):
 def test_collect_distributed_reports_progress(tmp_path, capfd, monkeypatch):
   # The supervisor of a distributed collection prints progress lines while the nodes run (it
   # once passed the progress callback where watch() takes the run directory, and printed none).
-  from launch import launcher
+  from launch.runtime import launcher
   monkeypatch.setattr(collect, 'PROGRESS_EVERY_S', 1.0)
   out = str(tmp_path / 'dist')
   meta = collect.run('cliff', 150, out, num_actors=2, progress=True)
@@ -207,8 +210,9 @@ def test_collect_distributed_reports_progress(tmp_path, capfd, monkeypatch):
 
 
 def test_collect_imports_next_to_train():
+  from launch import collect as collect_cli
   from launch import train   # both define --env/--seed: collect's flags exist only as a program
-  assert train.FLAGS is collect.FLAGS
+  assert train.FLAGS is collect_cli.FLAGS
 
 
 # ----------------------------------------------------------------------------------------- #
@@ -222,7 +226,7 @@ def sharded_turf(tmp_path_factory):
   out = tmp_path_factory.mktemp('flat') / 'turf'
   eps = _episodes('turf', 41)
   with pytest.MonkeyPatch.context() as mp:
-    mp.setattr(dataset, 'EPISODES_PER_SHARD', 17)
+    mp.setattr(rlds_writer, 'EPISODES_PER_SHARD', 17)
     _write(out, eps[:32], 'turf')
     _write(out, eps[32:], 'turf', append=True)
   assert len([f for f in os.listdir(out) if '.tfrecord-' in f]) == 3
@@ -243,8 +247,8 @@ def test_load_flat_equals_load_episodes_then_flatten(sharded_turf):
   assert meta == dataset.read_metadata(str(sharded_turf))
   assert flat.observations.dtype == np.uint8 and np.max(flat.observations) >= 128
   _assert_same_flat(ref, dataset.load_flat(str(sharded_turf), batch_episodes=5)[0])
-  plan = dataset._flat_plan(str(sharded_turf), meta)     # the generic parse_example path
-  _assert_same_flat(ref, dataset._read_flat(str(sharded_turf), plan, 7, packed_uint8=False))
+  plan = rlds_flat._flat_plan(str(sharded_turf), meta)     # the generic parse_example path
+  _assert_same_flat(ref, rlds_flat._read_flat(str(sharded_turf), plan, 7, packed_uint8=False))
 
 
 def test_load_flat_float_observations_and_fallback(tmp_path, sharded_turf, monkeypatch):
@@ -255,9 +259,9 @@ def test_load_flat_float_observations_and_fallback(tmp_path, sharded_turf, monke
   assert flat.observations.dtype == np.float32
 
   def not_packed(*args):
-    raise dataset._NotPackedUint8('test')
+    raise rlds_flat._NotPackedUint8('test')
 
-  monkeypatch.setattr(dataset, '_decode_packed_uint8', not_packed)
+  monkeypatch.setattr(rlds_flat, '_decode_packed_uint8', not_packed)
   _assert_same_flat(dataset.flatten(dataset.load_episodes(str(sharded_turf))[0]),
                     dataset.load_flat(str(sharded_turf))[0])
 
@@ -270,15 +274,15 @@ def test_decode_packed_uint8_matches_protobuf():
   raw = [tf.train.Int64List(value=v.tolist()).SerializeToString() for v in lists]
   buf = np.frombuffer(b''.join(raw), np.uint8)
   out = np.empty(sum(len(v) for v in lists), np.uint8)
-  counts = dataset._decode_packed_uint8(buf, np.array([len(r) for r in raw]), out)
+  counts = rlds_flat._decode_packed_uint8(buf, np.array([len(r) for r in raw]), out)
   np.testing.assert_array_equal(counts, [len(v) for v in lists])
   np.testing.assert_array_equal(out, np.concatenate(lists))
   unpacked = b''.join(b'\x08' + bytes([v]) for v in (1, 2, 3))
   too_big = tf.train.Int64List(value=[1, 256, 3]).SerializeToString()
   split = raw[0] + raw[1]           # two packed runs of the same field: valid protobuf
   for bad, n in ((unpacked, 3), (too_big, 3), (split, 5)):
-    with pytest.raises(dataset._NotPackedUint8):
-      dataset._decode_packed_uint8(np.frombuffer(bad, np.uint8), np.array([len(bad)]),
+    with pytest.raises(rlds_flat._NotPackedUint8):
+      rlds_flat._decode_packed_uint8(np.frombuffer(bad, np.uint8), np.array([len(bad)]),
                                    np.empty(n, np.uint8))
 
 

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from estimators import dataset
-from launch import collect
+from estimators.rlds import writer as rlds_writer
+from launch.runtime import collection as collect
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 SHARD = f'{dataset.DATASET_NAME}-{dataset.SPLIT}.tfrecord-00000'
@@ -285,7 +286,7 @@ def test_signals_wait_until_the_swap_into_place_is_done():
   previous = signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
     with pytest.raises(KeyboardInterrupt):
-      with dataset._signals_deferred():   # pylint: disable=protected-access
+      with rlds_writer._signals_deferred():   # pylint: disable=protected-access
         signal.raise_signal(signal.SIGINT)
         done.append('both renames')
   finally:

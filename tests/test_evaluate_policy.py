@@ -1,8 +1,8 @@
 """launch.evaluate_policy on real learner checkpoints.
 
 A training run is too slow here, so each run directory is made the way launch.train leaves it:
-config.json written with launch.train's own `_jsonable(cfg)`, and a checkpoint of a real
-IMPALALearner's state (networks and optimiser built as `launch.program.make_learner` builds
+config.json written with the launch's own `lifecycle.jsonable(cfg)`, and a checkpoint of a real
+IMPALALearner's state (networks and optimiser built as `launch.program.build.make_learner` builds
 them) saved with `checkpointing.save_state`. One run keeps the random initial parameters; the
 other has its policy head zeroed except a large bias on 'right', so it always pushes right.
 """
@@ -21,12 +21,12 @@ from agents import learning
 from agents import networks as agent_networks
 from envs import oracle
 from envs import sokoban
-from launch import checkpointing
-from launch import config as cfg_lib
-from launch import evaluate_policy as ev
-from launch import program
-from launch import run_state
-from launch import train
+from launch.program import checkpointing
+from launch.program import config as cfg_lib
+from launch.analysis import policy_evaluation as ev
+from launch.program import build as program
+from launch.runtime import lifecycle
+from launch.runtime import run_state
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 RIGHT = sokoban.ACTION_NAMES.index('right')
@@ -80,7 +80,7 @@ def _always(state, action, bias=50.0):
 
 def _write_run(run_dir, cfg, state=None):
   os.makedirs(run_dir)
-  run_state.write_json(os.path.join(run_dir, run_state.CONFIG), train._jsonable(cfg))
+  run_state.write_json(os.path.join(run_dir, run_state.CONFIG), lifecycle.jsonable(cfg))
   if state is not None:
     checkpointing.save_state(ev.checkpoint_dir(run_dir), state, STEPS)
   return str(run_dir)

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from launch import experiment as runner
-from launch import experiments as registry
-from launch import run_state
+from launch.experiments import runner
+from launch.experiments import registry, spec
+from launch.runtime import run_state
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -79,10 +79,10 @@ def test_done_steps_are_skipped_and_longer_budgets_resume(tmp_path):
 
 
 def test_a_failing_step_stops_the_experiment_naming_it(tmp_path, capsys):
-  failing = registry.Step('broken', 'json.tool', ('{out}/missing.json',), done='never',
+  failing = spec.Step('broken', 'json.tool', ('{out}/missing.json',), done='never',
                           est_seconds=1)
-  after = registry.Step('after', 'json.tool', ('--help',), done='never', est_seconds=1)
-  exp = registry.Experiment('t', 'test', 'none', lambda scale, seeds: [failing, after], (), ())
+  after = spec.Step('after', 'json.tool', ('--help',), done='never', est_seconds=1)
+  exp = spec.Experiment('t', 'test', 'none', lambda scale, seeds: [failing, after], (), ())
   assert runner.run_experiment(exp, 'tiny', 1, str(tmp_path)) is False
   err = capsys.readouterr().err.strip().splitlines()[-1]
   assert err.startswith('error: step broken failed (exit code 2)')

@@ -7,12 +7,13 @@ import sys
 
 import pytest
 
-from launch import experiment as runner
-from launch import experiments as registry
-from launch import experiments_cartpole as cp
-from launch import experiments_turf as turf
-from launch import run_state
-from launch.experiment_spec import train_step
+from launch.experiments import runner
+from launch.experiments import registry
+from launch.experiments import cartpole_plus as cp
+from launch.experiments import cartpole_reward_free as cprf
+from launch.experiments import turf
+from launch.runtime import run_state
+from launch.experiments.spec import train_step
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 NEW = ('cartpole_plus', 'cartpole_reward_free', 'turf')
@@ -50,7 +51,7 @@ def test_cartpole_plus_seeds_and_dqn_runs_are_training_steps(tmp_path):
 
 
 def test_reward_free_and_turf_seed_minimums():
-  rf = [s for s in cp.cartpole_reward_free_steps('small', 1) if s.is_training]
+  rf = [s for s in cprf.cartpole_reward_free_steps('small', 1) if s.is_training]
   assert sorted({s.group for s in rf}) == ['IMPALA', 'IMPALA+RAE'] and len(rf) == 10
   assert all('--reward_free=true' in s.args for s in rf)
   budget = {s.group: s.args[s.args.index('--max_steps') + 1] for s in rf}
@@ -98,20 +99,20 @@ def test_dqn_table_against_the_papers_scores():
 
 def test_reward_free_run_record_reads_the_last_episodes():
   # 3 episodes, last_n 2: lengths 200 (cap) and 50 (the pole fell).
-  r = cp.reward_free_run_record([10, 200, 50], [1, 0, 1], [0, 0, 0], [4, 0, 2], last_n=2)
+  r = cprf.reward_free_run_record([10, 200, 50], [1, 0, 1], [0, 0, 0], [4, 0, 2], last_n=2)
   assert r == {'last_mean': 125.0, 'ends_angle': 0.5, 'ends_position': 0.0, 'penalised': 1.0,
                'ends_cap': 0.5}
   # A run that logged neither the end reasons nor penalties (plain IMPALA of an older run).
-  r = cp.reward_free_run_record([20, 30], [], [], [])
+  r = cprf.reward_free_run_record([20, 30], [], [], [])
   assert r['last_mean'] == 25.0 and r['ends_angle'] is None and r['penalised'] is None
   assert r['ends_cap'] == 0.0
 
 
 def test_reward_free_seeds_table_and_verdict():
-  good = cp.reward_free_run_record([195.5], [0.0], [0.0], [0.5])
-  weak = cp.reward_free_run_record([150.0], [0.0], [1.0], [3.0])
-  control = cp.reward_free_run_record([21.0], [1.0], [0.0], [])
-  md = cp.seeds_markdown([('IMPALA+RAE', 'impala_rae-s0', good, 400_000),
+  good = cprf.reward_free_run_record([195.5], [0.0], [0.0], [0.5])
+  weak = cprf.reward_free_run_record([150.0], [0.0], [1.0], [3.0])
+  control = cprf.reward_free_run_record([21.0], [1.0], [0.0], [])
+  md = cprf.seeds_markdown([('IMPALA+RAE', 'impala_rae-s0', good, 400_000),
                           ('IMPALA+RAE', 'impala_rae-s1', weak, None),
                           ('IMPALA', 'impala-s0', control, None)])
   assert '| IMPALA+RAE | impala_rae-s0 | 195.5 | 0% / 0% / 0% | 0.50 | 400,000 |' in md

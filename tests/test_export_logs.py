@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from launch import aggregate
+from launch.analysis import aggregate
 from launch import export_logs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from launch import checkpointing, launcher, summary
+from launch.program import checkpointing
+from launch.runtime import launcher, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow

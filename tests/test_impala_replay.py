@@ -7,8 +7,8 @@ from acme import specs, wrappers
 
 import envs
 from agents import adders
-from launch import program
-from launch.config import ImpalaConfig
+from launch.program import build as program
+from launch.program.config import ImpalaConfig
 
 SEQUENCE = 5
 

@@ -9,7 +9,8 @@ import time
 import psutil
 import pytest
 
-from launch import checkpointing, launcher, summary
+from launch.program import checkpointing
+from launch.runtime import launcher, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 

@@ -8,7 +8,7 @@ from acme import specs, wrappers
 import envs
 from agents import adders
 from estimators import pairs
-from launch.precedence_learner import make_window_iterator
+from launch.program.precedence_learner import make_window_iterator
 
 
 def test_windows_stay_inside_episodes_and_pad_to_fixed_length():

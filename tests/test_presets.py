@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from launch import presets
+from launch.program import presets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -11,7 +11,8 @@ import numpy as np
 import optax
 import pytest
 
-from launch import checkpointing, run_state, supervisor
+from launch.program import checkpointing
+from launch.runtime import run_state, supervisor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -161,8 +162,8 @@ def test_estimator_checkpoint_of_another_env_is_refused_before_launch(tmp_path):
 
 
 def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
-  from launch import program
-  from launch.config import RunConfig
+  from launch.program import build as program
+  from launch.program.config import RunConfig
   cfg = RunConfig(run_dir=str(tmp_path))
   first = program.make_logger(cfg, 'actor_0')
   first.write({'actor_steps': 10, 'episode_length': 10})
@@ -170,7 +171,7 @@ def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
   # another order: its values must still land under the file's own columns.
   again = program.make_logger(cfg, 'actor_0')
   again.write({'learner_steps': 3, 'episode_length': 12, 'actor_steps': 22})
-  from launch import summary
+  from launch.runtime import summary
   rows = summary.read_log(str(tmp_path), 'actor_0')
   assert rows == [{'actor_steps': 10.0, 'episode_length': 10.0},
                   {'actor_steps': 22.0, 'episode_length': 12.0}]

@@ -1,0 +1,2 @@
+"""Analysis of finished runs: learning curves and statistics read back from run directories
+(aggregate) and their plots (plot)."""

@@ -1,0 +1,125 @@
+"""Episodes of a policy on Sokoban levels, all played together: one jitted forward pass per
+step covers every episode still running (padded to a power of two, so few batch shapes are
+compiled); with an IrreversibilityJudge, the exact oracle counts the irreversible actions taken."""
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+MIN_BATCH = 8  # smallest padded batch: few levels then compile the forward pass once
+
+
+def make_act(networks):
+  """Jitted (params, obs [B,...], keys [B,2], greedy [B]) -> (actions [B], keys [B,2]).
+  Sampling splits each key as the actors do (`agents.acting`): key, sub = split(key)."""
+  import jax
+  import jax.numpy as jnp
+  from agents.networks import DUMMY_CORE_STATE
+
+  def act(params, obs, keys, greedy):
+    (logits, _), _ = networks.unroll_fn(params, obs, DUMMY_CORE_STATE)
+    split = jax.vmap(jax.random.split)(keys)
+    sampled = jax.vmap(jax.random.categorical)(split[:, 1], logits)
+    actions = jnp.where(greedy, jnp.argmax(logits, axis=-1), sampled)
+    return actions.astype(jnp.int32), split[:, 0]
+
+  return jax.jit(act)
+
+
+def padded_size(n: int) -> int:
+  """Batch sizes are rounded up to powers of two so that a shrinking set of running episodes
+  compiles the forward pass at most log2(N) times."""
+  return max(MIN_BATCH, 1 << (n - 1).bit_length())
+
+
+class IrreversibilityJudge:
+  """Oracle verdicts on (level, state, action), each searched once (the search dominates)."""
+
+  def __init__(self, env_options: Dict[str, Any], levels: Sequence[Any], max_expansions: int):
+    import envs
+    # A dedicated env over all levels: the oracle moves its env around; states name the level.
+    self._env = envs.make('sokoban', seed=0, **{**env_options, 'levels': levels})
+    self._max_expansions = max_expansions
+    self._cache = {}
+
+  def check(self, level: int, state, action: int):
+    from envs import oracle
+    key = ((level,) + tuple(state[1:]), int(action))
+    if key not in self._cache:
+      self._cache[key] = oracle.check(self._env, key[0], key[1],
+                                      max_expansions=self._max_expansions)
+    return self._cache[key]
+
+  @property
+  def unique_checks(self) -> int:
+    return len(self._cache)
+
+
+def play(act, params, level_envs: List[Any], levels: List[int], greedy: List[bool],
+         keys: np.ndarray, judge: Optional[IrreversibilityJudge] = None) -> List[Dict[str, Any]]:
+  """Plays episode e in level_envs[e] (level index levels[e]) to its end; one record each."""
+  obs = [env.reset().observation for env in level_envs]
+  keys, greedy = np.array(keys), np.asarray(greedy, bool)
+  # Actions as digits: an episode can be replayed (and rendered) from its record.
+  records = [{'level': int(level), 'length': 0, 'return': 0.0, 'actions': ''} for level in levels]
+  if judge is not None:
+    for r in records:
+      r.update(irreversible=0, oracle_unknown=0)
+  running = list(range(len(level_envs)))
+  while running:
+    batch = padded_batch(running, obs, keys, greedy)
+    actions, new_keys = (np.asarray(x) for x in act(params, *batch))
+    keys[running] = new_keys[:len(running)]
+    for e, action in zip(running, actions[:len(running)]):
+      obs[e] = take_step(level_envs[e], records[e], int(action), judge)
+    running = [e for e in running if 'solved' not in records[e]]  # ended: outcome recorded
+  return records
+
+
+def padded_batch(running: List[int], obs: List[np.ndarray], keys: np.ndarray, greedy: np.ndarray):
+  """(obs, keys, greedy) of the running episodes, padded to `padded_size` rows (padding rows
+  are zeros and greedy; their actions are ignored)."""
+  n, size = len(running), padded_size(len(running))
+  batch_obs = np.zeros((size,) + obs[0].shape, obs[0].dtype)
+  batch_obs[:n] = [obs[e] for e in running]
+  batch_keys = np.zeros((size,) + keys.shape[1:], keys.dtype)
+  batch_keys[:n] = keys[running]
+  batch_greedy = np.ones(size, bool)
+  batch_greedy[:n] = greedy[running]
+  return batch_obs, batch_keys, batch_greedy
+
+
+def take_step(env, record: Dict[str, Any], action: int,
+              judge: Optional[IrreversibilityJudge]) -> np.ndarray:
+  """Steps one episode, judging the action first (the oracle needs the state before it); at
+  the episode's end records its outcome. Returns the new observation."""
+  from envs import oracle
+  if judge is not None:
+    verdict = judge.check(record['level'], env.get_state(), action)
+    record['irreversible'] += int(verdict.irreversible)
+    record['oracle_unknown'] += int(verdict.status == oracle.UNKNOWN)
+  ts = env.step(action)
+  record['length'] += 1
+  record['actions'] += str(action)
+  record['return'] += float(ts.reward)
+  if ts.last():
+    info = env.episode_info()
+    record.update(solved=bool(info['solved']), boxes_on_target=int(info['boxes_on_target']))
+  return ts.observation
+
+
+def summarize(records: List[Dict[str, Any]], count_irreversible: bool) -> Dict[str, Any]:
+  def mean(key):
+    return float(np.mean([r[key] for r in records]))
+  out = {'episodes': len(records), 'solved_fraction': mean('solved'),
+         'mean_boxes_on_target': mean('boxes_on_target'), 'mean_episode_length': mean('length'),
+         'mean_return': mean('return')}
+  if count_irreversible:
+    # The oracle counts the solving push (terminal) as irreversible: one per solved episode.
+    out.update(mean_irreversible=mean('irreversible'),
+               mean_irreversible_excl_solving=mean('irreversible') - mean('solved'),
+               oracle_checks=int(sum(r['length'] for r in records)),
+               oracle_unknown=int(sum(r['oracle_unknown'] for r in records)))
+  return out
+
+
+# Entry point for the experiment runner ---------------------------------------------------------

@@ -1,0 +1,51 @@
+"""Helpers the experiments' extra page sections share: which run directories a group has, what a
+run logged, JSON reports, number formats. Pages are built from what is on disk, so they describe
+whatever part of an experiment has run."""
+import json
+import math
+import os
+from typing import Dict, List, Optional, Sequence
+
+from launch.experiments.spec import Step
+
+
+def runs_by_group(steps: Sequence[Step], out: str) -> Dict[str, List[str]]:
+  """{group: [run directories that hold logs]} of the training steps, in step order."""
+  groups: Dict[str, List[str]] = {}
+  for step in steps:
+    if step.is_training and os.path.isdir(os.path.join(out, step.run_dir, 'logs')):
+      groups.setdefault(step.group, []).append(os.path.join(out, step.run_dir))
+  return groups
+
+
+def read_json(path: str) -> Optional[dict]:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def episode_values(run_dir: str, metric: str) -> List[float]:
+  """The metric of every finished episode of the run, in env-step order ([] if not logged)."""
+  from launch.analysis import aggregate
+  try:
+    return [float(v) for v in aggregate.series(run_dir, metric, 'actor_steps').values]
+  except ValueError:
+    return []
+
+
+def fmt(value, digits: int = 1) -> str:
+  if value is None or (isinstance(value, float) and math.isnan(value)):
+    return '–'
+  return f'{value:,.{digits}f}'
+
+
+def mean_ci_text(values: Sequence[float], digits: int = 1) -> str:
+  """'m ± h' over the finite values (t-interval), 'm' for one, '–' for none."""
+  from launch.analysis import aggregate
+  finite = [v for v in values if v is not None and not math.isnan(v)]
+  if not finite:
+    return '–'
+  mean, half = aggregate.mean_ci(finite)
+  return fmt(float(mean), digits) + ('' if math.isnan(half) else f' ± {fmt(float(half), digits)}')

@@ -1,0 +1,104 @@
+"""The registry of named experiments: which steps each one needs (data, estimators, training
+runs, evaluations), at which scale, and how its table is made.
+
+An experiment is a list of `Step`s. A step is a command (a `python -m ...` module and its flags)
+with a `done` file: the runner (`launch.experiments.runner`, entry `launch.experiment`) skips a
+step whose `done` file exists, and resumes a training run that holds a run directory, so
+rerunning the same command continues where it stopped. Paths are relative to the experiment's
+output directory. One module per paper experiment: sokoban, cliff, cartpole_plus, cartpole_reward_free, turf.
+"""
+from typing import Dict
+
+from launch.experiments import cartpole_plus, cartpole_reward_free
+from launch.experiments import turf as turf_exps
+from launch.experiments.cliff import cliff_grid_markdown, cliff_steps
+from launch.experiments.sokoban import SOKOBAN_MILESTONE_EPISODES, sokoban_markdown, sokoban_steps
+from launch.experiments.spec import Experiment
+
+
+EXPERIMENTS: Dict[str, Experiment] = {
+    'sokoban': Experiment(
+        name='sokoban',
+        description='IMPALA vs IMPALA+RAE on the 1k-level Sokoban set, psi trained offline on '
+                    'random episodes and frozen from step 1 (Sec. 5.3, Fig. 5b)',
+        paper='Fig. 5b: IMPALA+RAE learns faster than IMPALA and consistently solves all levels '
+              'of the 1k set; psi matches the exact ground truth with high accuracy (Fig. 5c).',
+        steps=sokoban_steps,
+        metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps',
+                 'episode_length'),
+        # penalised_steps: RAE's penalties per episode (psi > beta), how much RAE shapes.
+        table_metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps'),
+        table_last_n=SOKOBAN_MILESTONE_EPISODES,
+        evaluations=(
+            ('solved 1k greedy', 'eval_train.json', 'greedy', 'solved_fraction'),
+            ('solved 1k sampled', 'eval_train.json', 'sampled', 'solved_fraction'),
+            ('solved Boxoban greedy', 'eval_boxoban.json', 'greedy', 'solved_fraction'),
+            ('solved Boxoban sampled', 'eval_boxoban.json', 'sampled', 'solved_fraction'),
+            ('irreversible/episode greedy', 'eval_irreversible.json', 'greedy',
+             'mean_irreversible_excl_solving'),
+            ('irreversible/episode sampled', 'eval_irreversible.json', 'sampled',
+             'mean_irreversible_excl_solving'),
+        ),
+        extra_markdown=sokoban_markdown,
+    ),
+    'cliff': Experiment(
+        name='cliff',
+        description='random policy and random policy + RAC in the windy cliff-walk, wind p x '
+                    'threshold beta, estimators trained offline on random trajectories per p '
+                    '(App. D, Tables 1-2)',
+        paper='Table 1: a random policy scores 57.5 (p=0) down to 10.5 (p=0.4); Table 2: with '
+              'RAC and beta >= 0.1 it stays alive the whole 250 steps at p=0, and at beta=0.4 '
+              'for every p (238.6-250).',
+        steps=cliff_steps,
+        metrics=('episode_return', 'rejections'),
+        table_metrics=('episode_return', 'rejections'),
+        table_last_n=10**9,
+        extra_markdown=cliff_grid_markdown,
+    ),
+    'cartpole_plus': Experiment(
+        name='cartpole_plus',
+        description='Cartpole+ (50k-step episodes): a random policy with RAC, psi/phi trained '
+                    'offline on random trajectories, against DQN and M-DQN trained with App. '
+                    "C.4's settings (Sec. 5.4, Fig. 6)",
+        paper='Fig. 6a: a random policy with RAC reaches "seemingly infinite" scores (10 seeds); '
+              'DQN and M-DQN reach a maximum evaluation score of 1152 and 2801 in 2M steps; '
+              'Fig. 6b/c: phi prefers pushing the cart towards the side the pole leans to.',
+        steps=cartpole_plus.cartpole_plus_steps,
+        metrics=('episode_length', 'rejections'),
+        table_metrics=('episode_length',),
+        # DQN / M-DQN evaluations are in the page's own table, read on the scale's grid.
+        table_last_n=10**9,
+        extra_markdown=cartpole_plus.cartpole_plus_markdown,
+    ),
+    'cartpole_reward_free': Experiment(
+        name='cartpole_reward_free',
+        description='reward-free Cartpole: IMPALA + RAE with psi learned online and no '
+                    'extrinsic reward, plain IMPALA as the control (Sec. 5.1, Fig. 3)',
+        paper='Fig. 3a: PPO + RAE reaches and holds the 200-step cap (10 seeds); the intrinsic '
+              'return goes from 0 to negative and back to 0 as the agent learns to avoid '
+              'penalties; Fig. 3b/c: psi grows with the angle and angular velocity.',
+        steps=cartpole_reward_free.cartpole_reward_free_steps,
+        metrics=('episode_length', 'intrinsic_return', 'psi_accuracy'),
+        table_metrics=('episode_length', 'intrinsic_return'),
+        extra_markdown=cartpole_reward_free.reward_free_markdown,
+    ),
+    'turf': Experiment(
+        name='turf',
+        description='Turf: IMPALA, IMPALA + RAE (psi online), IMPALA + RAC (psi/phi offline, '
+                    'beta = 0.2) and the RAC threshold sweep (Sec. 5.2, 5.4, Fig. 4, Fig. 7)',
+        paper='Fig. 4: PPO tramples grass, PPO + RAE keeps to the stone path; PPO + RAC '
+              '(beta = 0.2) ruins no grass over the whole of training and still learns to reach '
+              'the goal; Fig. 7: beta > 0.4 never reaches the goal, beta >= 0.2 ruins nothing.',
+        steps=turf_exps.turf_steps,
+        metrics=('episode_return', 'ruined_grass', 'episode_length', 'intrinsic_return',
+                 'rejections'),
+        table_metrics=('episode_return', 'ruined_grass', 'episode_length'),
+        extra_markdown=turf_exps.turf_markdown,
+    ),
+}
+
+
+def get(name: str) -> Experiment:
+  if name not in EXPERIMENTS:
+    raise ValueError(f'unknown experiment {name!r}; known: {", ".join(sorted(EXPERIMENTS))}')
+  return EXPERIMENTS[name]

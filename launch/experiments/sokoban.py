@@ -1,0 +1,200 @@
+"""Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline; its
+steps per scale and its page (milestones, psi accuracy against the oracle, the psi trace)."""
+import os
+from typing import List
+
+from launch.experiments.spec import Step, train_step
+
+
+# --------------------------------------------------------------------------------------------- #
+# Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline
+# --------------------------------------------------------------------------------------------- #
+
+# Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch,
+# sequence reuse (samples_per_insert; 0 = the paper's queue, each sequence used once) and
+# gradient clip (the paper's 40 at `paper`).
+SOKOBAN_SCALES = {
+    'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
+                 batch=16, samples_per_insert=4, max_gradient_norm=1, run_seconds=90,
+                 eval_transitions=100,
+                 eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
+    # small: this 2-core machine at ~4k env steps/s, ~1.4 h per run (reached over several
+    # launches: rerun the same command). Batch 16 x replay 4, the Sokoban preset: batch 256 used
+    # once played like a random policy after 3M steps (BUILD_NOTES.md, "Sokoban learning").
+    'small': dict(episodes=20_000, pairs=5_000_000, max_steps=20_000_000, actors=2,
+                  envs_per_actor=16, batch=16, samples_per_insert=4, max_gradient_norm=1,
+                  run_seconds=5000,
+                  eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
+                  eval_oracle_levels=100),
+    # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
+    'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
+                  envs_per_actor=1, batch=256, samples_per_insert=0, max_gradient_norm=40,
+                  run_seconds=0,
+                  eval_transitions=10_000, eval_levels=1000, eval_boxoban_levels=1000,
+                  eval_oracle_levels=1000),
+}
+# The RAE arms: (run name, group, psi checkpoint, penalty weight lambda or None for the preset's).
+# The paper names no lambda; the preset's 0.1 is small beside the +1/-1 box rewards, so one arm
+# takes 1.0.
+SOKOBAN_RAE_ARMS = (
+    ('impala_rae', 'IMPALA+RAE', 'psi.ckpt', None),
+    ('impala_rae_paper_psi', "IMPALA+RAE (paper's psi)", 'psi_paper.ckpt', None),
+    ('impala_rae_lam1', 'IMPALA+RAE (lambda 1)', 'psi.ckpt', 1.0),
+)
+SOKOBAN_BETA = 0.9   # Sec. 5.3
+# Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
+BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared',
+                                              'data', 'boxoban', 'unfiltered_test_000.txt'))
+
+
+def _sokoban_psi_steps(s: dict, suffix: str, preset: str) -> List[Step]:
+  """Train one psi on the random episodes and score it against the oracle: random transitions
+  from the training levels and from Boxoban levels it never saw (Sec. 5.3: "high accuracy";
+  the labels are cached, so each psi is scored on the same transitions), and along a solution."""
+  ckpt = f'psi{suffix}.ckpt'
+  steps = [Step(f'train_psi{suffix}', 'estimators.train',
+                ('--dataset', '{out}/data/random', '--out', f'{{out}}/{ckpt}', '--network_preset',
+                 preset, '--num_pairs', str(s['pairs']), '--noprogress'),
+                done=ckpt, est_seconds=s['pairs'] / 20_000)]
+  for name, levels in (('train_levels', 'default'), ('boxoban', BOXOBAN_LEVELS)):
+    steps.append(Step(
+        f'eval_psi{suffix}_{name}', 'estimators.evaluate',
+        ('--checkpoint', f'{{out}}/{ckpt}', '--env', 'sokoban', '--env_option', f'levels={levels}',
+         '--transitions', str(s['eval_transitions']), '--beta', str(SOKOBAN_BETA),
+         '--labels_cache', '{out}/psi_labels', '--out', f'{{out}}/psi_eval{suffix}/{name}'),
+        done=f'psi_eval{suffix}/{name}/report.json', est_seconds=s['eval_transitions'] * 0.1))
+  steps.append(Step(f'psi_trace{suffix}', 'estimators.psi_trace',
+                    ('--checkpoint', f'{{out}}/{ckpt}', '--level', '0', '--beta', str(SOKOBAN_BETA),
+                     '--out', f'{{out}}/psi_trace{suffix}.png',
+                     '--json', f'{{out}}/psi_eval{suffix}/trace.json'),
+                    done=f'psi_eval{suffix}/trace.json', est_seconds=60))
+  return steps
+
+
+def sokoban_steps(scale: str, seeds: int) -> List[Step]:
+  s = SOKOBAN_SCALES[scale]
+  steps = [
+      Step('collect_random', 'launch.collect',
+           ('--env', 'sokoban', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
+            '--num_actors', '1', '--resume', '--noprogress'),
+           done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.02),
+  ]
+  # Two psi: the Sokoban preset (the best of bench.psi_ablation) drives IMPALA+RAE; the paper's
+  # network (App. C.3) drives a second RAE group, so the page shows what the better psi changes.
+  steps += _sokoban_psi_steps(s, '', 'sokoban')
+  steps += _sokoban_psi_steps(s, '_paper', 'sokoban_paper')
+  # Every arm gets the same agent settings; only the RAE flags differ.
+  common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
+            str(s['envs_per_actor']), '--batch_size', str(s['batch']),
+            '--samples_per_insert', str(s['samples_per_insert']),
+            '--max_gradient_norm', str(s['max_gradient_norm']))
+  runs = []
+  for seed in range(seeds):
+    runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
+                       *common, '--mode', 'none'))
+    for name, group, ckpt, lam in SOKOBAN_RAE_ARMS:
+      lam_flags = () if lam is None else ('--lam', str(lam))
+      runs.append(train_step(f'{name}-s{seed}', group, seed, s['max_steps'], s['run_seconds'],
+                             *common, '--mode', 'rae', '--estimator_checkpoint', f'{{out}}/{ckpt}',
+                             '--beta', str(SOKOBAN_BETA), *lam_flags))
+  steps += runs
+  # The final policies, greedy and sampled, on the 1k training levels, on Boxoban levels they
+  # never saw, and (oracle-counted irreversible actions, expensive) on the first levels.
+  for run in runs:
+    for name, levels, n, extra in (
+        ('eval_train', 'default', s['eval_levels'], ()),
+        ('eval_boxoban', BOXOBAN_LEVELS, s['eval_boxoban_levels'], ()),
+        ('eval_irreversible', 'default', s['eval_oracle_levels'],
+         ('--count_irreversible', '--max_expansions', '2000'))):
+      steps.append(Step(
+          f'{run.name}-{name}', 'launch.evaluate_policy',
+          ('--run_dir', os.path.join('{out}', run.run_dir), '--levels', levels, '--num_levels',
+           str(n), '--policy', 'both', *extra, '--out', os.path.join('{out}', run.run_dir, f'{name}.json')),
+          done=os.path.join(run.run_dir, f'{name}.json'), est_seconds=n * (1.5 if extra else 0.05)))
+  return steps
+
+
+SOKOBAN_MILESTONES = (0.05, 0.10, 0.25, 0.50)
+SOKOBAN_MILESTONE_EPISODES = 1000   # the trailing training episodes a milestone is judged on
+
+
+def sokoban_milestones_markdown(table: dict, out: str) -> str:
+  """Per group: env steps at which the trailing 1,000 training episodes first solved 5%, 10%,
+  25%, 50% (mean ± 95% t-interval over the seeds that got there, and how many did), and the
+  area under the solved curve over the budget every run has reached."""
+  from launch.analysis import aggregate
+  from launch.runtime import run_state
+  from launch.experiments.pages import mean_ci_text, runs_by_group
+  groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
+  if not groups:
+    return ''
+  reached = {d: run_state.load_counts(d).get('actor_steps', 0)
+             for ds in groups.values() for d in ds}
+  budget = min(reached.values())
+  n = SOKOBAN_MILESTONE_EPISODES
+  lines = ['## Milestones: env steps to a solved fraction', '',
+           f'Env steps at which the last {n:,} training episodes first solved the given fraction '
+           '(mean ± 95% t-interval over the seeds that reached it; in brackets: how many of '
+           f'the seeds did). Area: the mean of the solved curve over the first {budget:,.0f} env '
+           'steps (the budget every run has reached), so larger is sooner.', '',
+           '| group | ' + ' | '.join(f'{m:.0%} solved' for m in SOKOBAN_MILESTONES) +
+           ' | area under the solved curve |', '|' + '---|' * (len(SOKOBAN_MILESTONES) + 2)]
+  for group, run_dirs in groups.items():
+    cells = [group]
+    for m in SOKOBAN_MILESTONES:
+      steps = [_safe(aggregate.steps_to, d, 'solved', m, n) for d in run_dirs]
+      hit = [v for v in steps if v == v]
+      cells.append(f'{mean_ci_text(hit, 0)} ({len(hit)}/{len(run_dirs)})')
+    areas = [_safe(aggregate.mean_over_budget, d, 'solved', budget) for d in run_dirs]
+    cells.append(mean_ci_text(areas, 3))
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def _safe(fn, *args) -> float:
+  try:
+    return fn(*args)
+  except ValueError:   # the run logs no such metric (yet)
+    return float('nan')
+
+
+def sokoban_markdown(table: dict, out: str) -> str:
+  return '\n'.join(part for part in (sokoban_milestones_markdown(table, out),
+                                      sokoban_psi_markdown(table, out)) if part)
+
+
+def sokoban_psi_markdown(table: dict, out: str) -> str:
+  """psi against the exact oracle (held-out Boxoban levels included) and along a solution."""
+  import json
+
+  def read(path):
+    try:
+      with open(os.path.join(out, path)) as f:
+        return json.load(f)
+    except (OSError, ValueError):
+      return None
+  lines = ['## psi against the exact oracle (random transitions, beta = 0.9)', '',
+           '| psi | levels | labelled transitions | irreversible | AUROC | precision at beta | '
+           'recall at beta |', '|---|---|---|---|---|---|---|']
+  num = lambda v: '–' if v is None else f'{v:.3f}'  # noqa: E731  (None: no irreversible drawn)
+  psis = (('', 'Sokoban preset (early fusion, SAME, 32 channels)'),
+          ('_paper', "the paper's network (App. C.3)"))
+  for suffix, psi_name in psis:
+    for name, label in (('train_levels', 'training set (1k)'), ('boxoban', 'Boxoban, never seen')):
+      r = read(f'psi_eval{suffix}/{name}/report.json')
+      if r is None:
+        lines.append(f'| {psi_name} | {label} | – | – | – | – | – |')
+        continue
+      psi = r['psi']
+      lines.append(f"| {psi_name} | {label} | {r['evaluated']} | {r['labels']['irreversible']} | "
+                   f"{num(psi['auroc'])} | {num(psi['precision'])} | {num(psi['recall'])} |")
+  for suffix, psi_name in psis:
+    trace = read(f'psi_eval{suffix}/trace.json')
+    if trace is not None:
+      t = trace['summary']
+      lines += ['', f"{psi_name[0].upper() + psi_name[1:]}, along a solution of level 0 "
+                f"(`psi_trace{suffix}.png`, Fig. 5c): {t['steps']} steps, {t['irreversible']} "
+                f"irreversible by the oracle, {t['irreversible_above_beta']} of them with psi > "
+                f"beta, {t['psi_above_beta'] - t['irreversible_above_beta']} reversible steps "
+                f"above beta.", '', f'![psi along a solution](psi_trace{suffix}.png)']
+  return '\n'.join(lines) + '\n'

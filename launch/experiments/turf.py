@@ -1,0 +1,162 @@
+"""Turf (Sec. 5.2 / 5.4, Fig. 4, App. C.2, C.5-C.7, Fig. 7): IMPALA, IMPALA + RAE with psi learned
+online, and IMPALA + RAC with psi/phi trained offline on random trajectories, with RAC's
+threshold sweep. Step builders and page sections; registered in `launch.experiments.registry.EXPERIMENTS`.
+
+`--seeds` is the number of seeds of IMPALA, IMPALA + RAE and IMPALA + RAC at beta = 0.2 (at least
+3 at the small and paper scales, issue 9); the other thresholds of the sweep get
+`sweep_seeds` (at most `--seeds`).
+"""
+import os
+from typing import Dict, List, Sequence
+
+from launch.experiments import pages
+from launch.experiments.spec import Step, estimators_step, train_step
+
+TURF_RAC_BETA = 0.2                                  # Sec. 5.4
+TURF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)          # Fig. 7 (App. C.7)
+TURF_SCALES = {
+    'tiny': dict(episodes=40, pairs=5_000, phi_transitions=2_000, eval_transitions=200,
+                 min_seeds=1, sweep_seeds=1, betas=(0.0, 0.2), max_steps=3_000, actors=1,
+                 envs_per_actor=2, run_seconds=45),
+    # small: 500k steps a run (~3 min each at ~3k steps/s), 3 seeds of the three agents, the
+    # other thresholds 1 seed each; psi/phi from 3k random episodes and 500k pairs.
+    'small': dict(episodes=3_000, pairs=500_000, phi_transitions=100_000, eval_transitions=2_000,
+                  min_seeds=3, sweep_seeds=1, betas=TURF_BETAS, max_steps=500_000, actors=2,
+                  envs_per_actor=8, run_seconds=200),
+    # paper: 100k random trajectories and 3M pairs (the Cartpole+ recipe, App. C.6), 10 runs
+    # (Fig. 4 caption); 1M steps a run is ours (the paper's curves give no budget in the text).
+    'paper': dict(episodes=100_000, pairs=3_000_000, phi_transitions=100_000,
+                  eval_transitions=10_000, min_seeds=10, sweep_seeds=10, betas=TURF_BETAS,
+                  max_steps=1_000_000, actors=2, envs_per_actor=8, run_seconds=400),
+}
+
+
+def rac_group(beta: float) -> str:
+  return f'IMPALA+RAC beta={beta:g}'
+
+
+def turf_steps(scale: str, seeds: int) -> List[Step]:
+  s = TURF_SCALES[scale]
+  n = max(seeds, s['min_seeds'])
+  steps = [
+      # The oracle evaluation collects its own transitions: the dataset needs no states.
+      Step('collect_random', 'launch.collect',
+           ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
+            '--nostore_states', '--resume', '--noprogress'),
+           done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
+      estimators_step('turf', s['pairs'], s['phi_transitions'], 30 + s['pairs'] / 4_000),
+      # psi and phi against the exact oracle on random transitions (App. C.6's estimators).
+      Step('eval_estimators', 'estimators.evaluate',
+           ('--checkpoint', '{out}/estimators.ckpt', '--env', 'turf', '--transitions',
+            str(s['eval_transitions']), '--beta', '0.8', '--phi_beta', f'{TURF_RAC_BETA:g}',
+            '--out', '{out}/estimator_eval'),
+           done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),
+  ]
+  common = ('--env', 'turf', '--num_actors', str(s['actors']), '--envs_per_actor',
+            str(s['envs_per_actor']))
+  rac = ('--mode', 'rac', '--estimator_checkpoint', '{out}/estimators.ckpt')
+  for seed in range(n):
+    steps.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
+                            *common, '--mode', 'none'))
+    steps.append(train_step(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'],
+                            s['run_seconds'] * 1.3, *common, '--mode', 'rae'))
+    steps.append(train_step(f'impala_rac-b{TURF_RAC_BETA:g}-s{seed}', rac_group(TURF_RAC_BETA),
+                            seed, s['max_steps'], s['run_seconds'], *common, *rac,
+                            '--beta', f'{TURF_RAC_BETA:g}'))
+  for beta in s['betas']:
+    if beta == TURF_RAC_BETA:
+      continue  # its runs are the main comparison's
+    for seed in range(min(n, s['sweep_seeds'])):
+      steps.append(train_step(f'impala_rac-b{beta:g}-s{seed}', rac_group(beta), seed,
+                              s['max_steps'], s['run_seconds'], *common, *rac,
+                              '--beta', f'{beta:g}'))
+  return steps
+
+
+def run_record(episode_returns: Sequence[float], ruined: Sequence[float],
+               episode_steps: Sequence[float], last_n: int = 100) -> Dict[str, float]:
+  """What the page says of one run: ruined grass over the whole of training, and the goal.
+  Turf's return is 1 when the goal is reached and 0 otherwise."""
+  import numpy as np
+  r = np.asarray(episode_returns, float)
+  g = np.asarray(ruined, float)
+  hits = np.flatnonzero(r > 0)
+  return {'episodes': int(len(r)),
+          'ruined_total': float(g.sum()) if len(g) else float('nan'),
+          'episodes_with_ruin': int(np.sum(g > 0)),
+          'goal_last': float(r[-last_n:].mean()) if len(r) else float('nan'),
+          'ruined_last': float(g[-last_n:].mean()) if len(g) else float('nan'),
+          'first_goal_step': float(episode_steps[hits[0]]) if len(hits) else None}
+
+
+def side_effects_markdown(records: Dict[str, List[Dict[str, float]]]) -> str:
+  """Per group: ruined grass over all of training, the goal at the end; and the paper's claim."""
+  lines = ['## Ruined grass over the whole of training, and the goal (Fig. 4 / Sec. 5.4)', '',
+           'Per run: grass cells ruined summed over every training episode; goal = fraction of the '
+           'last 100 episodes that reached it (Turf returns 1 there, else 0).', '',
+           '| group | runs | episodes | ruined grass over training, per run | episodes with any '
+           'ruined grass | goal, last 100 episodes | ruined grass/episode, last 100 | first goal '
+           'at env step |', '|---|---|---|---|---|---|---|---|']
+  for group, runs in records.items():
+    lines.append(
+        f'| {group} | {len(runs)} | {sum(r["episodes"] for r in runs):,} | '
+        f'{", ".join(pages.fmt(r["ruined_total"], 0) for r in runs)} | '
+        f'{sum(r["episodes_with_ruin"] for r in runs):,} | '
+        f'{pages.mean_ci_text([r["goal_last"] for r in runs], 2)} | '
+        f'{pages.mean_ci_text([r["ruined_last"] for r in runs], 2)} | '
+        + ', '.join('never' if r['first_goal_step'] is None else f'{r["first_goal_step"]:,.0f}'
+                    for r in runs) + ' |')
+  rac = records.get(rac_group(TURF_RAC_BETA), [])
+  if rac:
+    clean = sum(r['ruined_total'] == 0 for r in rac)
+    reach = sum(r['goal_last'] > 0 for r in rac)
+    lines += ['', f'The paper\'s claim (RAC, beta = {TURF_RAC_BETA:g}: no ruined grass over the '
+              f'whole of training, and it still reaches the goal): {clean} of {len(rac)} runs '
+              f'ruined no grass; {reach} of {len(rac)} reached the goal in their last 100 '
+              'episodes.']
+  return '\n'.join(lines) + '\n'
+
+
+def sweep_markdown(records: Dict[str, List[Dict[str, float]]]) -> str:
+  """Fig. 7: return and ruined grass per RAC threshold."""
+  lines = ['## RAC threshold sweep (Fig. 7, App. C.7)', '',
+           'The paper: above beta = 0.4 the agent never reaches the goal; no ruined grass during '
+           'learning needs beta >= 0.2.', '',
+           '| beta | runs | goal, last 100 episodes | ruined grass over training, mean per run | '
+           'runs with no ruined grass |', '|---|---|---|---|---|']
+  for beta in TURF_BETAS:
+    runs = records.get(rac_group(beta), [])
+    if not runs:
+      continue
+    lines.append(f'| {beta:g} | {len(runs)} | {pages.mean_ci_text([r["goal_last"] for r in runs], 2)} '
+                 f'| {pages.mean_ci_text([r["ruined_total"] for r in runs], 1)} | '
+                 f'{sum(r["ruined_total"] == 0 for r in runs)} |')
+  return '\n'.join(lines) + '\n'
+
+
+def _estimator_section(out: str) -> str:
+  report = pages.read_json(os.path.join(out, 'estimator_eval', 'report.json'))
+  if report is None:
+    return ''
+  psi, phi = report.get('psi') or {}, report.get('phi') or {}
+  return ('## Offline psi / phi against the exact oracle (random transitions)\n\n'
+          f"{report.get('evaluated', '–')} labelled transitions: psi AUROC "
+          f"{pages.fmt(psi.get('auroc'), 3)}, 1 - phi AUROC {pages.fmt(phi.get('auroc'), 3)}; "
+          f"phi < {TURF_RAC_BETA:g}: precision {pages.fmt(phi.get('precision'), 3)}, recall "
+          f"{pages.fmt(phi.get('recall'), 3)} (`estimator_eval/calibration.png`).\n")
+
+
+def turf_markdown(table: dict, out: str) -> str:
+  from launch.analysis import aggregate
+  groups = pages.runs_by_group(turf_steps(table['scale'], table['seeds']), out)
+  records: Dict[str, List[Dict[str, float]]] = {}
+  for group, run_dirs in groups.items():
+    for run_dir in run_dirs:
+      try:
+        ret = aggregate.series(run_dir, 'episode_return', 'actor_steps')
+      except ValueError:
+        continue
+      ruined = pages.episode_values(run_dir, 'ruined_grass')
+      records.setdefault(group, []).append(run_record(ret.values, ruined, ret.xs))
+  return '\n'.join([side_effects_markdown(records), sweep_markdown(records),
+                    _estimator_section(out)])

@@ -1,0 +1,135 @@
+"""Typed run configuration, built once from command-line flags and passed to every node."""
+import dataclasses
+import os
+from typing import Any, Dict, Optional
+
+from agents.acting import ReversibilityConfig
+from estimators.networks import NetworkConfig
+from estimators.training import TrainConfig as EstimatorTrainConfig
+
+AGENTS = ('impala', 'random')
+
+# cluster: many hosts through Launchpad's CLUSTER_SPEC runtime (launch.cluster); vertex_ai:
+# Launchpad's own Vertex AI launcher.
+LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'cluster', 'vertex_ai')
+
+
+@dataclasses.dataclass(frozen=True)
+class ImpalaConfig:
+  """IMPALA hyperparameters (feed-forward nets; the Acme/Sokoban-appendix layout of options).
+  Per-environment values: `launch.program.presets`."""
+  batch_size: int = 16
+  sequence_length: int = 20
+  learning_rate: float = 1e-3
+  adam_b1: float = 0.9
+  adam_b2: float = 0.999
+  discount: float = 0.99
+  entropy_cost: float = 0.01
+  baseline_cost: float = 0.5
+  max_gradient_norm: float = 40.0
+  max_queue_size: int = 160         # items; > batch_size + 1
+  policy_update_period: int = 100   # actor steps between parameter fetches
+  # 0: the 'impala' table is a queue (each sequence trained on once). > 0: a replay of the last
+  # `replay_size` sequences, sampled uniformly, each sequence sampled this many times on average
+  # (Reverb's SampleToInsertRatio holds the actors back when the learner falls behind, so the
+  # ratio holds at any speed); V-trace corrects for the policy lag the reuse adds.
+  samples_per_insert: float = 0.0
+  replay_size: int = 256            # sequences kept (samples_per_insert > 0)
+
+  def __post_init__(self):
+    if self.batch_size < 1:
+      raise ValueError(f'IMPALA batch_size must be >= 1, got {self.batch_size}')
+    if self.sequence_length < 2:
+      raise ValueError(f'sequence_length must be >= 2 (V-trace bootstraps from the last step), '
+                       f'got {self.sequence_length}')
+    if self.learning_rate <= 0:
+      raise ValueError(f'IMPALA learning_rate must be > 0, got {self.learning_rate}')
+    if not (0 <= self.adam_b1 < 1 and 0 <= self.adam_b2 < 1):
+      raise ValueError(f'Adam decays must lie in [0, 1), got b1={self.adam_b1}, b2={self.adam_b2}')
+    if not 0 <= self.discount <= 1:
+      raise ValueError(f'discount must lie in [0, 1], got {self.discount}')
+    if self.entropy_cost < 0:
+      raise ValueError(f'entropy_cost must be >= 0, got {self.entropy_cost}')
+    if self.max_queue_size <= self.batch_size + 1:
+      raise ValueError(f'max_queue_size ({self.max_queue_size}) must exceed batch_size + 1')
+    if self.max_gradient_norm <= 0:
+      raise ValueError(f'max_gradient_norm must be > 0, got {self.max_gradient_norm}')
+    if self.samples_per_insert < 0:
+      raise ValueError(f'samples_per_insert must be >= 0 (0: a queue), got {self.samples_per_insert}')
+    if self.samples_per_insert > 0 and self.replay_size < 2 * self.batch_size:
+      raise ValueError(f'replay_size ({self.replay_size}) must be at least twice batch_size '
+                       f'({self.batch_size})')
+
+  @property
+  def uses_replay(self) -> bool:
+    return self.samples_per_insert > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecedenceConfig:
+  """The precedence-learner node: what it samples and how often it trains."""
+  window_batch: int = 16              # windows sampled from the 'precedence' table per update
+  env_steps_per_update: int = 50      # throttle: one psi (and phi) update per this many env steps
+  # (the paper: one per 500; ours per env in launch.program.presets, see BUILD_NOTES.md)
+  table_max_windows: int = 20_000     # replay size, in windows of 2w steps
+  min_windows: int = 8                # windows needed before training starts
+  estimator_update_period: int = 100  # actor steps between psi/phi parameter fetches
+
+  def __post_init__(self):
+    if self.env_steps_per_update < 1:
+      raise ValueError(f'env_steps_per_psi_update must be >= 1, got {self.env_steps_per_update}')
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  env: str = 'cartpole'
+  env_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  agent: str = 'impala'
+  num_actors: int = 2
+  envs_per_actor: int = 1      # K environments stepped together by each actor node
+  max_steps: int = 100_000
+  seed: int = 0
+  run_dir: str = 'runs/default'
+  launch_type: str = 'local_mp'
+  reversibility: ReversibilityConfig = ReversibilityConfig()
+  impala: ImpalaConfig = ImpalaConfig()
+  precedence: PrecedenceConfig = PrecedenceConfig()
+  estimator_train: EstimatorTrainConfig = EstimatorTrainConfig()
+  network: NetworkConfig = NetworkConfig()
+  estimator_checkpoint: Optional[str] = None   # frozen psi/phi instead of the online node
+  # Supervision: a learner or actor process that dies is restarted; one that dies this many
+  # times within the window stops the run (launch.runtime.supervisor).
+  max_node_failures: int = 3
+  checkpoint_period_s: float = 300.0   # learners' periodic checkpoints (and one at the end)
+  node_failure_window_s: float = 60.0
+
+  def __post_init__(self):
+    if self.agent not in AGENTS:
+      raise ValueError(f'unknown agent {self.agent!r}; expected one of {AGENTS}')
+    if self.launch_type not in LAUNCH_TYPES:
+      raise ValueError(f'unknown launch type {self.launch_type!r}; expected one of {LAUNCH_TYPES}')
+    if self.num_actors < 1:
+      raise ValueError(f'num_actors must be >= 1, got {self.num_actors}')
+    if self.envs_per_actor < 1:
+      raise ValueError(f'envs_per_actor must be >= 1, got {self.envs_per_actor}')
+    if self.max_steps < 1:
+      raise ValueError(f'max_steps must be >= 1, got {self.max_steps}')
+    if self.checkpoint_period_s <= 0:
+      raise ValueError(f'checkpoint period must be > 0 s, got {self.checkpoint_period_s}')
+    if self.max_node_failures < 1 or self.node_failure_window_s <= 0:
+      raise ValueError('max_node_failures must be >= 1 and node_failure_window_s > 0')
+    if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):
+      raise ValueError(f'estimator checkpoint not found: {self.estimator_checkpoint}')
+
+  @property
+  def uses_estimators(self) -> bool:
+    return self.reversibility.uses_estimators
+
+  @property
+  def online_estimators(self) -> bool:
+    """Whether a precedence-learner node trains psi/phi during the run."""
+    return self.uses_estimators and not self.estimator_checkpoint
+
+  @property
+  def window(self) -> int:
+    return self.estimator_train.window

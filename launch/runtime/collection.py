@@ -1,0 +1,232 @@
+"""The life of one collection run (`launch.collect`): its plan, validated before any work (what
+--out holds, --resume/--overwrite), a distributed collection's Launchpad program run in a child
+in its own session and watched like a training run (progress lines, no node left behind,
+partial writes removed), and what an interrupted run left at --out."""
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Optional
+
+import numpy as np
+
+from launch.program.collection import (STATE_ENVS, CollectError, CollectInterrupted, CollectPlan,
+                                       build_program, collect_in_process)
+from launch.runtime import processes
+
+PROGRESS_EVERY_S = 10.0   # between the progress lines of a distributed collection
+
+
+def parse_env_options(pairs) -> dict:
+  import envs
+  try:
+    return envs.parse_options(pairs)
+  except envs.EnvError as e:
+    raise CollectError(str(e)) from e
+
+
+def make_plan(env_name: str, env_options: dict, episodes: int, out: str, seed: int,
+              num_actors: int, overwrite: bool, resume: bool,
+              store_states: Optional[bool]) -> CollectPlan:
+  """Validates everything before any work starts; raises CollectError (one line)."""
+  import envs
+  from estimators import dataset
+  if not env_name:
+    raise CollectError('--env is required')
+  if not out:
+    raise CollectError('--out is required')
+  if episodes is None or episodes < 1:
+    raise CollectError('--episodes must be a positive integer')
+  if num_actors < 1:
+    raise CollectError('--num_actors must be >= 1')
+  if seed < 0:
+    raise CollectError(f'--seed must be >= 0, got {seed}')
+  if overwrite and resume:
+    raise CollectError('--overwrite and --resume exclude each other')
+  problem = dataset.unwritable_reason(out)
+  if problem:
+    raise CollectError(f'cannot write --out {os.path.abspath(out)}: {problem}')
+  try:
+    env = envs.make(env_name, seed=0, **env_options)
+  except envs.EnvError as e:
+    raise CollectError(str(e)) from e
+  spec = env.observation_spec()
+  if store_states is None:
+    store_states = env_name in STATE_ENVS
+  if store_states and not hasattr(env, 'get_state'):
+    raise CollectError(f'environment {env_name!r} has no get_state(); use --nostore_states')
+  out = os.path.abspath(out)
+  have, have_transitions = 0, 0
+  occupied = os.path.exists(out) and (not os.path.isdir(out) or bool(os.listdir(out)))
+  if occupied and not (overwrite or resume):
+    raise CollectError(f'{out} already exists; pass --overwrite to replace it or --resume '
+                       f'to add episodes to it')
+  if occupied and overwrite and not dataset.dataset_exists(out):
+    raise CollectError(f'{out} is not an episode dataset; refusing to overwrite it')
+  if occupied and resume:
+    meta = _resumable_metadata(out, env_name, env_options)
+    store_states = bool(meta.get('has_states'))
+    have = int(meta['num_episodes'])
+    have_transitions = int(meta.get('num_transitions', 0))
+  return CollectPlan(env=env_name, env_options=dict(env_options), out=out, target=episodes, have=have,
+              have_transitions=have_transitions,
+              need=max(episodes - have, 0), seed=seed, num_actors=num_actors,
+              overwrite=overwrite and occupied, append=resume and occupied,
+              store_states=store_states, num_actions=int(env.action_spec().num_values),
+              obs_spec={'shape': list(spec.shape), 'dtype': np.dtype(spec.dtype).name},
+              run_id=uuid.uuid4().hex)
+
+
+def _resumable_metadata(out: str, env_name: str, env_options: dict) -> dict:
+  """The metadata of the dataset at `out` once it is known to be whole and of the same env:
+  appending to a damaged dataset would bury the damage under new shards, or replace the
+  episodes a damaged dataset_info.json no longer lists. The cheap env check runs before the
+  full read of every shard."""
+  from estimators import dataset
+  try:
+    meta = dataset.read_metadata(out)
+    if meta.get('env') != env_name or meta.get('env_options') != env_options:
+      raise CollectError(f'cannot resume {out}: it holds {meta.get("env")!r} episodes with '
+                         f'options {meta.get("env_options")}, not {env_name!r} with {env_options}')
+    return dataset.verify_dataset(out)
+  except dataset.DamagedDatasetError as e:
+    raise CollectError(f'cannot resume: {os.path.basename(e.file)} {e.problem}; restore '
+                       f'{e.file} or pass --overwrite to start over') from e
+  except dataset.DatasetError as e:
+    raise CollectError(f'cannot resume: {e}') from e
+
+
+def _child_main(plan_path: str):
+  """Runs in the supervised child (its own session): launches the program and waits."""
+  import launchpad as lp
+  with open(plan_path, 'rb') as f:
+    plan, log_dir = pickle.load(f)
+  manager = lp.launch(build_program(plan, log_dir), launch_type='local_mp',
+                      terminal='current_terminal')
+  manager.wait()
+
+
+def collect_distributed(plan: CollectPlan, progress: bool = True) -> dict:
+  """Launches the program in a child launcher process and supervises it like launch.runtime.launcher
+  does (the child runs in its own session, killed as a whole at the end with launcher's
+  helpers, so no node outlives the run); returns the metadata once the dataset is written."""
+  from estimators import dataset
+  from launch.runtime import launcher
+  log_dir = tempfile.mkdtemp(prefix='collect-')
+  plan_path = os.path.join(log_dir, 'plan.pkl')
+  with open(plan_path, 'wb') as f:
+    pickle.dump((plan, log_dir), f)
+  log_path = os.path.join(log_dir, 'launchpad.log')
+  start = time.time()
+
+  def report():
+    try:
+      with open(os.path.join(log_dir, 'progress.txt')) as f:
+        done = int(f.read() or 0)
+    except (OSError, ValueError):
+      done = 0
+    print(f'[{time.time() - start:6.0f}s] episodes {done:>9,}/{plan.need:,}', file=sys.stderr,
+          flush=True)
+
+  failure = None
+  started = time.time()
+  with open(log_path, 'ab') as log:
+    # Imported as a module (not run as __main__), so nodes are pickled by reference.
+    child = subprocess.Popen([sys.executable, '-c', 'import sys; from launch.runtime import collection; '
+                              'collection._child_main(sys.argv[1])', plan_path],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True, cwd=os.getcwd(),
+                             env=dict(os.environ, PYTHONUNBUFFERED='1'))
+    try:
+      failure = launcher.watch(child, log_dir, report if progress else None,
+                               progress_every_s=PROGRESS_EVERY_S)
+    finally:   # on SIGINT/SIGTERM too (a KeyboardInterrupt): no node outlives the run
+      processes.kill_session(child)
+      if not _written_by(plan):
+        _remove_partial_writes(plan.out, started)
+  done_path = os.path.join(log_dir, 'progress.txt.done')
+  done = {}
+  if os.path.exists(done_path):
+    with open(done_path) as f:
+      done = json.load(f)
+  if done.get('run_id') != plan.run_id:
+    raise RuntimeError(f'{failure or "the program ended before writing the dataset"}; '
+                       f'node output: {log_path}')
+  meta = dataset.read_metadata(plan.out)
+  shutil.rmtree(log_dir, ignore_errors=True)
+  # From the first Reverb item to the dataset written: collection without program start-up.
+  return dict(meta, steady_s=done['written_at'] - done['first_item_at'],
+              launcher_session=child.pid)
+
+
+def _remove_partial_writes(out: str, since: float):
+  """Removes the temporary directories a killed writer node left beside --out (a node killed
+  with its session has no chance to clean up after itself, as write_episodes does in-process).
+  Only those created since this run started: concurrent runs on one --out are unsupported."""
+  parent = os.path.dirname(out)
+  prefix = f'.{os.path.basename(out)}.writing-'
+  for name in os.listdir(parent) if os.path.isdir(parent) else ():
+    path = os.path.join(parent, name)
+    try:
+      fresh = name.startswith(prefix) and os.stat(path).st_ctime >= since - 1
+    except OSError:
+      continue
+    if fresh and os.path.isdir(path):
+      shutil.rmtree(path, ignore_errors=True)
+
+
+def _written_by(plan: CollectPlan) -> bool:
+  """Whether --out now holds the dataset this run wrote (its metadata names the run)."""
+  from estimators import dataset
+  try:
+    return dataset.read_metadata(plan.out).get('collect_run_id') == plan.run_id
+  except dataset.DatasetError:
+    return False
+
+
+def _left_at_out(plan: CollectPlan) -> str:
+  """What an interrupted run left at --out, read back rather than assumed: the new dataset may
+  have been swapped into place just before the signal landed."""
+  out = plan.out
+  if _written_by(plan):
+    return f'the dataset had already been written: {out} is complete'
+  if plan.append:
+    return f'{out} was left as it was ({plan.have} episodes)'
+  if plan.overwrite:
+    return f'{out} was left as it was'
+  return f'nothing was written to {out}'
+
+
+def run(env: str, episodes: int, out: str, env_options: Optional[dict] = None, seed: int = 0,
+        num_actors: int = 1, overwrite: bool = False, resume: bool = False,
+        store_states: Optional[bool] = None, progress: bool = True) -> dict:
+  """Programmatic entry point; returns the dataset metadata. Raises CollectError."""
+  plan = make_plan(env, env_options or {}, episodes, out, seed, num_actors, overwrite, resume,
+                   store_states)
+  if plan.need == 0:
+    from estimators import dataset
+    print(f'{plan.out} already holds {plan.have} episodes (>= {episodes}); nothing to do',
+          file=sys.stderr)
+    return dataset.read_metadata(plan.out)
+  start = time.time()
+  try:
+    if num_actors == 1:
+      meta = collect_in_process(plan, progress)
+    else:
+      meta = collect_distributed(plan, progress)
+  except KeyboardInterrupt:
+    raise CollectInterrupted(_left_at_out(plan)) from None
+  wall = time.time() - start
+  new_steps = meta['num_transitions'] - (plan.have_transitions if plan.append else 0)
+  steady = meta.pop('steady_s')
+  print(f'wrote {plan.need} episodes ({new_steps} steps) to {plan.out} in {wall:.1f}s; '
+        f'{plan.need / steady:.0f} episodes/s, {new_steps / steady:.0f} steps/s after '
+        f'start-up; the dataset holds {meta["num_episodes"]} episodes, '
+        f'{meta["num_transitions"]} transitions', flush=True)
+  return dict(meta, collect_wall_s=wall, collect_steady_s=steady, collected_episodes=plan.need,
+              collected_transitions=new_steps)

@@ -1,0 +1,145 @@
+"""Runs a Launchpad program in a child process and supervises it from the parent.
+
+Why a child: when the run ends, Launchpad's local_mp worker manager waits 10 s for workers that
+block in C++ (a learner waiting on Reverb) and then kills its *entire runtime*, launcher
+included. The parent survives that, makes sure no node process is left (the child runs in its
+own session, which is killed as a whole at the end), and then prints the summary.
+
+Usage (internal): python -m launch.runtime.launcher RUN_DIR/config.pkl
+"""
+import functools
+import glob
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional
+
+import psutil
+
+from launch.runtime import loopback
+from launch.runtime import processes
+from launch.runtime import run_state
+
+NODE_DEATH_GRACE_S = 30.0   # a node died but the others did not follow: the run failed
+
+
+# Re-exported: callers catch launcher.RunFailed and tests ask launcher.leftover_processes.
+from launch.runtime.processes import (GRACEFUL_STOP_S, RunFailed, kill_session,  # noqa: F401
+                                      leftover_processes, node_processes, signal_group)
+
+
+def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> float:
+  """Starts the child launcher and waits for it; returns wall time. Raises RunFailed.
+
+  Ctrl-C (and SIGTERM/SIGHUP, which the CLI turns into KeyboardInterrupt) asks the coordinator to
+  end the run (final checkpoints, then lp.stop()); a second Ctrl-C stops the nodes at once.
+  The child dies with this process (PR_SET_PDEATHSIG), so kill -9 of the CLI stops the run too.
+  """
+  os.makedirs(cfg.run_dir, exist_ok=True)
+  cfg_path = os.path.join(cfg.run_dir, 'config.pkl')
+  with open(cfg_path, 'wb') as f:
+    pickle.dump(cfg, f)
+  log = open(log_path or os.path.join(cfg.run_dir, 'launchpad.log'), 'ab')
+  start = time.time()
+  env = dict(os.environ, _=sys.executable)  # Launchpad starts node processes with $_
+  env, warning = loopback.preload_env(env)    # every node listens on 127.0.0.1 only
+  if warning:
+    print(warning, flush=True)
+  child = subprocess.Popen([sys.executable, '-m', 'launch.runtime.launcher', cfg_path],
+                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                           start_new_session=True, cwd=os.getcwd(), env=env,
+                           # SIGTERM: the child then stops the program as on Ctrl-C of Launchpad.
+                           preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
+  with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
+    f.write(str(child.pid))   # the session id of every node process of this run
+  failure = None
+  try:
+    try:
+      failure = watch(child, cfg.run_dir, progress)
+    except KeyboardInterrupt:
+      print('stopping: the learners save their final checkpoints (Ctrl-C again to stop at once)',
+            flush=True)
+      run_state.request_stop(cfg.run_dir)
+      try:
+        child.wait(timeout=GRACEFUL_STOP_S)
+      except subprocess.TimeoutExpired:
+        pass
+  except KeyboardInterrupt:
+    pass  # second interrupt: kill_session below
+  finally:
+    kill_session(child)
+    log.close()
+  failure = failure or _recorded_failure(cfg.run_dir)
+  if failure:
+    raise RunFailed(failure)
+  return time.time() - start
+
+
+def _recorded_failure(run_dir: str) -> Optional[str]:
+  f = run_state.read_json(os.path.join(run_dir, run_state.FAILURE))
+  return None if f is None else f.get('reason')
+
+
+def node_names(run_dir: str):
+  """pid -> node name, from the pid files the nodes write."""
+  names = {}
+  for path in glob.glob(os.path.join(run_dir, 'pids', '*.pid')):
+    try:
+      with open(path) as f:
+        names[int(f.read().strip())] = os.path.basename(path)[:-len('.pid')]
+    except (OSError, ValueError):
+      pass
+  return names
+
+
+def watch(child: subprocess.Popen, run_dir: str, progress=None,
+          progress_every_s: float = 10.0) -> Optional[str]:
+  """Waits for the child launcher. If a node process dies (learners and actors are restarted
+  by their supervisors; this is the others, or a supervisor giving up) and the rest have not
+  stopped within NODE_DEATH_GRACE_S, stops the program and returns why, naming the node.
+  Calls `progress()` every `progress_every_s`."""
+  seen = {}
+  last_progress = time.time()
+  died_at, dead = None, []
+  while child.poll() is None:
+    try:
+      workers = node_processes(child.pid)
+    except psutil.NoSuchProcess:
+      break
+    gone = [pid for pid in seen if pid not in workers]
+    if gone and died_at is None:
+      died_at, dead = time.time(), gone
+      names = node_names(run_dir)
+      dead = [names.get(pid, f'pid {pid}') for pid in gone]
+    if died_at is not None and workers and time.time() - died_at > NODE_DEATH_GRACE_S:
+      recorded = _recorded_failure(run_dir)
+      signal_group(child.pid, signal.SIGTERM)
+      child.wait(timeout=30)
+      return recorded or (f'node {", ".join(dead)} exited and the run was stopped; its output is '
+                          'in launchpad.log (node_logs/ for learners and actors)')
+    seen.update(workers)
+    if progress is not None and time.time() - last_progress > progress_every_s:
+      last_progress = time.time()
+      progress()
+    time.sleep(1.0)
+  return None
+
+
+def _child_main(cfg_path: str):
+  import launchpad as lp
+  from launch.program import build as program_lib
+  with open(cfg_path, 'rb') as f:
+    cfg = pickle.load(f)
+  program = program_lib.build_program(cfg)
+  if cfg.launch_type == 'local_mp':
+    manager = lp.launch(program, launch_type='local_mp', terminal='current_terminal')
+  else:
+    manager = lp.launch(program, launch_type='local_mt', serialize_py_nodes=False)
+  manager.wait()
+
+
+if __name__ == '__main__':
+  _child_main(sys.argv[1])

@@ -1,0 +1,157 @@
+"""A training run's life around its launch: the run record before it (config.json, a fresh
+segment, stale end files removed), progress lines while it runs, and the summary after it,
+whatever ended it. Shared by the local launch (`launch.train`), the cluster launch
+(`launch.cluster`, whose coordinator wrapper closes the record) and the DQN baseline's resume."""
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Callable, Dict, Iterable, Optional
+
+from launch.runtime import run_state
+from launch.runtime import summary as summary_lib
+from launch.runtime.processes import RunFailed
+
+
+def jsonable(obj):
+  """A (nested) dataclass config as the plain dict written to config.json."""
+  if dataclasses.is_dataclass(obj):
+    return json.loads(json.dumps(dataclasses.asdict(obj)))
+  return obj
+
+
+def write_config(cfg) -> None:
+  run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), jsonable(cfg))
+
+
+def saved_flags(run_dir: str) -> Dict[str, Any]:
+  """--resume: the flags of the run's first launch; ValueError when there is nothing to resume."""
+  saved = run_state.read_json(os.path.join(run_dir, run_state.FLAGS_FILE))
+  if not run_state.holds_run(run_dir) or saved is None:
+    raise ValueError(f'nothing to resume in {run_dir}: it holds no run (no config.json/flags.json)')
+  return saved
+
+
+def apply_saved_flags(flag_values, run_dir: str, keep: Iterable[str] = ('resume',)) -> None:
+  """--resume: the saved run's flags become the defaults of `flag_values` (the entry module's
+  FlagValues); flags given on this command line, and those in `keep`, win."""
+  for name, value in saved_flags(run_dir).items():
+    if name in flag_values and not flag_values[name].present and name not in keep:
+      flag_values[name].value = value
+
+
+def check_resume(cfg, allowed: str = None) -> None:
+  """Refuses a resume whose configuration changes what is learned (ValueError, one line)."""
+  saved = run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG))
+  diff = run_state.config_differences(saved, jsonable(cfg))
+  if diff:
+    allowed = allowed or ', '.join(run_state.RESUMABLE_CHANGES[:-1])
+    raise ValueError(f'cannot resume {cfg.run_dir}: the configuration differs in {", ".join(diff)} '
+                     f'(only {allowed} may change)')
+
+
+def clear_stale_end(run_dir: str) -> None:
+  """Before a launch: its stop request, final state and failure are its own to write."""
+  run_state.clear_stop_request(run_dir)
+  for stale in (run_state.FINAL_STATE, run_state.FAILURE):
+    if os.path.exists(os.path.join(run_dir, stale)):
+      os.remove(os.path.join(run_dir, stale))
+
+
+def record_end(run_dir: str, status: str = None) -> dict:
+  """Closes the run's current segment and writes summary.json (status: the given one, else the
+  coordinator's final state, else a recorded node failure, else stopped); returns the summary."""
+  final = run_state.read_json(os.path.join(run_dir, run_state.FINAL_STATE), {}) or {}
+  failure = run_state.read_json(os.path.join(run_dir, run_state.FAILURE), {}) or {}
+  status = (status or final.get('status')
+            or (f"failed: {failure['reason']}" if failure.get('reason') else None) or run_state.STOPPED)
+  counts = run_state.load_counts(run_dir)
+  run_state.end_segment(run_dir, status, counts.get('actor_steps', 0))
+  summary = summary_lib.summarize(run_dir, wall_time=run_state.total_wall_time(run_dir))
+  summary['status'] = status
+  summary['launches'] = len(run_state.segments(run_dir))
+  summary.update(summary_lib.restarts(run_dir))
+  run_state.write_json(os.path.join(run_dir, 'summary.json'), summary)
+  return summary
+
+
+GOAL_EPISODES = 100   # a length goal is judged on the mean of the last this many episodes
+
+
+def goal_reached(run_dir: str, goal_mean_length: float) -> Optional[str]:
+  """Why the run has made its point (the mean length of its last GOAL_EPISODES episodes
+  reached `goal_mean_length`), else None; a goal of 0 is never reached."""
+  if not goal_mean_length:
+    return None
+  s = summary_lib.summarize(run_dir, last_n=GOAL_EPISODES)
+  mean = s.get('mean_episode_length_last')
+  if s['episodes'] >= GOAL_EPISODES and mean is not None and mean >= goal_mean_length:
+    return (f'goal reached: mean episode length {mean:.1f} >= {goal_mean_length:g} over the last '
+            f'{GOAL_EPISODES} episodes')
+  return None
+
+
+def progress_printer(cfg, start: float, goal_mean_length: float = 0.0) -> Callable[[], None]:
+  """Prints a progress line; with a goal, asks the program to end (as Ctrl-C does, with final
+  checkpoints; the reason becomes the run's status) once it is reached."""
+  asked = []
+
+  def progress():
+    p = summary_lib.summarize(cfg.run_dir, last_n=20)
+    print(f"[{time.time() - start:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{cfg.max_steps:,}"
+          f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
+          f"  learner steps {p.get('learner_steps', 0):>6,.0f}", flush=True)
+    reason = None if asked else goal_reached(cfg.run_dir, goal_mean_length)
+    if reason:
+      asked.append(reason)
+      print(f'{reason}: ending the run (final checkpoints); --goal_mean_length 0 trains on to '
+            f'--max_steps', flush=True)
+      run_state.request_stop(cfg.run_dir, reason)
+  return progress
+
+
+def supervise_and_record(cfg, supervise: Callable[[Callable[[], None]], Any],
+                         goal_mean_length: float = 0.0) -> dict:
+  """Runs `supervise(progress)` (a local or a cluster launch, to the run's end) and always
+  closes the run's segment and summary, whatever ended it; returns the summary."""
+  status = None
+  try:
+    supervise(progress_printer(cfg, time.time(), goal_mean_length))
+  except RunFailed as e:
+    status = f'failed: {e}'
+    raise
+  finally:
+    summary = record_end(cfg.run_dir, status)
+    print(summary_lib.format_summary(summary))
+  return summary
+
+
+def run_local(cfg, resume: bool = False, goal_mean_length: float = 0.0) -> dict:
+  """Launches the program on this machine (or continues it: `resume`), waits for it to end
+  (at cfg.max_steps, or earlier at a goal, see goal_reached), returns the summary. Raises
+  RunFailed."""
+  from launch.runtime import launcher  # pylint: disable=g-import-not-at-top
+  run_state.check_writable(cfg.run_dir)
+  if not resume:
+    write_config(cfg)
+  start_counts = run_state.load_counts(cfg.run_dir)
+  clear_stale_end(cfg.run_dir)
+  run_state.begin_segment(cfg.run_dir, start_counts.get('actor_steps', 0))
+  verb = 'resuming' if resume else 'run directory'
+  print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
+        + (f' from {start_counts.get("actor_steps", 0):,.0f} actor steps' if resume else ''), flush=True)
+  return supervise_and_record(cfg, lambda progress: launcher.launch_and_supervise(
+      cfg, progress=progress), goal_mean_length)
+
+
+def steps_done(run_dir: str) -> float:
+  return run_state.load_counts(run_dir).get('actor_steps', 0)
+
+
+def already_done(cfg) -> Optional[str]:
+  """On --resume: why there is nothing to do (the run reached cfg.max_steps), else None."""
+  done = steps_done(cfg.run_dir)
+  if done >= cfg.max_steps:
+    return (f'nothing to do: {cfg.run_dir} already reached {done:,.0f}/{cfg.max_steps:,} actor '
+            'steps (pass a larger --max_steps to go on)')
+  return None

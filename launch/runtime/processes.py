@@ -1,0 +1,99 @@
+"""Process helpers shared by the local launcher, the node supervisor, distributed collection and
+the cluster wrappers. Light imports only: a cluster replica's wrapper process imports this."""
+import ctypes
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+
+_PR_SET_PDEATHSIG = 1
+
+# After a stop request (Ctrl-C, SIGTERM, scancel): time for the coordinator to end the run (the
+# learners save their final checkpoints); then whatever is left is stopped.
+GRACEFUL_STOP_S = 150.0
+
+
+class RunFailed(RuntimeError):
+  """A run ended because a node failed; the message names the node and why."""
+
+
+def die_with_parent(sig=signal.SIGKILL):
+  """preexec_fn: the child gets `sig` when its parent dies (`functools.partial` it for another
+  signal). A node child gets SIGKILL by default: a node blocked in C++ (a learner waiting on
+  Reverb) ignores SIGTERM, and with its parent gone nothing is left that would stop it."""
+  try:
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+  except OSError:
+    pass
+
+
+def last_error_line(log_path: str, max_bytes: int = 65536) -> str:
+  """The last line of a node's output that looks like an error (else its last line)."""
+  try:
+    with open(log_path, 'rb') as f:
+      f.seek(0, os.SEEK_END)
+      f.seek(max(0, f.tell() - max_bytes))
+      lines = [l.strip() for l in f.read().decode(errors='replace').splitlines() if l.strip()]
+  except OSError:
+    return ''
+  for line in reversed(lines):
+    if 'Error' in line or 'Exception' in line or line.startswith('E'):
+      return line[:300]
+  return lines[-1][:300] if lines else ''
+
+
+def signal_group(pid: int, sig) -> None:
+  try:
+    os.killpg(pid, sig)
+  except (ProcessLookupError, PermissionError):
+    pass
+
+
+def kill_session(child: subprocess.Popen) -> None:
+  """Kills whatever is left of the child's session (there should be nothing)."""
+  if child.poll() is None:
+    signal_group(child.pid, signal.SIGTERM)
+    try:
+      child.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+      pass
+  signal_group(child.pid, signal.SIGKILL)
+  try:
+    child.wait(timeout=5)
+  except subprocess.TimeoutExpired:
+    pass
+  deadline = time.time() + 10  # SIGKILL is asynchronous: wait until the session is empty
+  while leftover_processes(child.pid) and time.time() < deadline:
+    time.sleep(0.1)
+
+
+def leftover_processes(session_id: int):
+  """Live (non-zombie) processes of session `session_id`."""
+  out = []
+  for p in psutil.process_iter(['pid', 'status']):
+    try:
+      if os.getsid(p.pid) == session_id and p.info['status'] != psutil.STATUS_ZOMBIE:
+        out.append(p.pid)
+    except (ProcessLookupError, PermissionError, psutil.Error):
+      pass
+  return out
+
+
+def node_processes(launcher_pid: int, min_age_s: float = 5.0):
+  """pid -> command of the Launchpad node processes started by `launcher_pid` (its children:
+  a supervised node's own child is the supervisor's business). Only processes alive
+  for `min_age_s` count: a node that forks (before exec'ing a helper such as ldconfig) briefly
+  has a child with the node's own command line, which must not be taken for a node."""
+  nodes = {}
+  now = time.time()
+  for p in psutil.Process(launcher_pid).children(recursive=False):
+    try:
+      cmd = ' '.join(p.cmdline())
+      old_enough = now - p.create_time() >= min_age_s
+    except psutil.Error:
+      continue
+    if 'process_entry' in cmd and old_enough:
+      nodes[p.pid] = cmd
+  return nodes

@@ -1,0 +1,136 @@
+"""What a run directory says about its run: whether it holds one, its counters, how each launch
+of it ended, and a stop request. Every file is JSON, written to a temporary file and renamed.
+
+  config.json        the resolved RunConfig of the run (written at its first launch)
+  flags.json         the command-line flags of the first launch (what --resume starts from)
+  counts.json        the counter node's counts, kept up to date by the coordinator
+  run_state.json     one record per launch ("segment"): start, end, status, steps reached
+  stop_request.json  written by the CLI on Ctrl-C / SIGTERM / SIGHUP: the coordinator then
+                     checkpoints the learners and stops the program
+"""
+import json
+import os
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+from envs import paths
+
+CONFIG = 'config.json'
+FLAGS_FILE = 'flags.json'
+COUNTS = 'counts.json'
+RUN_STATE = 'run_state.json'
+STOP_REQUEST = 'stop_request.json'
+FAILURE = 'failure.json'          # the first node failure that stopped the run (node, reason)
+FINAL_STATE = 'final_state.json'  # written by the coordinator just before it stops the program
+
+# What --resume may change: how much longer and on how many workers, not what is learned.
+RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',
+                     'checkpoint_period_s', 'max_node_failures', 'node_failure_window_s', 'run_dir')
+
+COMPLETED = 'completed'
+STOPPED = 'stopped by user'
+
+
+def write_json(path: str, obj: Any) -> None:
+  with paths.atomic_write(path) as f:
+    json.dump(obj, f, indent=2)
+
+
+def read_json(path: str, default=None):
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except FileNotFoundError:
+    return default
+
+
+def holds_run(run_dir: str) -> bool:
+  return os.path.exists(os.path.join(run_dir, CONFIG))
+
+
+def check_run_dir_use(run_dir: Optional[str], resume: bool) -> None:
+  """A training CLI's --run_dir / --resume rule: --resume needs the run directory, and a
+  directory that already holds a run is only ever continued (raises ValueError, one line)."""
+  if resume and not run_dir:
+    raise ValueError('--resume needs --run_dir (the run to continue)')
+  if not resume and run_dir and holds_run(run_dir):
+    raise ValueError(f'{run_dir} already holds a run; pass --resume to continue it, or '
+                     'choose another --run_dir')
+
+
+def check_writable(run_dir: str) -> None:
+  """Raises ValueError (one line) when RUN_DIR cannot be created or written."""
+  try:
+    os.makedirs(run_dir, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=run_dir, prefix='.write-test-')
+    os.close(fd)
+    os.remove(probe)
+  except OSError as e:
+    raise ValueError(f'run directory {run_dir} is not writable: {e.strerror or e}') from None
+
+
+def config_differences(saved: Dict[str, Any], new: Dict[str, Any], prefix: str = '') -> List[str]:
+  """Dotted keys whose values differ between two config dicts, except RESUMABLE_CHANGES."""
+  out = []
+  for key in sorted(set(saved) | set(new)):
+    name = prefix + key
+    if not prefix and key in RESUMABLE_CHANGES:
+      continue
+    a, b = saved.get(key), new.get(key)
+    if isinstance(a, dict) and isinstance(b, dict):
+      out += config_differences(a, b, name + '.')
+    elif _normal(a) != _normal(b):
+      out.append(name)
+  return out
+
+
+def _normal(v):
+  return [_normal(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
+def load_counts(run_dir: str) -> Dict[str, float]:
+  return read_json(os.path.join(run_dir, COUNTS), {}) or {}
+
+
+def save_counts(run_dir: str, counts: Dict[str, float]) -> None:
+  write_json(os.path.join(run_dir, COUNTS), counts)
+
+
+def request_stop(run_dir: str, reason: str = STOPPED) -> None:
+  write_json(os.path.join(run_dir, STOP_REQUEST), {'reason': reason, 'time': time.time()})
+
+
+def stop_requested(run_dir: str) -> Optional[str]:
+  req = read_json(os.path.join(run_dir, STOP_REQUEST))
+  return None if req is None else req.get('reason', STOPPED)
+
+
+def clear_stop_request(run_dir: str) -> None:
+  try:
+    os.remove(os.path.join(run_dir, STOP_REQUEST))
+  except FileNotFoundError:
+    pass
+
+
+def segments(run_dir: str) -> List[Dict[str, Any]]:
+  return read_json(os.path.join(run_dir, RUN_STATE), {}).get('segments', [])
+
+
+def begin_segment(run_dir: str, resumed_from_steps: float) -> None:
+  segs = segments(run_dir)
+  segs.append({'start': time.time(), 'end': None, 'status': 'running',
+               'resumed_from_steps': resumed_from_steps})
+  write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
+
+
+def end_segment(run_dir: str, status: str, actor_steps: float) -> None:
+  segs = segments(run_dir)
+  if not segs:
+    return
+  segs[-1].update(end=time.time(), status=status, actor_steps=actor_steps)
+  write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
+
+
+def total_wall_time(run_dir: str) -> float:
+  return sum((s['end'] or time.time()) - s['start'] for s in segments(run_dir))

@@ -1,0 +1,92 @@
+"""One-screen summary of a finished run, read back from the per-node CSV logs."""
+import csv
+import glob
+import os
+from typing import Dict, List
+
+import numpy as np
+
+
+def read_log(run_dir: str, label: str) -> List[Dict[str, float]]:
+  path = os.path.join(run_dir, 'logs', label, 'logs.csv')
+  if not os.path.exists(path):
+    return []
+  rows = []
+  with open(path) as f:
+    for row in csv.DictReader(f):
+      parsed = {}
+      for k, v in row.items():
+        try:
+          parsed[k] = float(v)
+        except (TypeError, ValueError):
+          pass
+      rows.append(parsed)
+  return rows
+
+
+def actor_episodes(run_dir: str) -> List[Dict[str, float]]:
+  """All actors' episode rows, ordered by the global actor step count at which they ended."""
+  rows = []
+  for d in sorted(glob.glob(os.path.join(run_dir, 'logs', 'actor_*'))):
+    rows += read_log(run_dir, os.path.basename(d))
+  return sorted(rows, key=lambda r: r.get('actor_steps', 0))
+
+
+def summarize(run_dir: str, wall_time: float = None, last_n: int = 50) -> Dict[str, float]:
+  episodes = actor_episodes(run_dir)
+  learner = read_log(run_dir, 'learner')
+  precedence = read_log(run_dir, 'precedence')
+  out = {'episodes': len(episodes)}
+  if episodes:
+    lengths = np.array([e.get('episode_length', np.nan) for e in episodes])
+    out['actor_steps'] = max(e.get('actor_steps', 0) for e in episodes)
+    out['mean_episode_length_last'] = float(np.nanmean(lengths[-last_n:]))
+    out['mean_episode_return_last'] = float(np.nanmean([e.get('episode_return', np.nan) for e in episodes[-last_n:]]))
+    for key in ('intrinsic_return', 'rejections', 'ruined_grass', 'penalised_steps'):
+      if key in episodes[-1]:
+        out[f'mean_{key}_last'] = float(np.nanmean([e.get(key, np.nan) for e in episodes[-last_n:]]))
+    sps = [e['steps_per_second'] for e in episodes[-last_n:] if 'steps_per_second' in e]
+    if sps:
+      out['actor_steps_per_second_each'] = float(np.mean(sps))
+  if learner:
+    out['learner_steps'] = max(r.get('learner_steps', 0) for r in learner)
+  if precedence:
+    out['precedence_steps'] = max(r.get('precedence_steps', 0) for r in precedence)
+    out['psi_accuracy_last'] = precedence[-1].get('psi_accuracy', float('nan'))
+  if wall_time is not None:
+    out['wall_time_s'] = wall_time
+  return out
+
+
+def first_reaching(run_dir: str, threshold: float, window: int = 50):
+  """(actor_steps, walltime-ordinal) at which the moving mean episode length first >= threshold."""
+  episodes = actor_episodes(run_dir)
+  lengths = np.array([e.get('episode_length', 0.0) for e in episodes])
+  for i in range(window, len(lengths) + 1):
+    if lengths[i - window:i].mean() >= threshold:
+      return episodes[i - 1].get('actor_steps'), i
+  return None, None
+
+
+def format_summary(summary: Dict[str, float]) -> str:
+  lines = ['=' * 60, 'run summary', '-' * 60]
+  for k, v in summary.items():
+    lines.append(f'{k:>32s}: {v:,.3f}' if isinstance(v, float) else f'{k:>32s}: {v}')
+  lines.append('=' * 60)
+  return '\n'.join(lines)
+
+
+def restarts(run_dir: str) -> Dict[str, float]:
+  """Node restarts recorded by the supervisors (launch.runtime.supervisor), e.g. {'restarts': 1,
+  'restarts_actor_0': 1}; empty when no node failed."""
+  from launch.runtime import supervisor
+  events = supervisor.read_events(run_dir)
+  gave_up = {e.get('node') for e in events if e.get('event') == 'gave_up'}
+  failures = [e for e in events if e.get('event') == 'failure' and e.get('node') not in gave_up]
+  if not failures:
+    return {}
+  out = {'restarts': len(failures)}
+  for e in failures:
+    key = f"restarts_{e.get('node', '?')}"
+    out[key] = out.get(key, 0) + 1
+  return out

@@ -1,0 +1,171 @@
+"""Node supervision: restart a node's process when it dies, stop the run when it keeps dying.
+
+`SupervisedNode(node, ...)` takes the node's place in the Launchpad program. Its own process runs
+the node in a child process (Launchpad's own python-node entry point, the node's function
+cloudpickled, its addresses resolved once so a restarted node serves on the same port) and
+restarts the child when it exits abnormally (a crash, kill -9). A node that fails
+`max_failures` times within `window_s` seconds stops the program: the supervisor writes
+RUN_DIR/failure.json naming the node and its last error line, then calls `lp.stop()`.
+
+Every start and failure is appended to RUN_DIR/supervisor.jsonl (read back by the summary);
+each node's output goes to RUN_DIR/node_logs/<name>.log; RUN_DIR/pids/<name>.pid holds the
+current process of each node (what the fault-injection tests kill).
+
+This is Launchpad's MultiProcessingColocation idea for one node, with a failure window and
+records; the pip build of Launchpad 0.5.2 lacks the entry script that class starts.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Optional
+
+import cloudpickle
+import launchpad as lp
+from launchpad.launch import worker_manager
+from launchpad import address as lp_address
+from launchpad.nodes.python import node as python
+
+from envs import paths
+from launch.runtime import run_state
+from launch.runtime.processes import die_with_parent, last_error_line  # noqa: F401 (re-exported)
+
+SUPERVISOR_LOG = 'supervisor.jsonl'
+STOP_GRACE_S = 2.0   # after a node exits: time for a program stop to become visible
+
+
+class _Resolved(lp_address.AbstractAddressBuilder):
+
+  def __init__(self, address: str):
+    self._address = address
+
+  def build(self) -> str:
+    return self._address
+
+
+def write_pid(run_dir: str, name: str) -> None:
+  """Records this process as node `name` (called by the node's own process)."""
+  d = os.path.join(run_dir, 'pids')
+  os.makedirs(d, exist_ok=True)
+  with paths.atomic_write(os.path.join(d, f'{name}.pid')) as f:
+    f.write(str(os.getpid()))
+
+
+def append_event(run_dir: str, event: dict) -> None:
+  with open(os.path.join(run_dir, SUPERVISOR_LOG), 'a') as f:
+    f.write(json.dumps({'time': time.time(), **event}) + '\n')
+    f.flush()
+
+
+def read_events(run_dir: str):
+  path = os.path.join(run_dir, SUPERVISOR_LOG)
+  if not os.path.exists(path):
+    return []
+  events = []
+  with open(path) as f:
+    for line in f:
+      try:
+        events.append(json.loads(line))
+      except ValueError:
+        pass  # a line cut by a crash
+  return events
+
+
+def _run_ending(run_dir: str) -> bool:
+  # The coordinator writes final_state.json just before it stops the program.
+  return os.path.exists(os.path.join(run_dir, run_state.FINAL_STATE))
+
+
+class SupervisedNode(python.PyNode):
+  """Runs `node` (a PyNode: CourierNode, ...) in a child process and restarts it on failure."""
+
+  def __init__(self, node: python.PyNode, name: str, run_dir: str, max_failures: int = 3,
+               window_s: float = 60.0):
+    super().__init__(self._supervise)
+    self._node = node
+    self._name = name
+    self._run_dir = run_dir
+    self._max_failures = max_failures
+    self._window_s = window_s
+    self.addresses.extend(node.addresses)  # Launchpad allocates the node's ports through us
+
+  def create_handle(self):
+    return self._node.create_handle()  # peers talk to the node itself
+
+  @property
+  def input_handles(self):
+    return self._node.input_handles
+
+  def _initialize_context(self, launch_type, launch_config):
+    super()._initialize_context(launch_type, launch_config)
+    self._node._initialize_context(launch_type, launch_config)
+
+  def _supervise(self):
+    for address in self.addresses:
+      address._address_builder = _Resolved(address.resolve())  # same ports after a restart
+    fd, fn_path = tempfile.mkstemp(prefix=f'lp-{self._name}-', suffix='.pkl')
+    with os.fdopen(fd, 'wb') as f:
+      cloudpickle.dump([self._node.function], f)
+    entry = os.path.join(os.path.dirname(python.__file__), 'process_entry.py')
+    log_dir = os.path.join(self._run_dir, 'node_logs')
+    os.makedirs(log_dir, exist_ok=True)
+    log_path = os.path.join(log_dir, f'{self._name}.log')
+    stopping = threading.Event()
+    child: Optional[subprocess.Popen] = None
+
+    # Launchpad's worker manager is per thread: take it here (the node's thread), wait on it in
+    # the helper thread (lp.wait_for_stop() there raises, and the child then got SIGKILLed by
+    # the manager's 10 s grace instead of terminated).
+    manager = worker_manager.get_worker_manager()
+
+    def stop_child_on_program_stop():
+      manager.wait_for_stop()
+      stopping.set()
+      if child is not None and child.poll() is None:
+        child.terminate()
+    threading.Thread(target=stop_child_on_program_stop, daemon=True).start()
+
+    failures = []
+    try:
+      while not stopping.is_set():
+        with open(log_path, 'ab') as log:
+          child = subprocess.Popen(
+              [sys.executable, entry, '--lp_task_id', '0', '--data_file', fn_path],
+              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+              preexec_fn=die_with_parent)
+        append_event(self._run_dir, {'node': self._name, 'event': 'start', 'pid': child.pid,
+                                     'attempt': len(failures) + 1})
+        code = child.wait()
+        # The program stopping kills nodes too (the signal may reach the child before this
+        # process hears of the stop): an exit then is no failure.
+        if code == 0 or stopping.wait(STOP_GRACE_S) or _run_ending(self._run_dir):
+          return
+        now = time.time()
+        failures.append(now)
+        error = last_error_line(log_path)
+        append_event(self._run_dir, {'node': self._name, 'event': 'failure', 'exit_code': code,
+                                     'error': error})
+        recent = [t for t in failures if now - t <= self._window_s]
+        if len(recent) >= self._max_failures:
+          how = f'exit code {code}'
+          if code < 0:
+            how += f', killed by {signal.Signals(-code).name}'
+          reason = (f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
+                    f'({how}); last output line: {error or "none"}')
+          run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
+                               {'node': self._name, 'reason': reason, 'time': now})
+          append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})
+          lp.stop()
+          return
+        time.sleep(1.0)  # let the port be released before the node binds it again
+    finally:
+      if child is not None and child.poll() is None:
+        child.terminate()
+      try:
+        os.remove(fn_path)
+      except OSError:
+        pass

@@ -1,0 +1,259 @@
+"""The project's import graph: no cycle, no import up the layers, flags only in entry modules.
+
+Layers, bottom to top: envs/ -> estimators/ -> agents/ -> launch/ -> bench/ (a module may import
+its own layer and those below). Inside launch/, the sub-packages (program/, runtime/, cluster/,
+experiments/, analysis/) never import an entry module of launch/ (train, collect, ...): an entry
+module defines its absl flags at import time, and a replica that imported one would carry them
+(the cycle cluster <-> train was that). Every import counts, also those inside functions.
+"""
+import ast
+import os
+import subprocess
+import sys
+from typing import Dict, List, Set
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+LAYERS = {'envs': 0, 'estimators': 1, 'agents': 2, 'launch': 3, 'bench': 4}
+
+
+def _modules() -> Dict[str, str]:
+  """module name -> file, for every .py file of the layered packages."""
+  out = {}
+  for top in LAYERS:
+    for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, top)):
+      dirnames[:] = [d for d in dirnames if not d.startswith(('.', '__'))]
+      for name in filenames:
+        if not name.endswith('.py'):
+          continue
+        rel = os.path.relpath(os.path.join(dirpath, name), ROOT)[:-3].split(os.sep)
+        if rel[-1] == '__init__':
+          rel = rel[:-1]
+        out['.'.join(rel)] = os.path.join(dirpath, name)
+  return out
+
+
+MODULES = _modules()
+
+
+def _ancestors(module: str) -> List[str]:
+  parts = module.split('.')
+  return ['.'.join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _imports(module: str, path: str) -> Set[str]:
+  """Project modules `module` imports anywhere in its file (each with the packages above it)."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  package = module if path.endswith('__init__.py') else module.rpartition('.')[0]
+  found = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ''
+      if node.level:
+        parent = package.split('.')[:len(package.split('.')) - node.level + 1]
+        base = '.'.join(parent + ([base] if base else []))
+      names = [base] + [f'{base}.{a.name}' for a in node.names]
+    else:
+      continue
+    for name in names:
+      while name and name not in MODULES:
+        name = name.rpartition('.')[0]
+      if name and name != module:
+        found.add(name)
+        found.update(a for a in _ancestors(name) if a in MODULES and a != module)
+  return found
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def _is_entry(path: str) -> bool:
+  with open(path) as f:
+    return "if __name__ == '__main__':" in f.read()
+
+
+def _launch_entry_modules() -> Set[str]:
+  return {m for m in MODULES if m.count('.') == 1 and m.startswith('launch.')
+          and not os.path.basename(MODULES[m]) == '__init__.py'}
+
+
+def test_the_graph_sees_the_project():
+  # A walker that found nothing would pass everything below.
+  assert {'launch.train', 'launch.runtime.lifecycle', 'agents.learning', 'envs.sokoban'} <= set(MODULES)
+  assert 'launch.runtime.run_state' in GRAPH['launch.runtime.lifecycle']
+  assert 'estimators.networks' in GRAPH['agents.acting']
+
+
+def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+  """Strongly connected components with more than one module (Tarjan, iterative)."""
+  index, low, on_stack, stack, out = {}, {}, set(), [], []
+  counter = [0]
+  for root in sorted(graph):
+    if root in index:
+      continue
+    work = [(root, iter(sorted(graph[root])))]
+    index[root] = low[root] = counter[0]
+    counter[0] += 1
+    stack.append(root)
+    on_stack.add(root)
+    while work:
+      node, children = work[-1]
+      advanced = False
+      for child in children:
+        if child not in index:
+          index[child] = low[child] = counter[0]
+          counter[0] += 1
+          stack.append(child)
+          on_stack.add(child)
+          work.append((child, iter(sorted(graph.get(child, ())))))
+          advanced = True
+          break
+        if child in on_stack:
+          low[node] = min(low[node], index[child])
+      if advanced:
+        continue
+      work.pop()
+      if work:
+        low[work[-1][0]] = min(low[work[-1][0]], low[node])
+      if low[node] == index[node]:
+        component = []
+        while True:
+          m = stack.pop()
+          on_stack.discard(m)
+          component.append(m)
+          if m == node:
+            break
+        if len(component) > 1:
+          out.append(sorted(component))
+  return out
+
+
+def test_cycle_finder_finds_a_cycle():
+  assert _cycles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [['a', 'b', 'c']]
+  assert _cycles({'a': {'b'}, 'b': set()}) == []
+
+
+def test_no_import_cycle():
+  assert _cycles(GRAPH) == []
+
+
+def test_no_import_runs_up_the_layers():
+  bad = [f'{m} imports {t}' for m, targets in GRAPH.items() for t in targets
+         if LAYERS[t.split('.')[0]] > LAYERS[m.split('.')[0]]]
+  assert bad == []
+
+
+def test_launch_subpackages_do_not_import_entry_modules():
+  entries = _launch_entry_modules()
+  assert {'launch.train', 'launch.collect', 'launch.experiment'} <= entries
+  bad = [f'{m} imports {t}' for m, targets in GRAPH.items() if m.count('.') >= 2
+         and m.startswith('launch.') for t in targets if t in entries]
+  assert bad == []
+
+
+def _defines_flags_at_import(path: str) -> bool:
+  """A module-level call of flags.DEFINE_* (absl): it runs when the module is imported."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  for node in tree.body:
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+      func = node.value.func
+      if isinstance(func, ast.Attribute) and func.attr.startswith('DEFINE'):
+        return True
+  return False
+
+
+def _reads_global_flags(path: str) -> bool:
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  return any(isinstance(n, ast.Name) and n.id == 'FLAGS' for n in ast.walk(tree)) or any(
+      isinstance(n, ast.Attribute) and n.attr == 'FLAGS' for n in ast.walk(tree))
+
+
+def test_flags_live_in_entry_modules_only():
+  # Flags defined when a library module is imported clash (DuplicateFlagError) as soon as two
+  # importers define the same name in one process; a module that reads FLAGS has its config
+  # outside its arguments.
+  libraries = [m for m, p in MODULES.items() if not _is_entry(p)]
+  assert 'launch.runtime.lifecycle' in libraries and 'launch.train' not in libraries
+  assert [m for m in libraries if _defines_flags_at_import(MODULES[m])] == []
+  assert [m for m in libraries if _reads_global_flags(MODULES[m])] == []
+  below_entries = [m for m in MODULES if m.startswith('launch.') and m.count('.') >= 2]
+  assert [m for m in below_entries if _reads_global_flags(MODULES[m])] == []
+
+
+def test_every_library_module_imports():
+  """Each module that defines no flags at import, imported in one fresh interpreter (a moved
+  module whose importers were not updated fails here, not in a node's log)."""
+  names = sorted(m for m, p in MODULES.items() if not _defines_flags_at_import(p))
+  code = ('import importlib, sys\nbad = []\nfor name in sys.argv[1:]:\n'
+          '  try:\n    importlib.import_module(name)\n'
+          '  except Exception as e:  # noqa: BLE001\n    bad.append(f"{name}: {e!r}")\n'
+          'print("\\n".join(bad)); sys.exit(1 if bad else 0)\n')
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+  r = subprocess.run([sys.executable, '-c', code, *names], cwd=ROOT, env=env,
+                     capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_launch_subpackage_files_are_small_or_say_why():
+  """~300 lines at most below launch/'s command modules, unless the module's docstring says why
+  ('Over 300 lines ...')."""
+  big = []
+  for m, path in MODULES.items():
+    if m.startswith('launch.') and m.count('.') >= 2:
+      with open(path) as f:
+        text = f.read()
+      doc = ast.get_docstring(ast.parse(text)) or ''
+      if len(text.splitlines()) > 300 and 'Over 300 lines' not in doc:
+        big.append(f'{m}: {len(text.splitlines())} lines')
+  assert big == []
+
+
+def _top_level_names(path: str) -> Set[str]:
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  names = set()
+  for node in tree.body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+      names.add(node.name)
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      for t in targets:
+        names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      names.update((a.asname or a.name).split('.')[0] for a in node.names)
+    elif isinstance(node, (ast.If, ast.Try)):
+      for sub in ast.walk(node):
+        if isinstance(sub, (ast.Import, ast.ImportFrom)):
+          names.update((a.asname or a.name).split('.')[0] for a in sub.names)
+  return names
+
+
+def test_every_project_import_resolves():
+  """Also the imports inside functions, which importing a module does not run: a module or a
+  name a moved module no longer has fails here rather than in a node's log."""
+  tests = {f'tests.{n[:-3]}': os.path.join(ROOT, 'tests', n)
+           for n in os.listdir(os.path.join(ROOT, 'tests')) if n.endswith('.py')}
+  bad = []
+  for module, path in {**MODULES, **tests}.items():
+    with open(path) as f:
+      tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        for a in node.names:
+          if a.name.split('.')[0] in LAYERS and a.name not in MODULES:
+            bad.append(f'{module}: import {a.name}')
+      elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        if node.module.split('.')[0] not in LAYERS:
+          continue
+        if node.module not in MODULES:
+          bad.append(f'{module}: from {node.module} import ...')
+          continue
+        names = _top_level_names(MODULES[node.module])
+        for a in node.names:
+          if a.name != '*' and f'{node.module}.{a.name}' not in MODULES and a.name not in names:
+            bad.append(f'{module}: from {node.module} import {a.name}')
+  assert bad == []
