@@ -1,4 +1,5 @@
 """Shared command-line plumbing of the estimator tools (train, evaluate, predict)."""
+import dataclasses
 import sys
 
 
@@ -19,3 +20,13 @@ def unexpected_arguments(argv) -> bool:
     print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
     return True
   return False
+
+
+def options_from_flags(options_class, flag_values):
+  """The typed options of a tool from its parsed flags: one field per flag of the same name
+  (lists become tuples, so the options stay immutable)."""
+  values = {}
+  for field in dataclasses.fields(options_class):
+    value = getattr(flag_values, field.name)
+    values[field.name] = tuple(value) if isinstance(value, list) else value
+  return options_class(**values)

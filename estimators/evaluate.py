@@ -33,11 +33,12 @@ others 0.7); --phi_beta defaults to --beta when that is given, else the paper's 
 (turf 0.2, others 0.4).
 """
 import hashlib
+import dataclasses
 import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import app, flags
 
@@ -66,6 +67,25 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_string('labels_cache', None, 'Directory caching the oracle labels of the collected '
                       'transitions (same env, options, seed, count): re-evaluations skip the '
                       'search.', flag_values=fv)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateOptions:
+  """What `run` evaluates, one field per flag of the CLI (see `define_flags` for each meaning);
+  `cli.options_from_flags(EvaluateOptions, FLAGS)` builds it from parsed flags."""
+  checkpoint: Optional[str] = None
+  env: Optional[str] = None
+  env_option: Tuple[str, ...] = ()
+  transitions: int = 2000
+  beta: Optional[float] = None
+  phi_beta: Optional[float] = None
+  out: Optional[str] = None
+  policy: str = 'random'
+  max_expansions: int = 100_000
+  num_bins: int = 10
+  seed: int = 0
+  batch: int = 4096
+  labels_cache: Optional[str] = None
 
 
 PSI_BETA = {'turf': 0.8, 'sokoban': 0.9}
@@ -434,7 +454,8 @@ def check_flags(f):
       raise EvaluateError(f'cannot write --{name} {os.path.abspath(path)}: {problem}')
 
 
-def run(f=FLAGS) -> Dict[str, Any]:
+def run(f: EvaluateOptions) -> Dict[str, Any]:
+  """Evaluates what `f` says; writes OUT/report.json and returns the report."""
   import envs
   from estimators import checkpoint
   check_flags(f)
@@ -489,7 +510,7 @@ def main(argv):
   from estimators.checkpoint import CheckpointError
   from estimators.predict import PredictError
   try:
-    report = run()
+    report = run(cli.options_from_flags(EvaluateOptions, FLAGS))
   except (EvaluateError, CheckpointError, PredictError, envs.EnvError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

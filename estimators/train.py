@@ -78,6 +78,36 @@ def define_flags(flag_values=flags.FLAGS):
 _SHORT = {'psi_loss': 'loss', 'psi_accuracy': 'acc', 'phi_loss': 'phi_loss'}
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+  """What `run` trains, one field per flag of the CLI (see `define_flags` for each meaning);
+  `cli.options_from_flags(TrainOptions, FLAGS)` builds it from parsed flags."""
+  dataset: Optional[str] = None
+  out: Optional[str] = None
+  window: Optional[int] = None
+  num_pairs: Optional[int] = None
+  batch_size: int = 128
+  phi: bool = False
+  phi_loss: str = 'l2'
+  phi_transitions: Optional[int] = None
+  phi_schedule: str = 'after'
+  pair_sampling: Optional[str] = None
+  learning_rate: Optional[float] = None
+  phi_learning_rate: Optional[float] = None
+  weight_decay: Optional[float] = None
+  network_preset: Optional[str] = None
+  mlp_sizes: Optional[Tuple[str, ...]] = None
+  conv_channels: Optional[Tuple[str, ...]] = None
+  conv_strides: Optional[Tuple[str, ...]] = None
+  dropout: Optional[float] = None
+  psi_fusion: Optional[str] = None
+  conv_padding: Optional[str] = None
+  steps_per_call: int = 100
+  seed: int = 0
+  eval_pairs: int = 10_000
+  progress: bool = True
+
+
 class TrainError(ValueError):
   """A bad argument or input, reported as one line."""
 
@@ -334,14 +364,14 @@ def _env_name(meta: dict) -> str:
   return meta.get('env') or meta.get('env_name') or 'unknown'
 
 
-def run(argv_flags=FLAGS) -> dict:
-  """Runs the CLI with parsed flags; returns the checkpoint metadata. Raises TrainError etc."""
+def run(options: TrainOptions) -> dict:
+  """Trains what `options` say; returns the checkpoint metadata. Raises TrainError etc."""
   import numpy as np
   from estimators import checkpoint
   from estimators import dataset as dataset_lib
   from estimators import training
 
-  f = argv_flags
+  f = options
   check_flags(f)
   out = _check_output(f.out)
 
@@ -438,7 +468,7 @@ def main(argv):
   from estimators.checkpoint import CheckpointError
   from estimators.dataset import DatasetError
   try:
-    run()
+    run(cli.options_from_flags(TrainOptions, FLAGS))
   except (TrainError, DatasetError, CheckpointError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

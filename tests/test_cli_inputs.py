@@ -12,6 +12,7 @@ from absl import flags
 
 from envs import render
 from estimators import dataset
+from estimators import cli
 from estimators import evaluate
 from estimators import networks as nets
 from estimators import predict
@@ -68,7 +69,7 @@ def _train_flags(*args):
   fv = flags.FlagValues()
   train.define_flags(fv)
   fv(['train', '--progress=false', '--eval_pairs=0'] + list(args))
-  return fv
+  return cli.options_from_flags(train.TrainOptions, fv)
 
 
 def test_train_refuses_a_conv_preset_on_vector_observations(cliff, tmp_path):
@@ -195,7 +196,7 @@ def _eval_flags(*args):
   fv = flags.FlagValues()
   evaluate.define_flags(fv)
   fv(['evaluate'] + list(args))
-  return fv
+  return cli.options_from_flags(evaluate.EvaluateOptions, fv)
 
 
 def test_evaluate_refuses_a_beta_outside_0_1(cliff, tmp_path):
@@ -271,3 +272,14 @@ def test_render_writes_where_it_can(tmp_path):
 def test_unwritable_reason_needs_no_existing_parent(tmp_path):
   assert dataset.unwritable_reason(str(tmp_path / 'a' / 'b' / 'c')) is None
   assert not (tmp_path / 'a').exists()   # probing creates nothing that stays
+
+
+@pytest.mark.parametrize('module,options', [(train, train.TrainOptions),
+                                            (evaluate, evaluate.EvaluateOptions)])
+def test_typed_options_name_every_flag_with_its_default(module, options):
+  import dataclasses
+  fv = flags.FlagValues()
+  module.define_flags(fv)
+  fv(['tool'])
+  assert {f.name for f in dataclasses.fields(options)} == set(fv)
+  assert cli.options_from_flags(options, fv) == options()

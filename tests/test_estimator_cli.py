@@ -12,6 +12,7 @@ from absl import flags
 import envs
 from estimators import checkpoint
 from estimators import dataset
+from estimators import cli
 from estimators import evaluate
 from estimators import networks as nets
 from estimators import predict
@@ -60,7 +61,7 @@ def _train_flags(*args):
   fv = flags.FlagValues()
   train.define_flags(fv)
   fv(['train', '--progress=false', '--eval_pairs=500'] + list(args))
-  return fv
+  return cli.options_from_flags(train.TrainOptions, fv)
 
 
 @pytest.fixture(scope='module')
@@ -155,7 +156,7 @@ def _eval_flags(*args):
   fv = flags.FlagValues()
   evaluate.define_flags(fv)
   fv(['evaluate'] + list(args))
-  return fv
+  return cli.options_from_flags(evaluate.EvaluateOptions, fv)
 
 
 def test_evaluate_turf_reports_metrics_and_writes_a_calibration_png(turf_ckpt, tmp_path):
