@@ -52,3 +52,36 @@ def test_cli_refuses_a_directory_without_logs_in_one_line(tmp_path):
                          str(tmp_path / 'x')], cwd=REPO, capture_output=True, text=True, timeout=60)
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines()[-1] == f'error: {tmp_path} holds no logs (logs/<node>/logs.csv)'
+
+
+def test_compact_number_rounds_numbers_only():
+  assert export_logs.compact_number('-11.000000201165676', 3) == '-11'
+  assert export_logs.compact_number('1795728058.5652893', 1) == '1795728058.6'
+  assert export_logs.compact_number('0.04999', 2) == '0.05'
+  assert export_logs.compact_number('-0.0001', 2) == '0'
+  assert export_logs.compact_number('120', 3) == '120'
+  assert export_logs.compact_number('nan', 3) == 'nan'
+  assert export_logs.compact_number('actor', 3) == 'actor'
+
+
+def test_thinned_export_keeps_every_nth_episode_and_nearly_the_curves(tmp_path):
+  run = _run(tmp_path)
+  out = str(tmp_path / 'thin')
+  export_logs.export_run(run, out, ['actor_steps', 'unix_time', 'solved', 'episode_return'],
+                         ['learner_steps', 'actor_steps', 'policy_entropy'], actor_every=5,
+                         digits=2)
+  with open(os.path.join(out, 'logs', 'actor_0', 'logs.csv')) as f:
+    rows = f.read().splitlines()[1:]
+  assert [r.split(',')[0] for r in rows] == [str((i + 1) * 100) for i in range(0, 50, 5)]
+  assert rows[3].split(',')[3] == '1.5'       # episode 15: return 1.5000000000000002
+  with open(os.path.join(out, 'logs', 'learner', 'logs.csv')) as f:
+    assert len(f.read().splitlines()) == 3    # learner rows are all kept
+  full = aggregate.curve(run, 'solved', 'actor_steps')[1]
+  thin = aggregate.curve(out, 'solved', 'actor_steps')[1]
+  for curve in (full, thin):   # the same story from a fifth of the episodes: 0 early, 1 late
+    values = curve[~np.isnan(curve)]
+    assert values[0] == 0.0 and values[-1] == 1.0
+  with pytest.raises(ValueError, match='actor_every'):
+    export_logs.export_run(run, str(tmp_path / 'bad'), ['actor_steps'], ['learner_steps'],
+                           actor_every=0)
+  assert not os.path.exists(tmp_path / 'bad')
