@@ -5,7 +5,6 @@ learner keeps Acme's interface (`acme.Learner`: step / get_variables / save / re
 `IMPALANetworks`, counter and logger) and swaps the loss for `agents.losses.masked_vtrace_loss`.
 Single device (jit, no pmap): the project targets CPU machines and one-GPU hosts.
 """
-import functools
 import time
 from typing import Iterator, List, NamedTuple, Optional, Sequence
 
@@ -54,22 +53,15 @@ class IMPALALearner(acme.Learner):
                logger: Optional[loggers.Logger] = None):
     self._iterator = iterator
 
-    def sequence_loss(logits, values, data, shift, scale):
-      return losses.masked_vtrace_loss(
-          logits, values, data.extras['logits'], data.action, data.reward, data.discount,
-          data.start_of_episode, discount=discount, baseline_cost=baseline_cost,
-          entropy_cost=entropy_cost, max_abs_reward=max_abs_reward,
-          advantage_shift=shift, advantage_scale=scale)
+    def sequence_vtrace(logits, values, data):
+      return losses.masked_vtrace(values, logits, data.extras['logits'], data.action,
+                                  data.reward, data.discount, data.start_of_episode,
+                                  discount=discount, max_abs_reward=max_abs_reward)
 
-    def batch_moments(logits, values, data):
-      """The batch's advantage mean and std (normalize_advantages), else (0, 1)."""
-      if not normalize_advantages:
-        return jnp.float32(0.0), jnp.float32(1.0)
-      vtrace, _, real = jax.vmap(functools.partial(losses.masked_vtrace, discount=discount,
-                                                   max_abs_reward=max_abs_reward))(
-          values, logits, data.extras['logits'], data.action, data.reward, data.discount,
-          data.start_of_episode)
-      return losses.normalising_moments(vtrace.pg_advantage, real)
+    def sequence_loss(logits, values, data, vtrace, rhos, real, shift, scale):
+      return losses.vtrace_loss_terms(logits, values, data.action, vtrace, rhos, real,
+                                      baseline_cost=baseline_cost, entropy_cost=entropy_cost,
+                                      advantage_shift=shift, advantage_scale=scale)
 
     def batch_loss(params, data):
       # The networks are feed-forward: one pass over all B x T observations (one large conv
@@ -80,9 +72,12 @@ class IMPALALearner(acme.Learner):
       (logits, values), _ = networks.unroll_fn(params, obs, initial_state)
       logits = logits.reshape((b, t) + logits.shape[1:])
       values = values.reshape((b, t))
-      shift, scale = batch_moments(logits, values, data)
-      loss, metrics = jax.vmap(sequence_loss, in_axes=(0, 0, 0, None, None))(
-          logits, values, data, shift, scale)
+      vtrace, rhos, real = jax.vmap(sequence_vtrace)(logits, values, data)
+      # Advantage normalisation (optional) over the whole batch's real steps.
+      shift, scale = (losses.normalising_moments(vtrace.pg_advantage, real)
+                      if normalize_advantages else (0.0, 1.0))
+      loss, metrics = jax.vmap(sequence_loss, in_axes=(0, 0, 0, 0, 0, 0, None, None))(
+          logits, values, data, vtrace, rhos, real, shift, scale)
       # Per-sequence statistics -> batch: maxima stay maxima, the rest are means.
       metrics = {k: jnp.max(v) if k.endswith('_max') else jnp.mean(v) for k, v in metrics.items()}
       return jnp.mean(loss), metrics

@@ -50,6 +50,17 @@ def masked_vtrace_loss(logits: jnp.ndarray, values: jnp.ndarray, behaviour_logit
   vtrace, rhos, real = masked_vtrace(values, logits, behaviour_logits, actions, rewards,
                                      discounts, start_of_episode, discount=discount,
                                      max_abs_reward=max_abs_reward)
+  return vtrace_loss_terms(logits, values, actions, vtrace, rhos, real,
+                           baseline_cost=baseline_cost, entropy_cost=entropy_cost,
+                           advantage_shift=advantage_shift, advantage_scale=advantage_scale)
+
+
+def vtrace_loss_terms(logits: jnp.ndarray, values: jnp.ndarray, actions: jnp.ndarray, vtrace,
+                      rhos: jnp.ndarray, real: jnp.ndarray, *, baseline_cost: float,
+                      entropy_cost: float, advantage_shift: float = 0.0,
+                      advantage_scale: float = 1.0) -> Tuple[jnp.ndarray, Dict[str, jnp.ndarray]]:
+  """The loss of one sequence from its `masked_vtrace` (so a learner that needs the batch's
+  advantages first computes V-trace once)."""
   v_tm1 = values[:-1]
   critic = jnp.square(vtrace.errors) * real
   advantages = (vtrace.pg_advantage - advantage_shift) / advantage_scale
