@@ -80,6 +80,10 @@ flags.DEFINE_enum('pair_sampling', None, ['uniform', 'start_uniform'],
                   "psi pairs: 'uniform' over the valid pairs (paper) or 'start_uniform' (start "
                   'uniform, then gap uniform) (default: the env recipe).')
 flags.DEFINE_integer('env_steps_per_psi_update', None, 'Throttle of the precedence learner (default: preset).')
+flags.DEFINE_integer('psi_windows_per_sample', None, 'Windows the precedence learner samples '
+                     'from Reverb at once (default: launch.program.config.PrecedenceConfig).')
+flags.DEFINE_integer('psi_updates_per_sample', None, 'psi (and phi) updates made on each sample '
+                     'of windows, each with its own pairs; 1: a fresh sample per update.')
 flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], 'phi regression loss.')
 # IMPALA.
 flags.DEFINE_float('learning_rate', None, 'IMPALA Adam learning rate (default: preset).')
@@ -162,7 +166,10 @@ def config_from_flags():
           samples_per_insert=pick('samples_per_insert', agent_preset.samples_per_insert),
           replay_size=pick('replay_size', agent_preset.replay_size)),
       precedence=cfg_lib.PrecedenceConfig(
-          env_steps_per_update=pick('env_steps_per_psi_update', agent_preset.env_steps_per_psi_update)),
+          env_steps_per_update=pick('env_steps_per_psi_update', agent_preset.env_steps_per_psi_update),
+          **{field: value for field, value in (('window_batch', FLAGS.psi_windows_per_sample),
+                                               ('updates_per_sample', FLAGS.psi_updates_per_sample))
+             if value is not None}),
       estimator_train=TrainConfig(window=window, batch_size=FLAGS.psi_batch_size,
                                   learning_rate=psi_lr, phi_learning_rate=psi_lr,
                                   weight_decay=pick('psi_weight_decay', recipe.weight_decay),

@@ -206,6 +206,7 @@ def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter):
       make_estimators(cfg, spec), cfg.estimator_train, period=cfg.window,
       iterator=make_window_iterator(replay, cfg.precedence.window_batch, 2 * cfg.window),
       obs_example=obs_example, env_steps_per_update=cfg.precedence.env_steps_per_update,
+      updates_per_sample=cfg.precedence.updates_per_sample,
       counter=counting.Counter(counter, 'precedence', time_delta=0.0), logger=make_logger(cfg, 'precedence', 1.0))
   return checkpointing.CheckpointedLearner(
       learner, os.path.join(cfg.run_dir, 'checkpoints', 'precedence_learner'), period_s=cfg.checkpoint_period_s)

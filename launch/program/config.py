@@ -68,7 +68,11 @@ class ImpalaConfig:
 @dataclasses.dataclass(frozen=True)
 class PrecedenceConfig:
   """The precedence-learner node: what it samples and how often it trains."""
-  window_batch: int = 16              # windows sampled from the 'precedence' table per update
+  # Each Reverb sample of `window_batch` windows serves `updates_per_sample` updates, each
+  # drawing its own pairs: 64 x 4 reads a 4x larger pool per update than 16 x 1 at a lower
+  # reading cost per update (bench.precedence_bench, BUILD_NOTES.md "Precedence learner").
+  window_batch: int = 64              # windows per Reverb sample
+  updates_per_sample: int = 4
   env_steps_per_update: int = 50      # throttle: one psi (and phi) update per this many env steps
   # (the paper: one per 500; ours per env in launch.program.presets, see BUILD_NOTES.md)
   table_max_windows: int = 20_000     # replay size, in windows of 2w steps
@@ -78,6 +82,9 @@ class PrecedenceConfig:
   def __post_init__(self):
     if self.env_steps_per_update < 1:
       raise ValueError(f'env_steps_per_psi_update must be >= 1, got {self.env_steps_per_update}')
+    if self.window_batch < 1 or self.updates_per_sample < 1:
+      raise ValueError(f'psi windows per sample ({self.window_batch}) and updates per sample '
+                       f'({self.updates_per_sample}) must be >= 1')
 
 
 @dataclasses.dataclass(frozen=True)

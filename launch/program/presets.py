@@ -53,7 +53,11 @@ AGENTS: Dict[str, AgentPreset] = {
     # sequence sampled 4 times from a small replay (V-trace corrects the lag), and the
     # gradient norm clipped at 1 rather than C.3's 40 (at 40 a level learned was lost again),
     # learn single levels (BUILD_NOTES.md, "Sokoban learning").
-    'sokoban': AgentPreset(0.99, 0.01, 5e-4, 0.0, 0.99, 16, 20, 100,
+    # The online psi update rate is C.3's (1 per 500 env steps): a Sokoban psi update costs
+    # ~8-10 ms of CPU (bench.precedence_bench), 1 per 100 would take ~0.9 of a core at 10K env
+    # steps/s; at 1 per 500 a 20M-step run still makes 40K updates (5.1M pairs, the small-scale
+    # offline budget).
+    'sokoban': AgentPreset(0.99, 0.01, 5e-4, 0.0, 0.99, 16, 20, 500,
                            'C.3; batch 16 + replay x4, grad clip 1 ours', samples_per_insert=4.0,
                            replay_size=64, max_gradient_norm=1.0),
     # App. D runs a random policy; these apply when an IMPALA agent is trained on the cliff.
