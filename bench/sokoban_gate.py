@@ -4,6 +4,11 @@ solved at least --target of its last --last_n training episodes.
 
     python -m bench.sokoban_gate                       # levels 37, 7, 1 at 1M steps each
     python -m bench.sokoban_gate --levels 0 --max_steps 2000000   # the stretch level
+    python -m bench.sokoban_gate --levels 1 --mode rae --out results/sokoban/gate_rae
+
+With --mode rae the agent is IMPALA + RAE with a frozen psi of the level itself: per level,
+--psi_episodes uniformly random episodes (launch.collect) and --psi_pairs training pairs
+(estimators.train, the Sokoban preset network), kept under OUT/level_<i>/psi/.
 
 Each level is a full distributed run (Launchpad, Reverb, learner, actors) under
 OUT/level_<i>/. Rerun the same command after a stop: finished levels are read back, a stopped
@@ -32,6 +37,10 @@ flags.DEFINE_string('out', 'results/sokoban/gate', 'Output directory.')
 flags.DEFINE_integer('seed', 0, 'Seed of every run.')
 flags.DEFINE_integer('num_actors', 2, 'Actor processes per run.')
 flags.DEFINE_integer('envs_per_actor', 16, 'Environments each actor steps together.')
+flags.DEFINE_enum('mode', 'none', ['none', 'rae'], "'none': IMPALA; 'rae': IMPALA + RAE with a "
+                  "psi trained on the level's random episodes.")
+flags.DEFINE_integer('psi_episodes', 3000, '--mode rae: random episodes per level for psi.')
+flags.DEFINE_integer('psi_pairs', 1_000_000, '--mode rae: psi training pairs per level.')
 flags.DEFINE_multi_string('train_arg', [], 'Extra launch.train flag for every run (repeatable), '
                           "e.g. --train_arg=--samples_per_insert=0 to measure the queue.")
 
@@ -57,13 +66,32 @@ def level_result(run_dir: str, target: float, n: int) -> Dict:
   }
 
 
+def level_psi(level: int, run_dir: str, episodes: int, pairs: int, seed: int) -> str:
+  """The level's psi checkpoint (collected and trained once; a stopped collection resumes)."""
+  psi_dir = os.path.join(run_dir, 'psi')
+  ckpt = os.path.join(psi_dir, 'psi.ckpt')
+  if os.path.exists(ckpt):
+    return ckpt
+  data = os.path.join(psi_dir, 'random')
+  for argv in (['launch.collect', '--env', 'sokoban', '--env_option', f'level_index={level}',
+                '--episodes', str(episodes), '--out', data, '--seed', str(seed), '--resume',
+                '--noprogress'],
+               ['estimators.train', '--dataset', data, '--out', ckpt, '--network_preset',
+                'sokoban', '--num_pairs', str(pairs), '--seed', str(seed), '--noprogress']):
+    print(' '.join(argv), flush=True)
+    subprocess.run([sys.executable, '-m', *argv], check=True)
+  return ckpt
+
+
 def train(level: int, run_dir: str, max_steps: int, seed: int, actors: int, envs_per_actor: int,
-          extra: Sequence[str]) -> None:
+          extra: Sequence[str], mode: str = 'none', psi: Optional[str] = None) -> None:
   final = run_state.read_json(os.path.join(run_dir, 'final_state.json'), {}) or {}
   if final.get('status') == run_state.COMPLETED and \
       final.get('counts', {}).get('actor_steps', 0) >= max_steps:
     return
-  argv = [sys.executable, '-m', 'launch.train', '--env', 'sokoban', '--mode', 'none',
+  if mode == 'rae':
+    extra = ('--estimator_checkpoint', psi, *extra)
+  argv = [sys.executable, '-m', 'launch.train', '--env', 'sokoban', '--mode', mode,
           '--env_option', f'level_index={level}', '--max_steps', str(max_steps),
           '--seed', str(seed), '--num_actors', str(actors), '--envs_per_actor', str(envs_per_actor),
           '--run_dir', run_dir, *extra]
@@ -73,8 +101,9 @@ def train(level: int, run_dir: str, max_steps: int, seed: int, actors: int, envs
   subprocess.run(argv, check=True)
 
 
-def markdown(results: Dict[str, Dict], max_steps: int, target: float, n: int) -> str:
-  lines = [f'Single-level gate: IMPALA, {max_steps:,} env steps per level; a level passes at '
+def markdown(results: Dict[str, Dict], max_steps: int, target: float, n: int,
+             agent: str = 'IMPALA') -> str:
+  lines = [f'Single-level gate: {agent}, {max_steps:,} env steps per level; a level passes at '
            f'>= {target:.0%} solved over its last {n} training episodes.', '',
            '| level | steps reached | solved, last episodes | boxes on target | steps to target '
            '| wall time | passed |', '|---|---|---|---|---|---|---|']
@@ -98,15 +127,20 @@ def main(argv: List[str]):
   results = {}
   for level in levels:
     run_dir = os.path.abspath(os.path.join(FLAGS.out, f'level_{level}'))
+    psi = None
+    if FLAGS.mode == 'rae':
+      psi = level_psi(level, run_dir, FLAGS.psi_episodes, FLAGS.psi_pairs, FLAGS.seed)
     train(level, run_dir, FLAGS.max_steps, FLAGS.seed, FLAGS.num_actors, FLAGS.envs_per_actor,
-          FLAGS.train_arg)
+          FLAGS.train_arg, FLAGS.mode, psi)
     results[str(level)] = level_result(run_dir, FLAGS.target, FLAGS.last_n)
     run_state.write_json(os.path.join(FLAGS.out, 'gate.json'),
                          {'max_steps': FLAGS.max_steps, 'target': FLAGS.target,
+                          'mode': FLAGS.mode,
                           'last_n': FLAGS.last_n, 'train_args': FLAGS.train_arg,
                           'levels': results})
     with open(os.path.join(FLAGS.out, 'gate.md'), 'w') as f:
-      f.write(markdown(results, FLAGS.max_steps, FLAGS.target, FLAGS.last_n))
+      agent = 'IMPALA + RAE (psi of the level)' if FLAGS.mode == 'rae' else 'IMPALA'
+      f.write(markdown(results, FLAGS.max_steps, FLAGS.target, FLAGS.last_n, agent))
     print(json.dumps({level: results[str(level)]}), flush=True)
 
 
