@@ -146,8 +146,8 @@ def main(argv):
     from bench import actor_bench
     # The environments stepped as the runs' actors stepped them (--vectorised_env).
     stepper = 'vectorised' if FLAGS.vectorised_env else 'one_by_one'
-    ceiling = actor_bench.measure(FLAGS.env, [FLAGS.envs_per_actor], ['impala'], FLAGS.ceiling_steps, 1,
-                                  steppers=(stepper,))
+    ceiling = actor_bench.measure(FLAGS.env, [FLAGS.envs_per_actor], ['impala'],
+                                  FLAGS.ceiling_steps, 1, steppers=(stepper,))
     row = ceiling['results'][f'impala/K={FLAGS.envs_per_actor}'
                              + ('' if stepper == 'vectorised' else f'/{stepper}')]
     results['ceiling_single_process'] = {m: row[m]['env_steps_per_s'] for m in ('none', 'rae', 'rac')}

@@ -124,7 +124,7 @@ def num_actions(action_set: str) -> int:
 
 
 def _room_state(fixed: np.ndarray, player, boxes) -> np.ndarray:
-  """gym-sokoban's room_state (int64 cell codes) of a level's fixed cells with a player and boxes."""
+  """gym-sokoban's room_state (int64 cell codes): a level's fixed cells, a player and boxes."""
   state = np.array(fixed, dtype=np.int64)
   for r, c in boxes:
     state[r, c] = _BOX_ON_TARGET if fixed[r, c] == _TARGET else _BOX

@@ -35,10 +35,13 @@ from envs import batch as batch_lib
 from envs import levels as levels_lib
 from envs import sokoban
 
-_WALL, _FLOOR, _TARGET = sokoban._WALL, sokoban._FLOOR, sokoban._TARGET  # pylint: disable=protected-access
-_BOX_ON_TARGET, _BOX, _PLAYER = sokoban._BOX_ON_TARGET, sokoban._BOX, sokoban._PLAYER  # pylint: disable=protected-access
+# gym-sokoban's cell codes and tiny-RGB colours, as envs.sokoban has them.
+# pylint: disable=protected-access
+_WALL, _FLOOR, _TARGET = sokoban._WALL, sokoban._FLOOR, sokoban._TARGET
+_BOX_ON_TARGET, _BOX, _PLAYER = sokoban._BOX_ON_TARGET, sokoban._BOX, sokoban._PLAYER
 _PLAYER_ON_TARGET = 6   # the palette's extra code
-_PALETTE = sokoban._TINY_PALETTE  # pylint: disable=protected-access
+_PALETTE = sokoban._TINY_PALETTE
+# pylint: enable=protected-access
 
 _STEP_TYPES = (dm_env.StepType.MID, dm_env.StepType.LAST)
 
@@ -151,7 +154,8 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     player = self._player
     offset = self._offsets[actions]
     ahead = player + offset
-    beyond = (ahead + offset) % room.shape[1]   # a cell in the grid; read only where `ahead` holds a box
+    # In the grid whatever `ahead` holds; only read where `ahead` holds a box (then it is right).
+    beyond = (ahead + offset) % room.shape[1]
     cell_ahead = room[rows, ahead]
     cell_beyond = room[rows, beyond]
     free_ahead = (cell_ahead == _FLOOR) | (cell_ahead == _TARGET)
@@ -179,8 +183,9 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     self._t += 1
     last = solved | (self._t >= self._max_steps)
     reached = self._render(None)
-    timesteps = [dm_env.TimeStep(_STEP_TYPES[int(l)], rewards[k, ...], discounts[k, ...], reached[k])
-                 for k, l in enumerate(last.tolist())]
+    # rewards[k, ...] is a 0-d float32 array, as SinglePrecisionWrapper's are.
+    timesteps = [dm_env.TimeStep(_STEP_TYPES[l], rewards[k, ...], discounts[k, ...], reached[k])
+                 for k, l in enumerate(last.view(np.int8).tolist())]
 
     finished = {}
     observations = reached
