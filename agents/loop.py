@@ -1,11 +1,14 @@
 """The actor node's loop: K environments stepped in lock-step by one `BatchedActor`.
 
 Per iteration: every environment takes its action (one that ends an episode is reset at once and
-its final timestep kept); one fused call selects the next K actions and scores the K transitions
-just taken; then each environment's transition goes to its own adder, so IMPALA unrolls and
-precedence windows stay per environment with their episode boundaries. Each environment's
-writes are those of Acme's EnvironmentLoop driving a single-environment actor: add_first(x_0),
-then add(a_t, timestep_t+1 [reward + RAE penalty], extras={behaviour logits of a_t}).
+its final timestep kept), in one call of an `envs.batch.BatchedEnvironment` (a list of dm_env
+environments is stepped one by one through `envs.batch.EnvironmentList`; Sokoban has a
+vectorised batch, `envs.sokoban_batch`); one fused call selects the next K actions and scores
+the K transitions just taken; then each environment's transition goes to its own adder, so
+IMPALA unrolls and precedence windows stay per environment with their episode boundaries. Each
+environment's writes are those of Acme's EnvironmentLoop driving a single-environment actor:
+add_first(x_0), then add(a_t, timestep_t+1 [reward + RAE penalty], extras={behaviour logits of
+a_t}).
 
 Episode logs (one row per finished episode of any environment) keep Acme's fields
 (episode_length, episode_return, steps_per_second, actor_episodes, actor_steps) plus the
@@ -14,7 +17,7 @@ actor's time went since it started (`loop_s_env`, `loop_s_inference`, `loop_s_wr
 `loop_s_log`, `loop_steps`: cumulative seconds and steps, read by bench.throughput).
 """
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import dm_env
 import numpy as np
@@ -23,6 +26,7 @@ from acme.utils import counting, loggers, signals
 
 from agents.acting import BatchedActor, ParamChangeTracker
 from agents.networks import DUMMY_CORE_STATE
+from envs import batch as batch_lib
 
 
 class _Episode:
@@ -54,21 +58,27 @@ class _NoAdder(acme_adders.Adder):
 
 class BatchedEnvironmentLoop:
 
-  def __init__(self, environments: Sequence[dm_env.Environment], actor: BatchedActor,
-               mode: str, adders: Optional[Sequence[acme_adders.Adder]] = None,
+  def __init__(self, environments: Union[Sequence[dm_env.Environment],
+                                         batch_lib.BatchedEnvironment],
+               actor: BatchedActor, mode: str,
+               adders: Optional[Sequence[acme_adders.Adder]] = None,
                counter: Optional[counting.Counter] = None,
                logger: Optional[loggers.Logger] = None, track_estimators: bool = False,
                total_steps_limit: Optional[int] = None):
-    """total_steps_limit: stop stepping once the counter's (run-wide) actor_steps reach it, as
+    """environments: K dm_env environments, or a BatchedEnvironment of K.
+    total_steps_limit: stop stepping once the counter's (run-wide) actor_steps reach it, as
     seen at an episode end, so the run ends within about an episode of its budget."""
-    if len(environments) != actor.num_envs:
-      raise ValueError(f'{len(environments)} environments for an actor of {actor.num_envs}')
-    if adders is not None and len(adders) != len(environments):
+    if not isinstance(environments, batch_lib.BatchedEnvironment):
+      environments = batch_lib.EnvironmentList(environments)
+    num_envs = environments.num_envs
+    if num_envs != actor.num_envs:
+      raise ValueError(f'{num_envs} environments for an actor of {actor.num_envs}')
+    if adders is not None and len(adders) != num_envs:
       raise ValueError('one adder per environment is needed')
-    self._envs = list(environments)
+    self._envs = environments
     self._actor = actor
     self._mode = mode
-    self._adders = list(adders) if adders is not None else [_NoAdder()] * len(environments)
+    self._adders = list(adders) if adders is not None else [_NoAdder()] * num_envs
     self._counter = counter or counting.Counter()
     self._logger = logger or loggers.make_default_logger('actor')
     self._psi_tracker = ParamChangeTracker() if track_estimators else None
@@ -97,9 +107,10 @@ class BatchedEnvironmentLoop:
     """Runs until `num_steps` environment steps or `num_episodes` episodes (summed over the
     environments) have been taken, or forever; returns the number of steps taken."""
     envs, actor = self._envs, self._actor
+    num_envs = envs.num_envs
     steps_taken = episodes_done = 0
-    episodes: List[_Episode] = [_Episode() for _ in envs]
-    first = [env.reset() for env in envs]
+    episodes: List[_Episode] = [_Episode() for _ in range(num_envs)]
+    first = envs.reset()
     for k, ts in enumerate(first):
       self._adders[k].add_first(ts)
     obs = np.stack([ts.observation for ts in first])
@@ -113,21 +124,9 @@ class BatchedEnvironmentLoop:
                  self._limit_reached):
         actions, logits, prev_obs, acting_version = out.action, out.logits, obs, version
         t0 = time.perf_counter()
-        timesteps, finished = [], {}
-        for k, env in enumerate(envs):
-          ts = env.step(actions[k])
-          timesteps.append(ts)
-          if ts.last():
-            # Read the episode's metrics and start the next one before the fused call, which
-            # then acts on the new first observation.
-            finished[k] = (env.episode_info() if hasattr(env, 'episode_info') else {}, env.reset())
-        obs = np.stack([finished[k][1].observation if k in finished else ts.observation
-                        for k, ts in enumerate(timesteps)])
-        psi_to = obs
-        if finished:
-          psi_to = obs.copy()
-          for k in finished:
-            psi_to[k] = timesteps[k].observation
+        # Environments whose episode ended are reset within the step, before the fused call,
+        # which then acts on their new first observation; psi scores the transitions taken.
+        timesteps, obs, psi_to, finished = envs.step(actions)
         t1 = time.perf_counter()
         out = actor.step(obs, prev_obs, psi_to)
         version = np.float32(actor.policy_version)   # of the parameters that chose `out`
@@ -156,10 +155,10 @@ class BatchedEnvironmentLoop:
             episodes_done += 1
             episodes[k] = _Episode()
             self._adders[k].add_first(first_ts)
-        steps_taken += len(envs)
+        steps_taken += num_envs
         self._count_shield(episodes, out)
         t3 = time.perf_counter()
-        self._steps += len(envs)
+        self._steps += num_envs
         for name, dt in (('env', t1 - t0), ('inference', t2 - t1), ('write', t3 - t2 - log_s),
                          ('log', log_s)):
           self._seconds[name] += dt

@@ -3,9 +3,14 @@ r"""The actor's ceiling on this machine: one process stepping K environments wit
 learner, for modes none / rae / rac with frozen (untrained) estimators.
 
     python -m bench.actor_bench --env sokoban --envs 1,8,32 --out results/actor_bench_sokoban.json
+    python -m bench.actor_bench --env sokoban --envs 16 --steppers vectorised,one_by_one
 
-Reports env steps/s per (policy, K, mode), the rae/none and rac/none ratios, and a per-step time
-breakdown at the largest K (environment steps, the fused call, the rest of the loop).
+The K environments are stepped as an actor node steps them: with the environment's vectorised
+batch where it has one (`envs.make_batch`, Sokoban), else one by one (`envs.batch.EnvironmentList`);
+`--steppers vectorised,one_by_one` measures both in one invocation (rows `POLICY/K=k` and
+`POLICY/K=k/one_by_one`). Reports env steps/s per (policy, K, mode), the rae/none and rac/none
+ratios, and a per-step time breakdown (the batched environment step, the fused call, the rest of
+the loop).
 """
 import json
 import time
@@ -31,6 +36,9 @@ def define_flags():
   flags.DEFINE_list('policies', ['impala', 'random'], 'Policies to measure.')
   flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.')
   flags.DEFINE_integer('repeats', 2, 'Measurements per setting (best is kept).')
+  flags.DEFINE_list('steppers', ['vectorised'], "How the K environments are stepped: 'vectorised' "
+                    "(the environment's batch where it has one, as actor nodes do) and/or "
+                    "'one_by_one' (K single environments).")
   flags.DEFINE_string('out', 'results/actor_bench.json', 'JSON output.')
 
 
@@ -47,13 +55,32 @@ class _Timed:
     return out
 
 
+STEPPERS = ('vectorised', 'one_by_one')
+
+
+def _options(env_name):
+  return {'reward_free': False} if env_name == 'cartpole' else {}
+
+
 def _make_env(env_name, seed):
   import envs
-  options = {'reward_free': False} if env_name == 'cartpole' else {}
-  return wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=seed, **options))
+  return wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=seed, **_options(env_name)))
 
 
-def measure(env_name: str, ks, policies, steps: int, repeats: int) -> dict:
+def make_environments(env_name: str, seeds, stepper: str = 'vectorised'):
+  """An actor's K environments: the vectorised batch where the environment has one and
+  `stepper` is 'vectorised', else K single environments stepped one by one."""
+  import envs
+  from envs import batch
+  if stepper not in STEPPERS:
+    raise ValueError(f'unknown stepper {stepper!r}; expected one of {STEPPERS}')
+  if stepper == 'vectorised' and envs.has_batch(env_name):
+    return envs.make_batch(env_name, seeds, **_options(env_name))
+  return batch.EnvironmentList([_make_env(env_name, s) for s in seeds])
+
+
+def measure(env_name: str, ks, policies, steps: int, repeats: int,
+            steppers=('vectorised',)) -> dict:
   from estimators import networks as nets, training
   env0 = _make_env(env_name, 0)
   spec = specs.make_environment_spec(env0)
@@ -70,52 +97,52 @@ def measure(env_name: str, ks, policies, steps: int, repeats: int) -> dict:
   out = {'env': env_name, 'steps': steps, 'results': {}}
   for policy in policies:
     for k in ks:
-      row = {}
-      for mode in ('none', 'rae', 'rac'):
-        def make_loop():
-          actor = acting.BatchedActor(
-              num_actions, acting.ReversibilityConfig(mode=mode, beta=0.4), list(range(k)),
-              policy_forward=impala.forward_fn if policy == 'impala' else None,
-              policy_source=policy_source if policy == 'impala' else None,
-              estimators=est if mode != 'none' else None,
-              estimator_source=estimator_source if mode != 'none' else None)
-          environments = [_make_env(env_name, i) for i in range(k)]
-          return loop_lib.BatchedEnvironmentLoop(environments, actor, mode,
-                                                 logger=loggers.NoOpLogger()), actor, environments
-        loop, actor, environments = make_loop()
-        loop.run(num_steps=50 * k)  # compile
-        best, breakdown = 0.0, None
-        for _ in range(repeats):
+      for stepper in steppers:
+        row = {}
+        for mode in ('none', 'rae', 'rac'):
+          def make_loop():
+            actor = acting.BatchedActor(
+                num_actions, acting.ReversibilityConfig(mode=mode, beta=0.4), list(range(k)),
+                policy_forward=impala.forward_fn if policy == 'impala' else None,
+                policy_source=policy_source if policy == 'impala' else None,
+                estimators=est if mode != 'none' else None,
+                estimator_source=estimator_source if mode != 'none' else None)
+            environments = make_environments(env_name, list(range(k)), stepper)
+            environments.step = _Timed(environments.step)
+            return loop_lib.BatchedEnvironmentLoop(environments, actor, mode,
+                                                   logger=loggers.NoOpLogger()), actor, environments
           loop, actor, environments = make_loop()
-          actor.step = _Timed(actor.step)
-          timed_envs = [_Timed(e.step) for e in environments]
-          for e, t in zip(environments, timed_envs):
-            e.step = t
-          loop.run(num_steps=50 * k)  # compile for this instance
-          actor.step.seconds = 0.0
-          for t in timed_envs:
-            t.seconds = 0.0
-          start = time.perf_counter()
-          n = loop.run(num_steps=steps)
-          wall = time.perf_counter() - start
-          if n / wall > best:
-            env_s = sum(t.seconds for t in timed_envs)
-            best = n / wall
-            breakdown = {'us_per_step_total': 1e6 * wall / n, 'us_per_step_env': 1e6 * env_s / n,
-                         'us_per_step_fused_call': 1e6 * actor.step.seconds / n,
-                         'us_per_step_loop_rest': 1e6 * (wall - env_s - actor.step.seconds) / n}
-        row[mode] = {'env_steps_per_s': best, 'breakdown': breakdown}
-      row['ratio_rae_over_none'] = row['rae']['env_steps_per_s'] / row['none']['env_steps_per_s']
-      row['ratio_rac_over_none'] = row['rac']['env_steps_per_s'] / row['none']['env_steps_per_s']
-      out['results'][f'{policy}/K={k}'] = row
-      print(f"{env_name} {policy} K={k}: " + ', '.join(
-          f"{m} {row[m]['env_steps_per_s']:,.0f}/s" for m in ('none', 'rae', 'rac')), flush=True)
+          loop.run(num_steps=50 * k)  # compile
+          best, breakdown = 0.0, None
+          for _ in range(repeats):
+            loop, actor, environments = make_loop()
+            actor.step = _Timed(actor.step)
+            loop.run(num_steps=50 * k)  # compile for this instance
+            actor.step.seconds = environments.step.seconds = 0.0
+            start = time.perf_counter()
+            n = loop.run(num_steps=steps)
+            wall = time.perf_counter() - start
+            if n / wall > best:
+              env_s = environments.step.seconds
+              best = n / wall
+              breakdown = {'us_per_step_total': 1e6 * wall / n, 'us_per_step_env': 1e6 * env_s / n,
+                           'us_per_step_fused_call': 1e6 * actor.step.seconds / n,
+                           'us_per_step_loop_rest': 1e6 * (wall - env_s - actor.step.seconds) / n}
+          row[mode] = {'env_steps_per_s': best, 'breakdown': breakdown}
+        row['environments'] = type(environments).__name__
+        row['ratio_rae_over_none'] = row['rae']['env_steps_per_s'] / row['none']['env_steps_per_s']
+        row['ratio_rac_over_none'] = row['rac']['env_steps_per_s'] / row['none']['env_steps_per_s']
+        key = f'{policy}/K={k}' + ('' if stepper == 'vectorised' else f'/{stepper}')
+        out['results'][key] = row
+        print(f"{env_name} {key} ({row['environments']}): " + ', '.join(
+            f"{m} {row[m]['env_steps_per_s']:,.0f}/s" for m in ('none', 'rae', 'rac')), flush=True)
   return out
 
 
 def main(argv):
   del argv
-  out = measure(FLAGS.env, [int(k) for k in FLAGS.envs], FLAGS.policies, FLAGS.steps, FLAGS.repeats)
+  out = measure(FLAGS.env, [int(k) for k in FLAGS.envs], FLAGS.policies, FLAGS.steps, FLAGS.repeats,
+                FLAGS.steppers)
   common.write_json(FLAGS.out, out)
   print(json.dumps(out, indent=2))
 

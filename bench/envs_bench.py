@@ -5,6 +5,12 @@
 
 Writes JSON {env: {steps_per_s, steps, seconds, episodes, ...}}; Sokoban is included when
 `envs/sokoban.py` is importable (with its reset time), otherwise recorded with a note.
+
+For every environment with a vectorised batch (`envs.has_batch`: Sokoban) it also compares, in
+the same invocation, K (`--batch_envs`, 16) environments stepped as an actor steps them: K
+single environments one by one (`envs.batch.EnvironmentList` of SinglePrecisionWrapper'd envs,
+the old way) against the vectorised batch, in interleaved rounds (best of each kept, so the
+ratio holds on a busy machine), as {name}_batch: {one_by_one, vectorised, ratio} env steps/s.
 """
 import argparse
 import json
@@ -14,8 +20,10 @@ import time
 from typing import Dict, Sequence
 
 import numpy as np
+from acme import wrappers
 
 import envs
+from envs import batch as batch_lib
 from bench import common
 
 # Paper App. D, Table 1 (threshold 0 column): random-policy mean score per wind probability p.
@@ -42,6 +50,41 @@ def measure_steps(env, seconds: float, seed: int = 0) -> Dict[str, float]:
   elapsed = time.perf_counter() - t0
   return {'steps_per_s': steps / elapsed, 'steps': steps, 'seconds': elapsed,
           'episodes': episodes}
+
+
+def measure_batch_steps(batch, seconds: float, seed: int = 0) -> Dict[str, float]:
+  """Env steps/s of a BatchedEnvironment under uniformly random actions (each step resets the
+  environments whose episode ended, as in the actor loop)."""
+  rng = np.random.default_rng(seed)
+  k = batch.num_envs
+  n = int(batch.action_spec().num_values)
+  actions = rng.integers(n, size=(1 << 10, k)).astype(np.int32)
+  batch.reset()
+  calls = 0
+  t0 = time.perf_counter()
+  deadline = t0 + seconds
+  while True:
+    for _ in range(32):
+      batch.step(actions[calls & 0x3FF])
+      calls += 1
+    if time.perf_counter() >= deadline:
+      break
+  elapsed = time.perf_counter() - t0
+  return {'steps_per_s': calls * k / elapsed, 'steps': calls * k, 'seconds': elapsed}
+
+
+def compare_batch(name: str, k: int, seconds: float, rounds: int = 3) -> Dict[str, object]:
+  """K environments of `name` stepped one by one vs its vectorised batch, interleaved rounds."""
+  seeds = list(range(1, k + 1))
+  one_by_one = batch_lib.EnvironmentList(
+      [wrappers.SinglePrecisionWrapper(envs.make(name, seed=s)) for s in seeds])
+  vectorised = envs.make_batch(name, seeds)
+  best = {'one_by_one': 0.0, 'vectorised': 0.0}
+  for _ in range(rounds):
+    for label, batch in (('one_by_one', one_by_one), ('vectorised', vectorised)):
+      r = measure_batch_steps(batch, seconds / rounds)
+      best[label] = max(best[label], r['steps_per_s'])
+  return {'envs': k, **best, 'ratio': best['vectorised'] / best['one_by_one']}
 
 
 def measure_resets(env, seconds: float) -> Dict[str, float]:
@@ -81,7 +124,7 @@ def cliff_table(episodes: int = 5000, seed: int = 0) -> Dict[str, Dict[str, floa
   return out
 
 
-def run(seconds: float) -> Dict[str, Dict[str, object]]:
+def run(seconds: float, batch_envs: int = 16) -> Dict[str, Dict[str, object]]:
   results: Dict[str, Dict[str, object]] = {}
   for name in ('cartpole', 'turf', 'cliff', 'sokoban'):
     try:
@@ -96,6 +139,8 @@ def run(seconds: float) -> Dict[str, Dict[str, object]]:
     if name == 'sokoban':
       r.update(measure_resets(env, min(seconds, 2.0)))
     results[name] = r
+    if envs.has_batch(name) and batch_envs > 0:
+      results[f'{name}_batch'] = compare_batch(name, batch_envs, 2 * seconds)
   return results
 
 
@@ -103,13 +148,18 @@ def main(argv: Sequence[str] = None) -> int:
   p = argparse.ArgumentParser(prog='python -m bench.envs_bench', description=__doc__.split('\n')[0])
   p.add_argument('--out', default='results/envs_bench.json')
   p.add_argument('--seconds', type=float, default=2.5, help='time per environment')
+  p.add_argument('--batch_envs', type=int, default=16,
+                 help='K for the one-by-one vs vectorised comparison (0: skip it)')
   p.add_argument('--cliff_table', action='store_true',
                  help='also compute the random-policy windy-cliff table (App. D, Table 1)')
   p.add_argument('--episodes', type=int, default=5000, help='episodes per p for --cliff_table')
   args = p.parse_args(argv)
-  results = run(args.seconds)
+  results = run(args.seconds, args.batch_envs)
   for name, r in results.items():
-    if 'steps_per_s' in r:
+    if 'ratio' in r:
+      print(f"{name:9s} K={r['envs']}: one by one {r['one_by_one']:,.0f} steps/s, vectorised "
+            f"{r['vectorised']:,.0f} steps/s ({r['ratio']:.1f}x)")
+    elif 'steps_per_s' in r:
       extra = f", reset {r['reset_ms']:.2f} ms" if 'reset_ms' in r else ''
       print(f"{name:9s} {r['steps_per_s']:12,.0f} steps/s{extra}")
     else:

@@ -144,8 +144,12 @@ def main(argv):
       results['ratios'][f'{name} / {base_mode}'] = r['env_steps_per_s'] / base
   if FLAGS.ceiling:
     from bench import actor_bench
-    ceiling = actor_bench.measure(FLAGS.env, [FLAGS.envs_per_actor], ['impala'], FLAGS.ceiling_steps, 1)
-    row = ceiling['results'][f'impala/K={FLAGS.envs_per_actor}']
+    # The environments stepped as the runs' actors stepped them (--vectorised_env).
+    stepper = 'vectorised' if FLAGS.vectorised_env else 'one_by_one'
+    ceiling = actor_bench.measure(FLAGS.env, [FLAGS.envs_per_actor], ['impala'],
+                                  FLAGS.ceiling_steps, 1, steppers=(stepper,))
+    row = ceiling['results'][f'impala/K={FLAGS.envs_per_actor}'
+                             + ('' if stepper == 'vectorised' else f'/{stepper}')]
     results['ceiling_single_process'] = {m: row[m]['env_steps_per_s'] for m in ('none', 'rae', 'rac')}
     results['fraction_of_ceiling'] = {
         name: r['env_steps_per_s'] / row[name.split('/')[0]]['env_steps_per_s']

@@ -8,6 +8,11 @@ Every environment class here takes `seed` plus its own keyword options, and prov
   - `episode_info() -> dict[str, float]`: per-episode metrics for loggers (e.g. ruined grass).
 Deterministic discrete ones also provide `get_state()` (hashable, the *true* state) and
 `set_state(state)`, which the exact reversibility oracle (`envs.oracle`) uses.
+
+Some environments also have a vectorised batch (`envs.batch.BatchedEnvironment`) that steps K
+copies with array operations, for actors that step many at once:
+
+    batch = envs.make_batch('sokoban', seeds=[1, 2, 3], max_steps=50)   # if has_batch('sokoban')
 """
 import importlib
 import inspect
@@ -21,6 +26,11 @@ _REGISTRY: Dict[str, Tuple[str, str]] = {
     'turf': ('envs.turf', 'Turf'),
     'cliff': ('envs.cliff', 'WindyCliff'),
     'sokoban': ('envs.sokoban', 'Sokoban'),
+}
+
+# name -> (module, class) of a vectorised batch taking (seeds, **the same options).
+_BATCH_REGISTRY: Dict[str, Tuple[str, str]] = {
+    'sokoban': ('envs.sokoban_batch', 'SokobanBatch'),
 }
 
 
@@ -63,18 +73,45 @@ def parse_options(items: Sequence[str], flag: str = '--env_option') -> Dict[str,
   return options
 
 
-def make(name: str, seed: int = 0, **options: Any) -> dm_env.Environment:
-  """Builds environment `name` with `options`; raises EnvError naming any bad option."""
-  cls = env_class(name)
+def _check_options(name: str, cls, options: Dict[str, Any]) -> None:
+  """EnvError naming every option that environment class `cls` does not take."""
   params = inspect.signature(cls.__init__).parameters
   accepted = [p for p in params if p not in ('self', 'seed')]
   unknown = sorted(set(options) - set(accepted))
   if unknown:
     raise EnvError(f'environment {name!r} has no option(s) {", ".join(unknown)}; '
                    f'its options are: {", ".join(accepted) or "(none)"}')
+
+
+def make(name: str, seed: int = 0, **options: Any) -> dm_env.Environment:
+  """Builds environment `name` with `options`; raises EnvError naming any bad option."""
+  cls = env_class(name)
+  _check_options(name, cls, options)
   try:
     return cls(seed=seed, **options)
   except (TypeError, ValueError) as e:
     if isinstance(e, EnvError):
       raise
+    raise EnvError(f'environment {name!r}: {e}') from e
+
+
+def has_batch(name: str) -> bool:
+  """Whether environment `name` has a vectorised batch (`make_batch`)."""
+  return name in _BATCH_REGISTRY
+
+
+def make_batch(name: str, seeds: Sequence[int], **options: Any):
+  """K = len(seeds) copies of environment `name` as one vectorised `envs.batch.BatchedEnvironment`,
+  copy k behaving as `make(name, seed=seeds[k], **options)` (float32 rewards and discounts);
+  EnvError for a name without one (see `has_batch`) or a bad option."""
+  if name not in _BATCH_REGISTRY:
+    env_class(name)  # an unknown name says so
+    raise EnvError(f'environment {name!r} has no vectorised batch; environments with one: '
+                   f'{", ".join(sorted(_BATCH_REGISTRY))}')
+  module, cls_name = _BATCH_REGISTRY[name]
+  cls = getattr(importlib.import_module(module), cls_name)
+  _check_options(name, env_class(name), options)
+  try:
+    return cls(seeds, **options)
+  except (TypeError, ValueError) as e:
     raise EnvError(f'environment {name!r}: {e}') from e

@@ -27,7 +27,7 @@
 import functools
 import itertools
 import os
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import dm_env
 import numpy as np
@@ -106,6 +106,60 @@ def load_level_set(levels: Union[str, os.PathLike, Sequence[levels_lib.Level]] =
   return result
 
 
+def check_options(num_levels: int, max_steps: int, level_index: Optional[int],
+                  action_set: str) -> Tuple[Optional[int], int]:
+  """Validates Sokoban's options (one-line ValueErrors); (level_index or None, max_steps)."""
+  if int(max_steps) < 1:
+    raise ValueError(f'max_steps must be >= 1, got {max_steps}')
+  if action_set not in ACTION_SETS:
+    raise ValueError(f'action_set must be one of {ACTION_SETS}, got {action_set!r}')
+  if level_index is not None and not 0 <= int(level_index) < num_levels:
+    raise ValueError(f'level_index must be in [0, {num_levels}), got {level_index}')
+  return (None if level_index is None else int(level_index)), int(max_steps)
+
+
+def num_actions(action_set: str) -> int:
+  """gym-sokoban's actions 1-4 push, 5-8 only move; ours are theirs minus _GYM_ACTION_OFFSET."""
+  return len(ACTION_NAMES) * (2 if action_set == 'push_and_move' else 1)
+
+
+def _room_state(fixed: np.ndarray, player, boxes) -> np.ndarray:
+  """gym-sokoban's room_state (int64 cell codes): a level's fixed cells, a player and boxes."""
+  state = np.array(fixed, dtype=np.int64)
+  for r, c in boxes:
+    state[r, c] = _BOX_ON_TARGET if fixed[r, c] == _TARGET else _BOX
+  state[player[0], player[1]] = _PLAYER
+  return state
+
+
+class EncodedLevels(NamedTuple):
+  """A level set as gym-sokoban arrays, every level padded with walls (bottom/right) to the
+  set's largest shape, so that K rooms of one set stack into one array."""
+  fixed: np.ndarray       # [L, H, W] int64, read-only: wall, floor, target
+  start: np.ndarray       # [L, H, W] int64, read-only: the start rooms (boxes, player)
+  num_boxes: np.ndarray   # [L] int64
+
+
+def encode_levels(levels: Sequence[levels_lib.Level]) -> EncodedLevels:
+  """The level set as gym-sokoban arrays; ValueError for a level that is already solved."""
+  height = max(l.shape[0] for l in levels)
+  width = max(l.shape[1] for l in levels)
+  fixed = np.full((len(levels), height, width), _WALL, dtype=np.int64)
+  start = np.empty_like(fixed)
+  for i, level in enumerate(levels):
+    h, w = level.shape
+    fixed[i, :h, :w] = np.where(level.walls, _WALL, _FLOOR)
+    for r, c in level.targets:
+      fixed[i, r, c] = _TARGET
+    if set(level.boxes) == set(level.targets):
+      raise ValueError(f'level {level.name!r} (index {i}) is already solved')
+    start[i] = _room_state(fixed[i], level.player, level.boxes)
+  num_boxes = np.array([len(l.boxes) for l in levels], dtype=np.int64)
+  fixed.setflags(write=False)
+  start.setflags(write=False)
+  return EncodedLevels(fixed, start, num_boxes)
+
+
 class Sokoban(dm_env.Environment):
 
   deterministic = True  # for envs.oracle
@@ -113,37 +167,17 @@ class Sokoban(dm_env.Environment):
   def __init__(self, seed: int = 0, levels: Union[str, Sequence[levels_lib.Level]] = 'default',
                max_steps: int = 120, level_index: Optional[int] = None,
                action_set: str = 'push'):
-    if int(max_steps) < 1:
-      raise ValueError(f'max_steps must be >= 1, got {max_steps}')
-    if action_set not in ACTION_SETS:
-      raise ValueError(f'action_set must be one of {ACTION_SETS}, got {action_set!r}')
     self._levels = load_level_set(levels)
-    n = len(self._levels)
-    if level_index is not None and not 0 <= int(level_index) < n:
-      raise ValueError(f'level_index must be in [0, {n}), got {level_index}')
-    self._level_index_option = None if level_index is None else int(level_index)
-    self._max_steps = int(max_steps)
+    self._level_index_option, self._max_steps = check_options(
+        len(self._levels), max_steps, level_index, action_set)
     self._rng = np.random.default_rng(seed)
 
     # Every level as gym-sokoban arrays, padded with walls to the set's largest shape.
-    height = max(l.shape[0] for l in self._levels)
-    width = max(l.shape[1] for l in self._levels)
-    self._shape = (height, width)
-    self._fixed: List[np.ndarray] = []
-    self._start: List[np.ndarray] = []
-    self._num_boxes: List[int] = []
-    for i, level in enumerate(self._levels):
-      fixed = np.full(self._shape, _WALL, dtype=np.int64)
-      h, w = level.shape
-      fixed[:h, :w] = np.where(level.walls, _WALL, _FLOOR)
-      for r, c in level.targets:
-        fixed[r, c] = _TARGET
-      if set(level.boxes) == set(level.targets):
-        raise ValueError(f'level {level.name!r} (index {i}) is already solved')
-      fixed.setflags(write=False)  # the engine only reads room_fixed; levels share it
-      self._fixed.append(fixed)
-      self._start.append(self._room_state(i, level.player, level.boxes))
-      self._num_boxes.append(len(level.boxes))
+    encoded = encode_levels(self._levels)
+    self._shape = encoded.fixed.shape[1:]
+    self._fixed: List[np.ndarray] = list(encoded.fixed)   # read-only: the engine only reads them
+    self._start: List[np.ndarray] = list(encoded.start)
+    self._num_boxes: List[int] = [int(n) for n in encoded.num_boxes]
 
     self._engine = _engine_class()(dim_room=self._shape, num_boxes=self._num_boxes[0],
                                    max_steps=self._max_steps, reset=False)
@@ -151,8 +185,7 @@ class Sokoban(dm_env.Environment):
     self._engine.reward_box_on_target = 1.0
     self._engine.penalty_box_off_target = -1.0
     self._engine.reward_finished = 10.0
-    # gym-sokoban's actions 1-4 push, 5-8 only move; ours are theirs minus _GYM_ACTION_OFFSET.
-    self.num_actions = len(ACTION_NAMES) * (2 if action_set == 'push_and_move' else 1)
+    self.num_actions = num_actions(action_set)
     self._box_reach: Dict[int, Dict[Tuple[int, int], FrozenSet[Tuple[int, int]]]] = {}
     self._level = 0
     self._t = 0
@@ -203,12 +236,7 @@ class Sokoban(dm_env.Environment):
     return self._level
 
   def _room_state(self, index: int, player, boxes) -> np.ndarray:
-    fixed = self._fixed[index]
-    state = np.array(fixed, dtype=np.int64)
-    for r, c in boxes:
-      state[r, c] = _BOX_ON_TARGET if fixed[r, c] == _TARGET else _BOX
-    state[player[0], player[1]] = _PLAYER
-    return state
+    return _room_state(self._fixed[index], player, boxes)
 
   def _load(self, index: int, room_state: np.ndarray) -> None:
     """Puts level `index` with the given room (owned by the engine from now) into the engine."""

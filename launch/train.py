@@ -36,6 +36,9 @@ flags.DEFINE_enum('mode', 'rae', ['none', 'rae', 'rac'], 'Reversibility use: non
 flags.DEFINE_integer('num_actors', 2, 'Number of actor nodes.')
 flags.DEFINE_integer('envs_per_actor', 1, 'Environments each actor steps together, with one '
                      'batched inference call per step.')
+flags.DEFINE_bool('vectorised_env', True, "Step each actor's environments with the environment's "
+                  'vectorised batch where it has one (sokoban: numpy over the K rooms, the same '
+                  'episodes as K single environments); --novectorised_env steps them one by one.')
 flags.DEFINE_integer('max_steps', 1_200_000, 'Total actor (environment) steps; the run stops there.')
 flags.DEFINE_float('goal_mean_length', None, 'End the run early, with final checkpoints, once the '
                    'mean episode length of the last 100 episodes reaches this; 0: never. Default: '
@@ -48,7 +51,7 @@ flags.DEFINE_integer('max_node_failures', 3, 'A learner or actor process that di
                      'this many deaths of one node within 60 s stop the run.')
 flags.DEFINE_bool('resume', False, 'Continue the run in --run_dir from its checkpoints and counters '
                   '(its saved flags are the defaults; only --max_steps, --num_actors, '
-                  '--envs_per_actor and --launch_type may change).')
+                  '--envs_per_actor, --vectorised_env and --launch_type may change).')
 flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt', 'cluster', 'vertex_ai'],
                   "Launchpad launch type. 'cluster': the hosts of --cluster_description through "
                   "Launchpad's CLUSTER_SPEC runtime (launch.cluster); 'vertex_ai': Launchpad's own "
@@ -149,7 +152,7 @@ def config_from_flags():
   psi_lr = pick('psi_learning_rate', recipe.learning_rate)
   return cfg_lib.RunConfig(
       env=FLAGS.env, env_options=options, agent=FLAGS.agent, num_actors=FLAGS.num_actors,
-      envs_per_actor=FLAGS.envs_per_actor,
+      envs_per_actor=FLAGS.envs_per_actor, vectorised_env=FLAGS.vectorised_env,
       max_steps=FLAGS.max_steps, seed=FLAGS.seed, run_dir=os.path.abspath(run_dir),
       launch_type=FLAGS.launch_type,
       reversibility=ReversibilityConfig(

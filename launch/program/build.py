@@ -21,6 +21,7 @@ from acme.utils import counting, loggers
 from acme.utils.loggers import tf_summary
 
 import envs
+from envs import batch as env_batch
 from agents import acting, adders, learning
 from agents import loop as loop_lib
 from agents import networks as agent_networks
@@ -38,6 +39,14 @@ IMPALA_TABLE = adders.IMPALA_TABLE
 def make_environment(cfg: RunConfig, seed: int) -> dm_env.Environment:
   # float32 rewards/discounts to match the Reverb signatures.
   return wrappers.SinglePrecisionWrapper(envs.make(cfg.env, seed=seed, **cfg.env_options))
+
+
+def make_environments(cfg: RunConfig, seeds: List[int]) -> env_batch.BatchedEnvironment:
+  """An actor's K environments (one per seed): the environment's vectorised batch when it has
+  one and `cfg.vectorised_env`, else K single environments stepped one by one."""
+  if cfg.vectorised_env and envs.has_batch(cfg.env):
+    return envs.make_batch(cfg.env, seeds, **cfg.env_options)
+  return env_batch.EnvironmentList([make_environment(cfg, s) for s in seeds])
 
 
 def environment_spec(cfg: RunConfig) -> specs.EnvironmentSpec:
@@ -223,8 +232,8 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
                precedence, counter, evaluator: bool = False):
   supervisor.write_pid(cfg.run_dir, f'actor_{actor_id}')
   seeds = actor_seeds(cfg, actor_id)
-  environments = [make_environment(cfg, s) for s in seeds]
-  spec = specs.make_environment_spec(environments[0])
+  environments = make_environments(cfg, seeds)
+  spec = specs.make_environment_spec(environments)
   # Acme's VariableClient counts update() calls; the loop calls it once per K env steps.
   calls = lambda period: max(1, period // cfg.envs_per_actor)
   forward, policy_source = None, None
@@ -247,7 +256,7 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
           update_period=calls(cfg.precedence.estimator_update_period), device='cpu')
   env_adders = None
   if replay is not None and not evaluator:
-    env_adders = [make_adder(cfg, replay) for _ in environments]
+    env_adders = [make_adder(cfg, replay) for _ in range(environments.num_envs)]
   actor = acting.BatchedActor(
       spec.actions.num_values, cfg.reversibility, seeds, policy_forward=forward,
       policy_source=policy_source, estimators=estimators, estimator_source=estimator_source)
