@@ -176,7 +176,7 @@ def insert_cost() -> dict:
   n_add = sum(1 for k, _, _ in steps if k == 'add')
   proc = psutil.Process()
   c0 = sum(proc.cpu_times()[:2])
-  wall, items = adder_bench.measure(lambda c: adders.TrajectoryAdder(c, 20, 200), spec, steps,
+  wall, _, items = adder_bench.measure(lambda c: adders.TrajectoryAdder(c, 20, 200), spec, steps,
                                     spec.actions.num_values, 20)
   c1 = sum(proc.cpu_times()[:2])
   n_items = sum(items.values())
