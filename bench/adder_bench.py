@@ -1,7 +1,7 @@
 r"""Cost of writing one environment's steps to Reverb: Acme's two SequenceAdders (one writer per
-table, each sending every observation) against `agents.adders.TrajectoryAdder` (one writer, both
-tables' items referring to the same columns), same steps, same local Reverb server, one
-invocation.
+table, each sending every observation, one column per field) against `agents.adders.TrajectoryAdder`
+(one writer, both tables' items referring to the same columns, rows of three columns), same
+steps, a local Reverb server each, one invocation.
 
     python -m bench.adder_bench --env sokoban --steps 20000 --out results/adder_bench.json
 
@@ -47,6 +47,16 @@ class AcmeAdders:
         client=client, priority_fns={adders.PRECEDENCE_TABLE: None}, period=window,
         sequence_length=2 * window, end_of_episode_behavior=reverb_adders.EndBehavior.TRUNCATE)
 
+  @staticmethod
+  def signatures(spec, sequence_length):
+    """Their tables' signatures: Acme's items, one column per field and extra."""
+    extras = {'core_state': np.zeros((), np.float32),
+              'logits': np.ones((spec.actions.num_values,), np.float32),
+              'policy_version': np.zeros((), np.float32)}
+    return {adders.IMPALA_TABLE: reverb_adders.SequenceAdder.signature(spec, extras, sequence_length),
+            adders.PRECEDENCE_TABLE: reverb_adders.SequenceAdder.signature(
+                spec, {'valid': np.ones((), np.float32)}, sequence_length=None)}
+
   def add_first(self, ts):
     self._impala.add_first(ts)
     self._windows.add_first(ts)
@@ -75,12 +85,15 @@ def _steps(env_name, n):
   return env, out
 
 
-def measure(make_adder, spec, steps, num_actions, sequence_length):
-  def table(name, signature):
-    return reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1_000_000,
-                        reverb.rate_limiters.MinSize(1), signature=signature)
-  server = reverb.Server([table(adders.IMPALA_TABLE, adders.impala_signature(spec, sequence_length)),
-                          table(adders.PRECEDENCE_TABLE, adders.precedence_signature(spec))])
+def measure(make_adder, spec, steps, num_actions, sequence_length, signatures=None):
+  """signatures: {table: signature} of what the adder writes; default `agents.adders`' rows."""
+  if signatures is None:
+    signatures = {adders.IMPALA_TABLE: adders.impala_signature(spec, sequence_length),
+                  adders.PRECEDENCE_TABLE: adders.precedence_signature(spec)}
+  server = reverb.Server([
+      reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1_000_000,
+                   reverb.rate_limiters.MinSize(1), signature=signature)
+      for name, signature in signatures.items()])
   try:
     adder = make_adder(reverb.Client(f'localhost:{server.port}'))
     extras = {'logits': np.zeros(num_actions, np.float32), 'core_state': np.float32(0.0),
@@ -115,12 +128,16 @@ def main(argv):
   makers = {
       'acme_two_adders': lambda c: AcmeAdders(c, FLAGS.sequence_length, FLAGS.window),
       'trajectory_adder': lambda c: adders.TrajectoryAdder(c, FLAGS.sequence_length, FLAGS.window)}
+  signatures = {'acme_two_adders': AcmeAdders.signatures(spec, FLAGS.sequence_length),
+                'trajectory_adder': None}
+  # Rows of TrajectoryAdder: observation, the float32 'steps' vector, logits.
   payload = {'acme_two_adders': 2 * (obs_bytes + other) + 4 * num_actions + 3 * 4,
-             'trajectory_adder': obs_bytes + other + 4 * num_actions + 3 * 4}
+             'trajectory_adder': obs_bytes + 4 * len(adders.STEP_FIELDS) + 4 * num_actions}
   walls, cpus, items = {n: [] for n in makers}, {n: [] for n in makers}, {}
   for _ in range(FLAGS.repeats):   # interleaved, so a busy spell of the machine hits both
     for name, make in makers.items():
-      wall, cpu, items[name] = measure(make, spec, steps, num_actions, FLAGS.sequence_length)
+      wall, cpu, items[name] = measure(make, spec, steps, num_actions, FLAGS.sequence_length,
+                                       signatures[name])
       walls[name].append(wall)
       cpus[name].append(cpu)
   for name in makers:
