@@ -23,7 +23,13 @@ entries `STEP_FIELDS`) and 'logits' (written only with IMPALA items). Items refe
 columns: an IMPALA item is {observation, steps, logits}, a precedence window {observation,
 steps}. The readers turn them back into the Acme `Trajectory` (same fields, dtypes and extras as
 Acme's items) with `unpack_impala` / `unpack_precedence`; the layout lives only here.
+
+Rows and items go straight to the writer's C++ half (`reverb.pybind.TrajectoryWriter`, which
+reverb.TrajectoryWriter wraps): the Python half flattens every row with paths (dm-tree in
+Python) and rebuilds its history structure for each item, about half of the calling thread's time
+per step (`python -m bench.adder_bench`). Flush and close still go through the Python half.
 """
+import collections
 from typing import Iterator, Optional
 
 import dm_env
@@ -32,6 +38,7 @@ import tensorflow as tf
 import tree
 from acme import adders, specs
 from acme.adders import reverb as reverb_adders
+from reverb import pybind
 
 IMPALA_TABLE = 'impala'
 PRECEDENCE_TABLE = 'precedence'
@@ -45,6 +52,10 @@ STEPS = 'steps'
 STEP_FIELDS = (('start_of_episode', np.bool_), ('action', np.int32), ('reward', np.float32),
                ('discount', np.float32), ('valid', np.float32), ('core_state', np.float32),
                ('policy_version', np.float32))
+# The columns of each table's items; a row has the IMPALA columns (or the precedence ones when
+# the adder writes no IMPALA items), in this order.
+IMPALA_COLUMNS = ('observation', STEPS, 'logits')
+PRECEDENCE_COLUMNS = ('observation', STEPS)
 # The episode-closing filler row: every scalar zero (valid 0 marks it).
 FILLER_STEPS = np.zeros(len(STEP_FIELDS), np.float32)
 FILLER_STEPS.setflags(write=False)   # appended by every adder
@@ -95,7 +106,10 @@ def unpacked(samples: Iterator, unpack) -> Iterator:
 
 def _check_layout(environment_spec: specs.EnvironmentSpec):
   """The layout reads actions back as int32 and rewards and discounts as float32 (what
-  `acme.wrappers.SinglePrecisionWrapper` gives): refuse other specs rather than change them."""
+  `acme.wrappers.SinglePrecisionWrapper` gives), and the observation is one array (one column):
+  refuse other specs rather than change them."""
+  if not hasattr(environment_spec.observations, 'shape'):
+    raise ValueError(f'rows hold one observation array, got {environment_spec.observations}')
   got = (environment_spec.actions.dtype, environment_spec.rewards.dtype,
          environment_spec.discounts.dtype)
   if tuple(map(np.dtype, got)) != (np.int32, np.float32, np.float32) or any(
@@ -106,25 +120,24 @@ def _check_layout(environment_spec: specs.EnvironmentSpec):
                      f'{environment_spec.discounts}')
 
 
-def _signature(environment_spec: specs.EnvironmentSpec, length: Optional[int], logits: bool):
+def _signature(environment_spec: specs.EnvironmentSpec, length: Optional[int], columns):
   _check_layout(environment_spec)
-  spec = {'observation': tree.map_structure(
-              lambda s: tf.TensorSpec((length, *s.shape), s.dtype, 'observation'),
-              environment_spec.observations),
-          STEPS: tf.TensorSpec((length, len(STEP_FIELDS)), tf.float32, STEPS)}
-  if logits:
-    spec['logits'] = tf.TensorSpec((length, environment_spec.actions.num_values), tf.float32,
-                                   'logits')
-  return spec
+  observation = environment_spec.observations
+  every = {'observation': tf.TensorSpec((length, *observation.shape), observation.dtype,
+                                        'observation'),
+           STEPS: tf.TensorSpec((length, len(STEP_FIELDS)), tf.float32, STEPS),
+           'logits': tf.TensorSpec((length, environment_spec.actions.num_values), tf.float32,
+                                   'logits')}
+  return {name: every[name] for name in columns}
 
 
 def impala_signature(environment_spec: specs.EnvironmentSpec, sequence_length: int):
-  return _signature(environment_spec, sequence_length, logits=True)
+  return _signature(environment_spec, sequence_length, IMPALA_COLUMNS)
 
 
 def precedence_signature(environment_spec: specs.EnvironmentSpec):
   """Variable-length windows (at most 2w steps)."""
-  return _signature(environment_spec, None, logits=False)
+  return _signature(environment_spec, None, PRECEDENCE_COLUMNS)
 
 
 def item_due(count: int, length: int, period: int) -> bool:
@@ -167,8 +180,20 @@ class TrajectoryAdder(adders.Adder):
       raise ValueError('TrajectoryAdder writes nothing: give impala_sequence and/or window')
     self._impala = impala_sequence
     self._window = window
-    longest = max(impala_sequence or 0, 2 * (window or 0))
-    self._writer = client.trajectory_writer(num_keep_alive_refs=longest + 1)
+    keep = max(impala_sequence or 0, 2 * (window or 0)) + 1
+    self._writer = client.trajectory_writer(num_keep_alive_refs=keep)
+    self._cc_writer = getattr(self._writer, '_writer', None)   # its C++ half (see the docstring)
+    if not isinstance(self._cc_writer, pybind.TrajectoryWriter):
+      raise RuntimeError('reverb.TrajectoryWriter no longer keeps its pybind.TrajectoryWriter as '
+                         '_writer (Reverb is pinned to 0.7.3): agents/adders.py appends through it')
+    columns = IMPALA_COLUMNS if impala_sequence else PRECEDENCE_COLUMNS
+    # References to the last `keep` cells of each column, as the C++ writer keeps them alive.
+    self._refs = [collections.deque(maxlen=keep) for _ in columns]
+    # An item's columns in the order its table signature flattens in (dm-tree sorts dict keys).
+    position = {name: i for i, name in enumerate(columns)}
+    self._impala_columns = (tree.flatten({n: position[n] for n in IMPALA_COLUMNS})
+                            if impala_sequence else None)
+    self._precedence_columns = tree.flatten({n: position[n] for n in PRECEDENCE_COLUMNS})
     self._max_in_flight = max_in_flight_items
     self._stream_entries = 0     # completed entries since the writer started (IMPALA items)
     self._episode_entries = 0    # completed entries of the current episode (precedence items)
@@ -188,37 +213,34 @@ class TrajectoryAdder(adders.Adder):
     observation, first = self._pending
     # np.asarray first: numpy converts a 0-d jax array (the loop's dummy core state) in
     # np.array((...)) several times slower than a numpy scalar.
-    row = {'observation': observation,
-           STEPS: pack_steps(first, action, next_timestep.reward, next_timestep.discount, 1.0,
-                             np.asarray(extras.get('core_state', 0.0)),
-                             extras.get('policy_version', 0.0))}
-    if self._impala:
-      row['logits'] = extras['logits']
-    self._writer.append(row)
+    steps = pack_steps(first, action, next_timestep.reward, next_timestep.discount, 1.0,
+                       np.asarray(extras.get('core_state', 0.0)),
+                       extras.get('policy_version', 0.0))
+    logits = extras['logits'] if self._impala else None
+    self._append(observation, steps, logits)
     self._entry_completed(episode_end=False)
     self._pending = (next_timestep.observation, False)
     if next_timestep.last():
-      filler = {'observation': next_timestep.observation, STEPS: FILLER_STEPS}
-      if self._impala:
-        filler['logits'] = np.zeros_like(row['logits'])
-      self._writer.append(filler)
+      self._append(next_timestep.observation, FILLER_STEPS,
+                   None if logits is None else np.zeros_like(logits))
       self._entry_completed(episode_end=True)
 
-  def _item(self, length: int, logits: bool):
-    """The last `length` rows' columns (logits only for IMPALA items)."""
-    h = self._writer.history
-    cut = slice(-length, None)
-    item = {'observation': h['observation'][cut], STEPS: h[STEPS][cut]}
-    if logits:
-      item['logits'] = h['logits'][cut]
-    return item
+  def _append(self, observation, steps, logits):
+    row = [observation, steps] if logits is None else [observation, steps, logits]
+    for refs, ref in zip(self._refs, self._cc_writer.Append(row)):
+      refs.append(ref)
+
+  def _create_item(self, table: str, length: int, columns):
+    """An item of the last `length` rows of `columns` (indices into the row)."""
+    cells = [list(self._refs[c])[-length:] for c in columns]
+    self._cc_writer.CreateItem(table, 1.0, cells, [False] * len(cells))
 
   def _entry_completed(self, episode_end: bool):
     self._stream_entries += 1
     self._episode_entries += 1
     created = False
     if self._impala and item_due(self._stream_entries, self._impala, self._impala - 1):
-      self._writer.create_item(IMPALA_TABLE, 1.0, self._item(self._impala, logits=True))
+      self._create_item(IMPALA_TABLE, self._impala, self._impala_columns)
       created = True
     if self._window:
       w, n = self._window, self._episode_entries
@@ -229,7 +251,7 @@ class TrajectoryAdder(adders.Adder):
       elif item_due(n, 2 * w, w):
         length = 2 * w
       if length:
-        self._writer.create_item(PRECEDENCE_TABLE, 1.0, self._item(length, logits=False))
+        self._create_item(PRECEDENCE_TABLE, length, self._precedence_columns)
         created = True
     if created:
       self._writer.flush(self._max_in_flight)
