@@ -17,7 +17,7 @@ Acme's adders wrote (tests/test_adders.py compares them on a real Reverb server)
   (`estimators.pairs.observed_steps`); `estimators.pairs.window_layout` says which window owns
   which pairs.
 
-Rows. Reverb's writer costs per column on every append (~7 us a column here), so a row has at
+Rows. Reverb's writer converts, buffers and chunks every column on every append, so a row has at
 most three columns: 'observation', 'steps' (the per-step scalars packed into one float32 vector,
 entries `STEP_FIELDS`) and 'logits' (written only with IMPALA items). Items reference whole
 columns: an IMPALA item is {observation, steps, logits}, a precedence window {observation,
@@ -26,7 +26,7 @@ Acme's items) with `unpack_impala` / `unpack_precedence`; the layout lives only 
 
 Rows and items go straight to the writer's C++ half (`reverb.pybind.TrajectoryWriter`, which
 reverb.TrajectoryWriter wraps): the Python half flattens every row with paths (dm-tree in
-Python) and rebuilds its history structure for each item, about half of the calling thread's time
+Python) and rebuilds its history structure for each item: over half of the calling thread's time
 per step (`python -m bench.adder_bench`). Flush and close still go through the Python half.
 """
 import collections
