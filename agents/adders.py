@@ -3,7 +3,7 @@ windows for the 'precedence' table, written once.
 
 `TrajectoryAdder` appends each step to a single Reverb TrajectoryWriter; the items of both
 tables are references to the same columns, so an observation crosses the wire once (Acme's
-adders, one per table, each kept a writer and sent every observation twice). Items are the ones
+adders, one per table, each kept a writer and sent every observation twice). Items hold what
 Acme's adders wrote (tests/test_adders.py compares them on a real Reverb server):
 
 - impala: Acme's SequenceAdder with EndBehavior.CONTINUE: sequences of `sequence_length`
@@ -16,13 +16,29 @@ Acme's adders wrote (tests/test_adders.py compares them on a real Reverb server)
   the filler, so an observation at t is real iff valid[t] or valid[t-1]
   (`estimators.pairs.observed_steps`); `estimators.pairs.window_layout` says which window owns
   which pairs.
+
+Rows. Reverb's writer converts, buffers and chunks every column on every append, so a row has at
+most three columns: 'observation', 'steps' (the per-step scalars packed into one float32 vector,
+entries `STEP_FIELDS`) and 'logits' (written only with IMPALA items). Items reference whole
+columns: an IMPALA item is {observation, steps, logits}, a precedence window {observation,
+steps}. The readers turn them back into the Acme `Trajectory` (same fields, dtypes and extras as
+Acme's items) with `unpack_impala` / `unpack_precedence`; the layout lives only here.
+
+Rows and items go straight to the writer's C++ half (`reverb.pybind.TrajectoryWriter`, which
+reverb.TrajectoryWriter wraps): the Python half flattens every row with paths (dm-tree in
+Python) and rebuilds its history structure for each item: over half of the calling thread's time
+per step (`python -m bench.adder_bench`). Flush and close still go through the Python half.
 """
-from typing import Optional
+import collections
+from typing import Iterator, Optional
 
 import dm_env
 import numpy as np
+import tensorflow as tf
+import tree
 from acme import adders, specs
 from acme.adders import reverb as reverb_adders
+from reverb import pybind
 
 IMPALA_TABLE = 'impala'
 PRECEDENCE_TABLE = 'precedence'
@@ -30,18 +46,98 @@ PRECEDENCE_TABLE = 'precedence'
 # learner update that made the acting policy (for the learner's policy-lag diagnostic).
 IMPALA_EXTRAS = ('core_state', 'logits', 'policy_version')
 
+STEPS = 'steps'
+# The entries of a row's 'steps' vector, in order, with the dtype each is read back as. The start
+# flag and the action are small integers, exact in float32; the rest are float32 already.
+STEP_FIELDS = (('start_of_episode', np.bool_), ('action', np.int32), ('reward', np.float32),
+               ('discount', np.float32), ('valid', np.float32), ('core_state', np.float32),
+               ('policy_version', np.float32))
+# The columns of each table's items; a row has the IMPALA columns (or the precedence ones when
+# the adder writes no IMPALA items), in this order.
+IMPALA_COLUMNS = ('observation', STEPS, 'logits')
+PRECEDENCE_COLUMNS = ('observation', STEPS)
+# The episode-closing filler row: every scalar zero (valid 0 marks it).
+FILLER_STEPS = np.zeros(len(STEP_FIELDS), np.float32)
+FILLER_STEPS.setflags(write=False)   # appended by every adder
+
+
+def pack_steps(start_of_episode, action, reward, discount, valid, core_state,
+               policy_version) -> np.ndarray:
+  """One row's scalars as its 'steps' vector (the arguments in `STEP_FIELDS` order)."""
+  return np.array((start_of_episode, action, reward, discount, valid, core_state,
+                   policy_version), np.float32)
+
+
+def unpack_steps(steps) -> dict:
+  """'steps' [..., len(STEP_FIELDS)] (numpy, any leading axes) -> {field: [...] in its dtype}."""
+  steps = np.asarray(steps)
+  out = {}
+  for i, (name, dtype) in enumerate(STEP_FIELDS):
+    column = steps[..., i]
+    out[name] = column != 0 if dtype is np.bool_ else column.astype(dtype, copy=False)
+  return out
+
+
+def unpack_impala(data) -> reverb_adders.base.Trajectory:
+  """An 'impala' item (or a batch of them) as read back -> the Trajectory the learner trains on."""
+  f = unpack_steps(data[STEPS])
+  return reverb_adders.base.Trajectory(
+      observation=data['observation'], action=f['action'], reward=f['reward'],
+      discount=f['discount'], start_of_episode=f['start_of_episode'],
+      extras={'core_state': f['core_state'], 'logits': data['logits'],
+              'policy_version': f['policy_version']})
+
+
+def unpack_precedence(data) -> reverb_adders.base.Trajectory:
+  """A 'precedence' window (or a batch of them) as read back -> Trajectory with the 'valid'
+  extra."""
+  f = unpack_steps(data[STEPS])
+  return reverb_adders.base.Trajectory(
+      observation=data['observation'], action=f['action'], reward=f['reward'],
+      discount=f['discount'], start_of_episode=f['start_of_episode'],
+      extras={'valid': f['valid']})
+
+
+def unpacked(samples: Iterator, unpack) -> Iterator:
+  """Numpy ReplaySamples (a dataset's `as_numpy_iterator()`) with their data unpacked."""
+  for sample in samples:
+    yield sample._replace(data=unpack(sample.data))
+
+
+def _check_layout(environment_spec: specs.EnvironmentSpec):
+  """The layout reads actions back as int32 and rewards and discounts as float32 (what
+  `acme.wrappers.SinglePrecisionWrapper` gives), and the observation is one array (one column):
+  refuse other specs rather than change them."""
+  if not hasattr(environment_spec.observations, 'shape'):
+    raise ValueError(f'rows hold one observation array, got {environment_spec.observations}')
+  got = (environment_spec.actions.dtype, environment_spec.rewards.dtype,
+         environment_spec.discounts.dtype)
+  if tuple(map(np.dtype, got)) != (np.int32, np.float32, np.float32) or any(
+      s.shape != () for s in (environment_spec.actions, environment_spec.rewards,
+                              environment_spec.discounts)):
+    raise ValueError('rows pack scalar int32 actions and float32 rewards and discounts, got '
+                     f'{environment_spec.actions}, {environment_spec.rewards}, '
+                     f'{environment_spec.discounts}')
+
+
+def _signature(environment_spec: specs.EnvironmentSpec, length: Optional[int], columns):
+  _check_layout(environment_spec)
+  observation = environment_spec.observations
+  every = {'observation': tf.TensorSpec((length, *observation.shape), observation.dtype,
+                                        'observation'),
+           STEPS: tf.TensorSpec((length, len(STEP_FIELDS)), tf.float32, STEPS),
+           'logits': tf.TensorSpec((length, environment_spec.actions.num_values), tf.float32,
+                                   'logits')}
+  return {name: every[name] for name in columns}
+
 
 def impala_signature(environment_spec: specs.EnvironmentSpec, sequence_length: int):
-  extras = {'core_state': np.zeros((), np.float32),
-            'logits': np.ones((environment_spec.actions.num_values,), np.float32),
-            'policy_version': np.zeros((), np.float32)}
-  return reverb_adders.SequenceAdder.signature(environment_spec, extras, sequence_length)
+  return _signature(environment_spec, sequence_length, IMPALA_COLUMNS)
 
 
 def precedence_signature(environment_spec: specs.EnvironmentSpec):
   """Variable-length windows (at most 2w steps)."""
-  return reverb_adders.SequenceAdder.signature(
-      environment_spec, {'valid': np.ones((), np.float32)}, sequence_length=None)
+  return _signature(environment_spec, None, PRECEDENCE_COLUMNS)
 
 
 def item_due(count: int, length: int, period: int) -> bool:
@@ -69,6 +165,11 @@ class SequenceCutter:
     return None
 
 
+# What `TrajectoryAdder.add` accepts as extras: the IMPALA extras ('logits' its own column, the
+# others packed into 'steps').
+_EXTRAS = frozenset(IMPALA_EXTRAS)
+
+
 class TrajectoryAdder(adders.Adder):
 
   def __init__(self, client, impala_sequence: Optional[int] = None, window: Optional[int] = None,
@@ -79,8 +180,20 @@ class TrajectoryAdder(adders.Adder):
       raise ValueError('TrajectoryAdder writes nothing: give impala_sequence and/or window')
     self._impala = impala_sequence
     self._window = window
-    longest = max(impala_sequence or 0, 2 * (window or 0))
-    self._writer = client.trajectory_writer(num_keep_alive_refs=longest + 1)
+    keep = max(impala_sequence or 0, 2 * (window or 0)) + 1
+    self._writer = client.trajectory_writer(num_keep_alive_refs=keep)
+    self._cc_writer = getattr(self._writer, '_writer', None)   # its C++ half (see the docstring)
+    if not isinstance(self._cc_writer, pybind.TrajectoryWriter):
+      raise RuntimeError('reverb.TrajectoryWriter no longer keeps its pybind.TrajectoryWriter as '
+                         '_writer (Reverb is pinned to 0.7.3): agents/adders.py appends through it')
+    columns = IMPALA_COLUMNS if impala_sequence else PRECEDENCE_COLUMNS
+    # References to the last `keep` cells of each column, as the C++ writer keeps them alive.
+    self._refs = [collections.deque(maxlen=keep) for _ in columns]
+    # An item's columns in the order its table signature flattens in (dm-tree sorts dict keys).
+    position = {name: i for i, name in enumerate(columns)}
+    self._impala_columns = (tree.flatten({n: position[n] for n in IMPALA_COLUMNS})
+                            if impala_sequence else None)
+    self._precedence_columns = tree.flatten({n: position[n] for n in PRECEDENCE_COLUMNS})
     self._max_in_flight = max_in_flight_items
     self._stream_entries = 0     # completed entries since the writer started (IMPALA items)
     self._episode_entries = 0    # completed entries of the current episode (precedence items)
@@ -92,37 +205,42 @@ class TrajectoryAdder(adders.Adder):
 
   def add(self, action, next_timestep: dm_env.TimeStep, extras=()):
     # One complete row per step (Acme appends a partial observation, then completes it: two
-    # appends, each ~60 us of Reverb's Python and C++ per call), with flat columns (fewer nested
-    # structures to flatten on every append).
+    # appends, each ~60 us of Reverb's Python and C++ per call), of at most three columns.
+    extras = extras or {}
+    unknown = extras.keys() - _EXTRAS
+    if unknown:
+      raise ValueError(f'extras {sorted(unknown)} have no place in the row layout')
     observation, first = self._pending
-    row = {'observation': observation, 'start_of_episode': first, 'action': action,
-           'reward': next_timestep.reward, 'discount': next_timestep.discount,
-           'valid': np.float32(1.0), **(extras or {})}
-    self._writer.append(row)
+    # np.asarray first: numpy converts a 0-d jax array (the loop's dummy core state) in
+    # np.array((...)) several times slower than a numpy scalar.
+    steps = pack_steps(first, action, next_timestep.reward, next_timestep.discount, 1.0,
+                       np.asarray(extras.get('core_state', 0.0)),
+                       extras.get('policy_version', 0.0))
+    logits = extras['logits'] if self._impala else None
+    self._append(observation, steps, logits)
     self._entry_completed(episode_end=False)
     self._pending = (next_timestep.observation, False)
     if next_timestep.last():
-      filler = {k: np.zeros_like(v) for k, v in row.items()}   # valid = 0
-      filler['observation'] = next_timestep.observation
-      self._writer.append(filler)
+      self._append(next_timestep.observation, FILLER_STEPS,
+                   None if logits is None else np.zeros_like(logits))
       self._entry_completed(episode_end=True)
 
-  def _items(self, length: int, extras_keys):
-    """The last `length` rows, as an Acme Trajectory with the given extras."""
-    h = self._writer.history
-    cut = slice(-length, None)
-    return reverb_adders.base.Trajectory(
-        observation=h['observation'][cut], action=h['action'][cut], reward=h['reward'][cut],
-        discount=h['discount'][cut], start_of_episode=h['start_of_episode'][cut],
-        extras={k: h[k][cut] for k in extras_keys})
+  def _append(self, observation, steps, logits):
+    row = [observation, steps] if logits is None else [observation, steps, logits]
+    for refs, ref in zip(self._refs, self._cc_writer.Append(row)):
+      refs.append(ref)
+
+  def _create_item(self, table: str, length: int, columns):
+    """An item of the last `length` rows of `columns` (indices into the row)."""
+    cells = [list(self._refs[c])[-length:] for c in columns]
+    self._cc_writer.CreateItem(table, 1.0, cells, [False] * len(cells))
 
   def _entry_completed(self, episode_end: bool):
     self._stream_entries += 1
     self._episode_entries += 1
     created = False
     if self._impala and item_due(self._stream_entries, self._impala, self._impala - 1):
-      self._writer.create_item(IMPALA_TABLE, 1.0,
-                               self._items(self._impala, IMPALA_EXTRAS))
+      self._create_item(IMPALA_TABLE, self._impala, self._impala_columns)
       created = True
     if self._window:
       w, n = self._window, self._episode_entries
@@ -133,7 +251,7 @@ class TrajectoryAdder(adders.Adder):
       elif item_due(n, 2 * w, w):
         length = 2 * w
       if length:
-        self._writer.create_item(PRECEDENCE_TABLE, 1.0, self._items(length, ('valid',)))
+        self._create_item(PRECEDENCE_TABLE, length, self._precedence_columns)
         created = True
     if created:
       self._writer.flush(self._max_in_flight)

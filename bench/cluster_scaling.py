@@ -176,8 +176,9 @@ def insert_cost() -> dict:
   n_add = sum(1 for k, _, _ in steps if k == 'add')
   proc = psutil.Process()
   c0 = sum(proc.cpu_times()[:2])
-  wall, items = adder_bench.measure(lambda c: adders.TrajectoryAdder(c, 20, 200), spec, steps,
-                                    spec.actions.num_values, 20)
+  measured = adder_bench.measure(lambda c: adders.TrajectoryAdder(c, 20, 200), spec, steps,
+                                spec.actions.num_values, 20)
+  wall, items = measured.wall_s, measured.items
   c1 = sum(proc.cpu_times()[:2])
   n_items = sum(items.values())
   return {'env_steps': n_add, 'items': items, 'wall_us_per_env_step': 1e6 * wall / n_add,

@@ -14,6 +14,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import dm_env
 import numpy as np
+import tree
 from absl import app, flags
 from acme import specs
 from dm_env import specs as dm_specs
@@ -77,9 +78,10 @@ def written_windows(lengths: Sequence[int], window: int) -> List[List[Tuple[np.n
     n = client.server_info()[adders.PRECEDENCE_TABLE].current_size
     samples = client.sample(adders.PRECEDENCE_TABLE, num_samples=n, emit_timesteps=False)
     per_episode = [[] for _ in lengths]
+    signature = adders.precedence_signature(spec)
     for s in samples:
-      # Flat columns in signature order: observation, action, reward, discount, start, valid.
-      obs, valid = s.data[0], s.data[-1]
+      window = adders.unpack_precedence(tree.unflatten_as(signature, s.data))
+      obs, valid = window.observation, window.extras['valid']
       episode = int(obs[0, 0])
       assert np.all(obs[:, 0] == episode), 'a window crosses an episode boundary'
       per_episode[episode].append((obs[:, 1].astype(int), valid))

@@ -83,7 +83,7 @@ def test_k_env_actor_writes_what_k_single_env_actors_write(mode):
       for table in want:
         assert len(got[table]) == len(want[table]) > 0, (table, k)
         for a, b in zip(got[table], want[table]):
-          for x, y in zip(a, b):   # observation, action, reward, discount, start, extras...
+          for x, y in zip(a, b):   # the columns of the rows (agents.adders layout)
             np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
   finally:
     for s in batched + single:

@@ -197,7 +197,10 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=replay.server_address, table=IMPALA_TABLE,
       max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
-  iterator = dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator()
+  # Items hold packed rows (agents.adders): unpacked per batch into the Trajectory the loss reads.
+  iterator = adders.unpacked(
+      dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator(),
+      adders.unpack_impala)
   optimizer = make_optimizer(cfg.impala)
   learner = learning.IMPALALearner(
       networks, iterator, optimizer, random_key, discount=cfg.impala.discount,

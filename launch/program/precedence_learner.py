@@ -10,7 +10,7 @@ import numpy as np
 import reverb
 from acme.utils import counting, loggers
 
-from agents.adders import PRECEDENCE_TABLE
+from agents import adders
 from estimators import networks as est_nets
 from estimators import training
 
@@ -92,7 +92,8 @@ class PrecedenceLearner(acme.Learner):
 
 def make_window_iterator(client: reverb.Client, window_batch: int, length: int):
   """Batches of `window_batch` windows, each zero-padded to exactly `length` steps (a fixed
-  shape, so the jitted update compiles once)."""
+  shape, so the jitted update compiles once), unpacked into Trajectories with the 'valid' extra
+  (padding rows read as invalid: all their scalars are zero)."""
   import tensorflow as tf
 
   def pad(sample):
@@ -103,7 +104,7 @@ def make_window_iterator(client: reverb.Client, window_batch: int, length: int):
     return sample._replace(data=tf.nest.map_structure(pad_leaf, sample.data))
 
   dataset = reverb.TrajectoryDataset.from_table_signature(
-      server_address=client.server_address, table=PRECEDENCE_TABLE,
+      server_address=client.server_address, table=adders.PRECEDENCE_TABLE,
       max_in_flight_samples_per_worker=2 * window_batch)
   dataset = dataset.map(pad).batch(window_batch, drop_remainder=True)
-  return dataset.as_numpy_iterator()
+  return adders.unpacked(dataset.as_numpy_iterator(), adders.unpack_precedence)
