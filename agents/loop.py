@@ -25,8 +25,12 @@ from acme import adders as acme_adders
 from acme.utils import counting, loggers, signals
 
 from agents.acting import BatchedActor, ParamChangeTracker
-from agents.networks import DUMMY_CORE_STATE
 from envs import batch as batch_lib
+
+
+# Acme's (dummy) core state as the adders store it: numpy, so packing a row does not convert a
+# JAX array on every step.
+_CORE_STATE = np.zeros((), np.float32)
 
 
 class _Episode:
@@ -145,7 +149,7 @@ class BatchedEnvironmentLoop:
             ep.max_psi = max(ep.max_psi, float(out.psi[k]))
             ts = ts._replace(reward=np.asarray(ts.reward + r_int, dtype=np.float32))
           self._adders[k].add(actions[k], ts,
-                              extras={'logits': logits[k], 'core_state': DUMMY_CORE_STATE,
+                              extras={'logits': logits[k], 'core_state': _CORE_STATE,
                                       'policy_version': acting_version})
           if k in finished:
             info, first_ts = finished[k]
