@@ -18,12 +18,16 @@ SOKOBAN_SCALES = {
                  batch=16, samples_per_insert=4, max_gradient_norm=1, run_seconds=90,
                  eval_transitions=100,
                  eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
-    # small: this 2-core machine at ~4k env steps/s, ~1.4 h per run (reached over several
-    # launches: rerun the same command). Batch 16 x replay 4, the Sokoban preset: batch 256 used
-    # once played like a random policy after 3M steps (BUILD_NOTES.md, "Sokoban learning").
-    'small': dict(episodes=20_000, pairs=5_000_000, max_steps=20_000_000, actors=2,
+    # small: this 2-core machine runs the Sokoban preset learner-bound at ~2.2k env steps/s
+    # (bench.throughput, quiet), ~40 min per run; 12 runs are reached over several launches
+    # (rerun the same command). 5M steps: by then IMPALA has clearly left random play (1k set,
+    # seed 0: 1.34 boxes on target and 2.0% solved at 5M against a random policy's 0.51 and
+    # 0.1%; RESULTS.md), where 20M per run would take ~30 h of this machine for 12 runs.
+    # Batch 16 x replay 4, the Sokoban preset: batch 256 used once played like a random policy
+    # after 3M steps (BUILD_NOTES.md, "Sokoban learning").
+    'small': dict(episodes=20_000, pairs=5_000_000, max_steps=5_000_000, actors=2,
                   envs_per_actor=16, batch=16, samples_per_insert=4, max_gradient_norm=1,
-                  run_seconds=5000,
+                  run_seconds=2400,
                   eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                   eval_oracle_levels=100),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
