@@ -11,8 +11,8 @@ windows per update. Larger, rarer samples (several updates on one sample's pairs
 freshness for reader cost; the JSON reports CPU seconds per update, the figure that decides how
 much of a 2-core machine the node takes at a given `--env_steps_per_psi_update`.
 
-    python -m bench.precedence_bench --env sokoban --settings 16x1,64x4,128x8 \
-        --out results/precedence_bench_sokoban.json
+    python -m bench.precedence_bench --env sokoban --settings 16x1,16x4,64x4,64x8 \
+        --out results/bench/precedence_sokoban.json
 """
 import json
 import os
@@ -32,13 +32,17 @@ from estimators import training
 from launch.program import precedence_learner
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('env', 'sokoban', 'Environment (its estimator network and window).')
-flags.DEFINE_integer('episodes', 200, 'Random-policy episodes written to the table.')
-flags.DEFINE_list('settings', ['16x1', '64x4'],
-                  'WINDOWSxUPDATES: windows per Reverb sample, psi updates per sample.')
-flags.DEFINE_integer('updates', 40, 'Timed psi updates per setting (after a compiling one).')
-flags.DEFINE_bool('phi', False, 'Train phi too (RAC).')
-flags.DEFINE_string('out', 'results/precedence_bench.json', 'JSON output.')
+
+
+def define_flags():
+  """Only when run as a script (tests import `fill_table` beside other modules' flags)."""
+  flags.DEFINE_string('env', 'sokoban', 'Environment (its estimator network and window).')
+  flags.DEFINE_integer('episodes', 200, 'Random-policy episodes written to the table.')
+  flags.DEFINE_list('settings', ['16x1', '64x4'],
+                    'WINDOWSxUPDATES: windows per Reverb sample, psi updates per sample.')
+  flags.DEFINE_integer('updates', 40, 'Timed psi updates per setting (after a compiling one).')
+  flags.DEFINE_bool('phi', False, 'Train phi too (RAC).')
+  flags.DEFINE_string('out', 'results/bench/precedence.json', 'JSON output.')
 
 
 def parse_setting(text: str):
@@ -156,4 +160,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

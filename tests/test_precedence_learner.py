@@ -3,12 +3,9 @@
 import jax
 import numpy as np
 import pytest
-import reverb
-from acme import specs, wrappers
 from acme.utils import counting, loggers
 
-import envs
-from agents import adders
+from bench import precedence_bench
 from estimators import networks as est_nets
 from estimators import training
 from launch.program import precedence_learner
@@ -18,24 +15,8 @@ WINDOW = 10
 
 @pytest.fixture(scope='module')
 def filled_table():
-  env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0))
-  spec = specs.make_environment_spec(env)
-  table = reverb.Table(adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
-                       remover=reverb.selectors.Fifo(), max_size=10_000,
-                       rate_limiter=reverb.rate_limiters.MinSize(1),
-                       signature=adders.precedence_signature(spec))
-  server = reverb.Server([table])
-  client = reverb.Client(f'localhost:{server.port}')
-  adder = adders.TrajectoryAdder(client, window=WINDOW)
-  rng = np.random.default_rng(0)
-  for _ in range(20):
-    ts = env.reset()
-    adder.add_first(ts)
-    while not ts.last():
-      action = np.int32(rng.integers(spec.actions.num_values))
-      ts = env.step(action)
-      adder.add(action, ts)
-  adder.flush()
+  # The windows the actors write, from 20 random Cartpole episodes (bench.precedence_bench).
+  server, client, spec, _ = precedence_bench.fill_table('cartpole', 20, WINDOW)
   yield client, spec
   server.stop()
 
