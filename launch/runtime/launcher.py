@@ -113,7 +113,7 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
     if gone and died_at is None:
       died_at, dead = time.time(), gone
       names = node_names(run_dir)
-      dead = [names.get(pid, f'pid {pid}') for pid in gone]
+      dead = [names.get(pid) or processes.node_label(seen[pid]) or f'pid {pid}' for pid in gone]
     if died_at is not None and workers and time.time() - died_at > NODE_DEATH_GRACE_S:
       recorded = _recorded_failure(run_dir)
       signal_group(child.pid, signal.SIGTERM)

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import time
+from typing import Optional
 
 import psutil
 
@@ -79,6 +80,19 @@ def leftover_processes(session_id: int):
     except (ProcessLookupError, PermissionError, psutil.Error):
       pass
   return out
+
+
+def node_label(command: str) -> Optional[str]:
+  """The Launchpad node label ('replay/0') in a node process's command line, or None.
+
+  Local launches start each node as `decorate_output COLOUR LABEL python process_entry.py ...`;
+  the watched process is that wrapper, whose pid no node records (each node's pid file holds
+  its own Python process), so a dead wrapper is named from its command."""
+  words = command.split()
+  for i, word in enumerate(words[:-2]):
+    if os.path.basename(word) == 'decorate_output':
+      return words[i + 2]
+  return None
 
 
 def node_processes(launcher_pid: int, min_age_s: float = 5.0):
