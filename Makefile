@@ -1,6 +1,6 @@
 # Two entry points for users: `make run` (main job) and `make test`. Both set up ./.venv first.
 PY := .venv/bin/python
-.PHONY: setup run test test-slow bench bench-cluster lock
+.PHONY: setup run test test-slow test-slurm bench bench-cluster lock
 
 setup:
 	@bash scripts/setup_venv.sh
@@ -13,6 +13,13 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow tests $(PYTEST_ARGS)
+
+# The generated Slurm job under a real Slurm started on this machine (needs root: network
+# namespaces, daemons). Installs Debian's slurm-wlm and munge first where slurmctld is missing.
+test-slurm: setup
+	@command -v slurmctld >/dev/null || { apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurm-wlm munge; }
+	$(PY) -m pytest -q -s -m slow tests/test_slurm.py $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m bench.throughput $(ARGS)

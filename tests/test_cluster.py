@@ -8,13 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
-from launch.program import checkpointing
+import cluster_checks
 from launch.cluster import netns_hosts
-from launch.runtime import launcher, summary
+from launch.runtime import launcher
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow
@@ -25,7 +24,7 @@ def hosts():
   why = netns_hosts.unavailable_reason()
   if why:
     pytest.skip(f'network namespaces cannot be created here: {why}')
-  h = netns_hosts.NetnsHosts(['a', 'b', 'c'])
+  h = netns_hosts.NetnsHosts(list(cluster_checks.HOSTS))
   h.create()
   yield h
   h.kill_processes()
@@ -33,78 +32,28 @@ def hosts():
   assert not h.exists(), 'namespaces left behind'
 
 
-def _listening(hosts, host):
-  """(pid, local ip) of every TCP socket listening in a host's namespace."""
-  r = subprocess.run(hosts.start_prefix(host) + ['ss', '-Hltnp'], capture_output=True, text=True)
-  out = []
-  for line in r.stdout.splitlines():
-    fields = line.split()
-    local = fields[3]
-    ip = local.rsplit(':', 1)[0].strip('[]')
-    for part in line.split('pid=')[1:]:
-      out.append((int(part.split(',')[0]), ip))
-  return out
-
-
 def test_rae_program_across_network_namespaces(tmp_path, hosts):
   run_dir = tmp_path / 'run'
   description = tmp_path / 'cluster.json'
   description.write_text(json.dumps({
       'name': 'nstest',
-      'hosts': {h: {'address': hosts.address(h), 'start': hosts.start_prefix(h)} for h in 'abc'},
-      'groups': {'replay': 'a', 'counter': 'a', 'coordinator': 'a', 'learner': 'b',
-                 'precedence_learner': 'b', 'actor': {'hosts': ['c']}}}))
-  cmd = [sys.executable, '-m', 'launch.train', '--env', 'cartpole', '--reward_free', '--mode', 'rae',
-         '--num_actors', '2', '--max_steps', '30000', '--run_dir', str(run_dir),
-         '--env_steps_per_psi_update', '10', '--launch_type', 'cluster', '--cluster_start',
-         '--cluster_description', str(description)]
+      'hosts': {h: {'address': hosts.address(h), 'start': hosts.start_prefix(h)}
+                for h in cluster_checks.HOSTS},
+      'groups': cluster_checks.GROUPS}))
+  cmd = [sys.executable, '-m', 'launch.train', *cluster_checks.train_args(run_dir, 30000),
+         '--launch_type', 'cluster', '--cluster_start', '--cluster_description', str(description)]
   proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
-  # While it runs: who listens where, in each namespace.
-  # No deadline of its own: on a loaded machine start-up alone has taken over 20 minutes, and the
-  # run bounds this loop (it ends by itself, or fails).
-  listening = {}
-  while proc.poll() is None:
-    counts = run_dir / 'counts.json'
-    if counts.exists() and json.loads(counts.read_text()).get('actor_steps', 0) > 0:
-      time.sleep(2.0)  # every node is up once actors step and the counter syncs
-      listening = {h: _listening(hosts, h) for h in 'abc'}
-      break
-    time.sleep(1.0)
+  listening = cluster_checks.sample_listeners(hosts, run_dir, lambda: proc.poll() is None)
   stdout, stderr = proc.communicate(timeout=3600)
   assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
   assert 'run summary' in stdout
-  assert listening, 'the run ended before its listening sockets were sampled'
-
-  # Each node listened on its own host's address only: replay, counter, coordinator on A;
-  # learner and precedence learner on B; the actors on C.
-  for host, nodes in (('a', 3), ('b', 2), ('c', 2)):
-    own = {hosts.address(host), f'::ffff:{hosts.address(host)}'}
-    assert len({pid for pid, _ in listening[host]}) == nodes, (host, listening)
-    assert {ip for _, ip in listening[host]} <= own, (host, listening[host])
-  launch = json.loads((run_dir / 'cluster' / 'launch.json').read_text())
-  placed = {r['task']: r['host'] for r in launch['replicas']}
-  assert placed == {'replay-0': 'a', 'counter-0': 'a', 'coordinator-0': 'a', 'learner-0': 'b',
-                    'precedence_learner-0': 'b', 'actor-0': 'c', 'actor-1': 'c'}
-
-  final = json.loads((run_dir / 'final_state.json').read_text())
-  assert final['status'] == 'completed'
-  assert final['counts']['actor_steps'] >= 30000
-  assert final['tables']['impala']['num_inserts'] > 0
-  assert final['tables']['precedence']['num_inserts'] > 0
-  s = json.loads((run_dir / 'summary.json').read_text())
-  assert s['learner_steps'] > 0 and s['precedence_steps'] > 0, s
-  assert s['status'] == 'completed', s
-  for name, count in (('learner', 'learner_steps'), ('precedence_learner', 'precedence_steps')):
-    header = checkpointing.read_header(str(run_dir / 'checkpoints' / name))
-    assert header['steps'] == final['checkpoints'][name]['steps'] == final['counts'][count]
-  for actor in ('actor_0', 'actor_1'):
-    rows = summary.read_log(str(run_dir), actor)
-    assert rows, f'{actor} logged no episode'
-    assert max(r.get('psi_change', 0.0) for r in rows) > 0.0, actor
+  cluster_checks.check_own_addresses(hosts, listening)
+  cluster_checks.check_placement(run_dir)
+  cluster_checks.check_learned(run_dir, 'completed', 30000)
 
   # No process left: not in any namespace, not in the host launchers' sessions.
-  for h in 'abc':
+  for h in cluster_checks.HOSTS:
     assert hosts.pids(h) == [], (h, hosts.pids(h))
   for session in (run_dir / 'launcher_session.txt').read_text().split():
     assert launcher.leftover_processes(int(session)) == []

@@ -144,7 +144,8 @@ def _generated(tmp_path):
   for r in replicas:
     files[f'tasks/{r.task}.sh'] = cluster_launchers.task_script(
         r, placement.task_spec(replicas, r.group, r.index), run_dir, '/opt/ntb', '/opt/ntb/.venv/bin/python')
-  for name, text in cluster_launchers.slurm_files(desc, replicas, run_dir, pkg).items():
+  for name, text in cluster_launchers.slurm_files(desc, replicas, run_dir, pkg, '/opt/ntb',
+                                                           '/opt/ntb/.venv/bin/python').items():
     files[f'slurm/{name}'] = text
   files['kubernetes.yaml'] = cluster_launchers.kubernetes_manifests(
       desc, SIZES, run_dir, '/opt/ntb', '/opt/ntb/.venv/bin/python')
@@ -173,6 +174,13 @@ def test_task_scripts_and_slurm_job(tmp_path):
   assert directives['--ntasks'] == str(len(replicas))
   assert directives['--nodelist'] == 'a,b,c' and directives['--nodes'] == '3'
   assert 'srun --distribution=arbitrary' in sbatch and '--multi-prog' in sbatch
+  # Whole nodes, and a graceful stop before the time limit: SIGTERM to the batch shell only,
+  # whose trap asks the run to stop while srun (in the background) keeps running.
+  assert '#SBATCH --exclusive' in sbatch.splitlines()
+  assert directives['--signal'] == f'B:TERM@{cluster_launchers.SLURM_STOP_BEFORE_LIMIT_S}'
+  stop = ' '.join(cluster_launchers.stop_command('/opt/ntb/.venv/bin/python', '/shared/runs/r1'))
+  assert f'graceful_stop() {{ {stop}; }}' in sbatch and 'trap graceful_stop TERM' in sbatch
+  assert [l for l in sbatch.splitlines() if l.startswith('srun ')][0].endswith(' &')
   # multi-prog: rank r runs replica r's script, and the hostfile puts rank r on its host.
   conf = [l.split(None, 1) for l in files['slurm/multi_prog.conf'].splitlines()
           if l.strip() and not l.startswith('#')]
@@ -186,6 +194,29 @@ def test_task_scripts_and_slurm_job(tmp_path):
     assert spec == placement.task_spec(replicas, replica.group, replica.index)
     # Against the description itself: the task's endpoint is its host's address.
     assert spec['cluster'][replica.group][replica.index].split(':')[0] == desc.hosts[host].address
+
+
+def test_stop_command_asks_the_launch_for_a_graceful_stop(tmp_path):
+  """`python -m launch.cluster stop` (the Slurm job's trap) writes the run's stop request, which
+  the coordinator ends the run on; one line where there is no launch or it has stopped."""
+  run_dir = tmp_path / 'run'
+  stop = [sys.executable, '-m', 'launch.cluster', 'stop', '--run_dir', str(run_dir)]
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  r = subprocess.run(stop, cwd=root, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 2 and r.stderr.strip().startswith('error: ') and 'launch.json not found' \
+      in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+  (run_dir / 'cluster').mkdir(parents=True)
+  stop_file = run_dir / 'cluster' / 'stopped-x.json'
+  (run_dir / 'cluster' / 'launch.json').write_text(json.dumps({
+      'launch_id': 'x', 'stop_file': str(stop_file), 'groups': {}, 'replicas': []}))
+  r = subprocess.run(stop, cwd=root, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0 and 'asked launch x' in r.stdout, r.stderr
+  assert json.loads((run_dir / 'stop_request.json').read_text())['reason'] == 'stopped by user'
+  (run_dir / 'stop_request.json').unlink()
+  stop_file.write_text('{}')
+  r = subprocess.run(stop, cwd=root, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0 and 'has already stopped' in r.stdout
+  assert not (run_dir / 'stop_request.json').exists()
 
 
 def _yaml_documents(text):

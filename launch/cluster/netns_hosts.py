@@ -13,7 +13,15 @@ import shutil
 import subprocess
 import time
 import uuid
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+
+class Listener(NamedTuple):
+  """A listening TCP socket: its process, local address and port, and the process's name."""
+  pid: int
+  ip: str
+  port: int
+  command: str
 
 
 class NetnsUnavailable(RuntimeError):
@@ -68,9 +76,32 @@ class NetnsHosts:
   def start_prefix(self, host: str) -> List[str]:
     return ['ip', 'netns', 'exec', self.namespace(host)]
 
+  def enter_prefix(self, host: str) -> List[str]:
+    """Like start_prefix, but only the network namespace changes: the command keeps this
+    machine's mounts (`ip netns exec` remounts /sys, which drops /sys/fs/cgroup; slurmd needs it)."""
+    return ['nsenter', f'--net=/run/netns/{self.namespace(host)}']
+
   def pids(self, host: str) -> List[int]:
     r = _ip('netns', 'pids', self.namespace(host), check=False)
     return [int(p) for p in r.stdout.split()]
+
+  def listening(self, host: str) -> List[Listener]:
+    """Every listening TCP socket in a host's namespace (psutil reads /proc/net of the caller's
+    namespace, so `ss` runs inside it)."""
+    r = subprocess.run(self.start_prefix(host) + ['ss', '-Hltnp'], capture_output=True, text=True)
+    out = []
+    for line in r.stdout.splitlines():
+      local = line.split()[3]
+      ip, _, port = local.rpartition(':')
+      for part in line.split('pid=')[1:]:
+        pid = int(part.split(',')[0])
+        try:
+          with open(f'/proc/{pid}/comm') as f:
+            command = f.read().strip()
+        except OSError:
+          command = '?'
+        out.append(Listener(pid, ip.strip('[]'), int(port), command))
+    return out
 
   def create(self) -> 'NetnsHosts':
     why = unavailable_reason()

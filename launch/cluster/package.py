@@ -147,7 +147,8 @@ def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
     host_scripts[h] = write(f'{files.HOST_DIR}/{h}.sh', files.host_script(
         h, tasks, cfg.run_dir, code_dir, python), 0o755)
     commands[h] = files.host_command(desc, h, host_scripts[h])
-  for name, text in files.slurm_files(desc, replicas, cfg.run_dir, directory).items():
+  for name, text in files.slurm_files(desc, replicas, cfg.run_dir, directory, code_dir,
+                                                   python).items():
     write(f'{files.SLURM_DIR}/{name}', text, 0o755 if name.endswith('.sbatch') else 0o644)
   write(files.KUBERNETES_FILE, k8s_text)
   lines = []

@@ -1,0 +1,298 @@
+"""A throwaway Slurm cluster on this machine, for running the generated Slurm job for real.
+
+Every Slurm node is a network namespace (launch.cluster.netns_hosts) with its own address and its
+own slurmd; one more namespace holds munged and slurmctld. The daemons share nothing with the
+machine's own Slurm or munge (if any): their key, sockets, state, spool, logs and slurm.conf all
+live in one temporary directory, and client commands are run with SLURM_CONF pointing there, in
+the controller's namespace (the only network that reaches slurmctld).
+
+    with LocalSlurm(['a', 'b', 'c']) as slurm:
+      slurm.address('a')                       # the node's address (NodeAddr in slurm.conf)
+      job = slurm.submit('/path/job.sbatch')   # sbatch; returns the job id
+      slurm.wait(job, timeout_s=1800)          # final state, e.g. 'COMPLETED'
+
+Needs root (namespaces; the daemons run as root and so do the jobs) and Debian's `slurm-wlm` and
+`munge` (`make test-slurm` installs them). `python -m launch.cluster.slurm_local a b c` starts
+one and keeps it up until Ctrl-C, printing how to use it.
+
+Slurm choices, each for this container: proctrack/linuxproc and task/none (no cgroup plugin: the
+container's cgroup tree is not ours to write, and `ip netns exec` remounts /sys without it),
+no accounting database (job states come from `scontrol show job`, kept MinJobAge seconds), every
+node given this machine's CPU count (slurmd drains a node whose configuration exceeds its
+hardware), and slurmd started with `-N NAME` so that several run on one host; each listens on the
+same port in its own namespace.
+"""
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+from launch.cluster import netns_hosts
+
+DAEMONS = ('munged', 'slurmctld', 'slurmd')
+CONTROLLER = 'ctl'               # the controller's namespace (not a Slurm node)
+FINAL_STATES = {'COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'NODE_FAIL', 'OUT_OF_MEMORY',
+                'PREEMPTED', 'BOOT_FAIL', 'DEADLINE'}
+
+
+class SlurmUnavailable(RuntimeError):
+  """A local Slurm cluster cannot be started here (one line saying why)."""
+
+
+def unavailable_reason() -> Optional[str]:
+  """Why a LocalSlurm cannot start here, or None."""
+  missing = [d for d in DAEMONS if shutil.which(d) is None]
+  if missing:
+    return (f'{", ".join(missing)} not installed (Debian: apt-get install slurm-wlm munge; or '
+            '`make test-slurm`)')
+  return netns_hosts.unavailable_reason()
+
+
+def slurm_version() -> str:
+  """`slurmctld -V`, e.g. 'slurm-wlm 22.05.8'."""
+  return subprocess.run(['slurmctld', '-V'], capture_output=True, text=True).stdout.strip()
+
+
+def slurm_conf(directory: str, controller: str, controller_address: str,
+               nodes: Dict[str, str], cpus: int, munge_socket: str) -> str:
+  """slurm.conf of a cluster whose nodes are {name: address}; every path under `directory`."""
+  names = ','.join(nodes)
+  lines = [
+      '# A throwaway cluster (launch.cluster.slurm_local); every path is in this directory.',
+      'ClusterName=ntblocal',
+      f'SlurmctldHost={controller}({controller_address})',
+      'SlurmUser=root',
+      'SlurmdUser=root',
+      'SlurmctldPort=6817',
+      'SlurmdPort=6818',
+      'AuthType=auth/munge',
+      'CredType=cred/munge',
+      f'AuthInfo=socket={munge_socket}',
+      f'StateSaveLocation={directory}/state',
+      f'SlurmdSpoolDir={directory}/spool/%n',
+      f'SlurmctldPidFile={directory}/slurmctld.pid',
+      f'SlurmdPidFile={directory}/slurmd-%n.pid',
+      f'SlurmctldLogFile={directory}/slurmctld.log',
+      f'SlurmdLogFile={directory}/slurmd-%n.log',
+      'SlurmctldDebug=info',
+      'SlurmdDebug=info',
+      'ProctrackType=proctrack/linuxproc',
+      'TaskPlugin=task/none',
+      'JobAcctGatherType=jobacct_gather/none',
+      'AccountingStorageType=accounting_storage/none',
+      'JobCompType=jobcomp/none',
+      'MpiDefault=none',
+      'SchedulerType=sched/builtin',
+      'SelectType=select/cons_tres',
+      'SelectTypeParameters=CR_Core',
+      'ReturnToService=2',
+      'MinJobAge=3600',
+      'KillWait=30',
+  ]
+  for name, address in nodes.items():
+    lines.append(f'NodeName={name} NodeAddr={address} CPUs={cpus} State=UNKNOWN')
+  lines.append(f'PartitionName=local Nodes={names} Default=YES MaxTime=INFINITE State=UP')
+  return '\n'.join(lines) + '\n'
+
+
+class LocalSlurm:
+  """munged + slurmctld in namespace `ctl`, one slurmd per node namespace; see the module doc."""
+
+  def __init__(self, nodes: Sequence[str], directory: Optional[str] = None):
+    if CONTROLLER in nodes:
+      raise ValueError(f'{CONTROLLER!r} names the controller namespace, not a node')
+    self.nodes = list(nodes)
+    self.hosts = netns_hosts.NetnsHosts([CONTROLLER, *self.nodes], subnet=1)
+    self._own_dir = directory is None
+    # munged wants its socket's directory, and every directory above, searchable by all: pytest's
+    # tmp_path (0700) is not, so the default is a fresh directory in /tmp.
+    self.directory = directory or tempfile.mkdtemp(prefix='ntb-slurm-')
+    self.procs: Dict[str, subprocess.Popen] = {}
+    self._logs = []
+
+  # -- addresses and commands -------------------------------------------------------------------
+
+  def address(self, node: str) -> str:
+    return self.hosts.address(node)
+
+  @property
+  def conf(self) -> str:
+    return os.path.join(self.directory, 'slurm.conf')
+
+  @property
+  def munge_socket(self) -> str:
+    return os.path.join(self.directory, 'munge', 'munge.socket')
+
+  def env(self) -> Dict[str, str]:
+    return dict(os.environ, SLURM_CONF=self.conf)
+
+  def client(self, *args: str, check: bool = True, timeout_s: float = 60) -> str:
+    """Runs a Slurm client command (sbatch, squeue, scontrol, ...) against this cluster."""
+    r = subprocess.run(self.hosts.start_prefix(CONTROLLER) + list(args), env=self.env(),
+                       capture_output=True, text=True, timeout=timeout_s)
+    if check and r.returncode != 0:
+      raise RuntimeError(f'{" ".join(args)}: {(r.stderr or r.stdout).strip()}')
+    return r.stdout
+
+  def daemon_pids(self) -> Dict[str, int]:
+    return {name: p.pid for name, p in self.procs.items() if p.poll() is None}
+
+  # -- start and stop ---------------------------------------------------------------------------
+
+  def start(self, timeout_s: float = 120) -> 'LocalSlurm':
+    why = unavailable_reason()
+    if why:
+      raise SlurmUnavailable(why)
+    os.chmod(self.directory, 0o755)
+    for sub in ('munge', 'state', 'spool'):
+      os.makedirs(os.path.join(self.directory, sub), exist_ok=True)
+    for node in self.nodes:
+      os.makedirs(os.path.join(self.directory, 'spool', node), exist_ok=True)
+    key = os.path.join(self.directory, 'munge', 'munge.key')
+    with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'wb') as f:
+      f.write(os.urandom(1024))   # this cluster's own key: nothing else can talk to it
+    controller = socket.gethostname().split('.')[0]   # slurmctld checks it runs on this name
+    with open(self.conf, 'w') as f:
+      f.write(slurm_conf(self.directory, controller, self.address(CONTROLLER),
+                         {n: self.address(n) for n in self.nodes}, os.cpu_count() or 1,
+                         self.munge_socket))
+    try:
+      self.hosts.create()
+      self._daemon('munged', CONTROLLER, [
+          'munged', '--foreground', f'--socket={self.munge_socket}', f'--key-file={key}',
+          f'--pid-file={self.directory}/munge/munged.pid',
+          f'--seed-file={self.directory}/munge/munged.seed'])
+      self._wait_for(lambda: os.path.exists(self.munge_socket), 30, 'munged socket')
+      self._daemon('slurmctld', CONTROLLER, ['slurmctld', '-D', '-i', '-f', self.conf])
+      for node in self.nodes:
+        self._daemon(f'slurmd-{node}', node, ['slurmd', '-D', '-N', node, '-f', self.conf])
+      self._wait_for(self._all_idle, timeout_s, 'every node idle in sinfo')
+    except Exception:
+      self.stop()
+      raise
+    return self
+
+  def _daemon(self, name: str, host: str, cmd: List[str]) -> None:
+    log = open(os.path.join(self.directory, f'{name}.out'), 'ab')
+    self._logs.append(log)
+    self.procs[name] = subprocess.Popen(self.hosts.enter_prefix(host) + cmd, env=self.env(),
+                                        stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+
+  def _wait_for(self, ready, timeout_s: float, what: str) -> None:
+    deadline = time.time() + timeout_s
+    while not ready():
+      dead = [n for n, p in self.procs.items() if p.poll() is not None]
+      if dead:
+        raise SlurmUnavailable(f'{dead[0]} exited with code {self.procs[dead[0]].returncode} '
+                               f'before {what}; see {self.directory}/{dead[0]}.out')
+      if time.time() > deadline:
+        raise SlurmUnavailable(f'no {what} after {timeout_s:.0f} s; see {self.directory}')
+      time.sleep(0.5)
+
+  def node_states(self) -> Dict[str, str]:
+    out = self.client('sinfo', '-h', '-N', '-o', '%N %T', check=False)
+    return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+
+  def _all_idle(self) -> bool:
+    states = self.node_states()
+    return all(states.get(n, '').rstrip('*') == 'idle' for n in self.nodes)
+
+  def stop(self) -> None:
+    """Stops every daemon, everything left in the namespaces, and deletes them (and the
+    directory, when this object made it)."""
+    for proc in self.procs.values():
+      if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.time() + 30
+    for proc in self.procs.values():
+      try:
+        proc.wait(timeout=max(0.1, deadline - time.time()))
+      except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    self.hosts.kill_processes()
+    self.hosts.delete()
+    for log in self._logs:
+      log.close()
+    self._logs = []
+    if self._own_dir:
+      shutil.rmtree(self.directory, ignore_errors=True)
+
+  def __enter__(self) -> 'LocalSlurm':
+    return self.start()
+
+  def __exit__(self, *exc) -> None:
+    self.stop()
+
+  # -- jobs -------------------------------------------------------------------------------------
+
+  def submit(self, script: str, *args: str, cwd: Optional[str] = None) -> str:
+    """sbatch SCRIPT; returns the job id."""
+    r = subprocess.run(self.hosts.start_prefix(CONTROLLER) + ['sbatch', '--parsable', *args, script],
+                       env=self.env(), cwd=cwd, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+      raise RuntimeError(f'sbatch {script}: {r.stderr.strip()}')
+    return r.stdout.strip().split(';')[0]
+
+  def job(self, job_id: str) -> Dict[str, str]:
+    """`scontrol show job` as {key: value} ({} once the job is forgotten)."""
+    out = self.client('scontrol', '-o', 'show', 'job', job_id, check=False)
+    fields = {}
+    for item in out.split():
+      key, sep, value = item.partition('=')
+      if sep:
+        fields[key] = value
+    return fields
+
+  def wait(self, job_id: str, timeout_s: float, poll_s: float = 2.0) -> Dict[str, str]:
+    """Waits for a job's end; returns its `scontrol show job` fields (JobState, ExitCode, ...)."""
+    deadline = time.time() + timeout_s
+    while True:
+      fields = self.job(job_id)
+      if fields.get('JobState') in FINAL_STATES:
+        return fields
+      if time.time() > deadline:
+        raise TimeoutError(f'job {job_id} still {fields.get("JobState")} after {timeout_s:.0f} s')
+      time.sleep(poll_s)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(
+      prog='python -m launch.cluster.slurm_local',
+      description='Start a throwaway Slurm cluster (nodes in network namespaces) until Ctrl-C.')
+  parser.add_argument('nodes', nargs='+', help='node names, e.g. a b c')
+  parser.add_argument('--dir', help='config, state and logs here (kept); default: a fresh '
+                      'directory in /tmp, removed at the end')
+  args = parser.parse_args(argv)
+  if args.dir:
+    os.makedirs(args.dir, exist_ok=True)
+  try:
+    slurm = LocalSlurm(args.nodes, directory=args.dir and os.path.abspath(args.dir)).start()
+  except (SlurmUnavailable, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  try:
+    prefix = ' '.join(slurm.hosts.start_prefix(CONTROLLER))
+    print(f'{slurm_version()}: nodes ' + ', '.join(f'{n} ({slurm.address(n)})' for n in slurm.nodes)
+          + f'; config and logs in {slurm.directory}\n'
+          f'  e.g. SLURM_CONF={slurm.conf} {prefix} sbatch JOB.sbatch\n'
+          'Ctrl-C stops every daemon and removes the namespaces.', flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+      time.sleep(3600)
+  except (KeyboardInterrupt, SystemExit):
+    pass
+  finally:
+    slurm.stop()
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
