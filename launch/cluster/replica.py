@@ -9,8 +9,9 @@ its entry from CLUSTER_SPEC's task index; every address resolves through Launchp
     at the address CLUSTER_SPEC gives this task), and a bad address or a taken port is one line;
   - program stop: `lp.stop()` in any node (the coordinator at the end, a supervisor giving up)
     writes R/cluster/stopped-<launch>.json; every wrapper watches it and stops its node;
-  - SIGTERM (scancel, pod deletion, Ctrl-C of a host launcher) asks the coordinator for a
-    graceful stop (final checkpoints) and waits for it before stopping the node;
+  - SIGTERM (pod deletion, Ctrl-C of a host launcher) asks the coordinator for a graceful stop
+    (final checkpoints) and waits for it before stopping the node (a Slurm job cancel signals
+    the node processes too, so the Slurm job stops through its batch shell: files.slurm_files);
   - a node process that dies without a program stop records R/failure.json and stops the run
     (learners and actors are restarted by their supervisors first, as locally);
   - the coordinator's wrapper keeps the run record (run_state.json segment, summary.json).
