@@ -110,9 +110,7 @@ class LocalSlurm:
     self.nodes = list(nodes)
     self.hosts = netns_hosts.NetnsHosts([CONTROLLER, *self.nodes], subnet=1)
     self._own_dir = directory is None
-    # munged wants its socket's directory, and every directory above, searchable by all: pytest's
-    # tmp_path (0700) is not, so the default is a fresh directory in /tmp.
-    self.directory = directory or tempfile.mkdtemp(prefix='ntb-slurm-')
+    self.directory = directory   # made by start() when None
     self.procs: Dict[str, subprocess.Popen] = {}
     self._logs = []
 
@@ -149,6 +147,9 @@ class LocalSlurm:
     why = unavailable_reason()
     if why:
       raise SlurmUnavailable(why)
+    # munged wants its socket's directory, and every directory above, searchable by all: pytest's
+    # tmp_path (0700) is not, so the default is a fresh directory in /tmp.
+    self.directory = self.directory or tempfile.mkdtemp(prefix='ntb-slurm-')
     os.chmod(self.directory, 0o755)
     for sub in ('munge', 'state', 'spool'):
       os.makedirs(os.path.join(self.directory, sub), exist_ok=True)
@@ -189,12 +190,20 @@ class LocalSlurm:
     deadline = time.time() + timeout_s
     while not ready():
       dead = [n for n, p in self.procs.items() if p.poll() is not None]
-      if dead:
+      if dead:   # the directory goes with the cluster: its log's last line goes in the error
         raise SlurmUnavailable(f'{dead[0]} exited with code {self.procs[dead[0]].returncode} '
-                               f'before {what}; see {self.directory}/{dead[0]}.out')
+                               f'before {what}: {self._last_line(dead[0])}')
       if time.time() > deadline:
-        raise SlurmUnavailable(f'no {what} after {timeout_s:.0f} s; see {self.directory}')
+        raise SlurmUnavailable(f'no {what} after {timeout_s:.0f} s (nodes: {self.node_states()})')
       time.sleep(0.5)
+
+  def _last_line(self, name: str) -> str:
+    try:
+      with open(os.path.join(self.directory, f'{name}.out'), errors='replace') as f:
+        lines = [l.strip() for l in f if l.strip()]
+    except OSError:
+      lines = []
+    return lines[-1] if lines else 'no output'
 
   def node_states(self) -> Dict[str, str]:
     out = self.client('sinfo', '-h', '-N', '-o', '%N %T', check=False)
@@ -222,7 +231,7 @@ class LocalSlurm:
     for log in self._logs:
       log.close()
     self._logs = []
-    if self._own_dir:
+    if self._own_dir and self.directory:
       shutil.rmtree(self.directory, ignore_errors=True)
 
   def __enter__(self) -> 'LocalSlurm':
