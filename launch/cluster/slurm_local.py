@@ -15,12 +15,11 @@ Needs root (namespaces; the daemons run as root and so do the jobs) and Debian's
 `munge` (`make test-slurm` installs them). `python -m launch.cluster.slurm_local a b c` starts
 one and keeps it up until Ctrl-C, printing how to use it.
 
-Slurm choices, each for this container: proctrack/linuxproc and task/none (no cgroup plugin: the
-container's cgroup tree is not ours to write, and `ip netns exec` remounts /sys without it),
-no accounting database (job states come from `scontrol show job`, kept MinJobAge seconds), every
-node given this machine's CPU count (slurmd drains a node whose configuration exceeds its
-hardware), and slurmd started with `-N NAME` so that several run on one host; each listens on the
-same port in its own namespace.
+Choices for this container (BUILD_NOTES "Slurm on one machine"): proctrack/linuxproc and
+task/none (its cgroups are not ours to write); the daemons enter their namespace with nsenter,
+network only, since slurmd reads /sys/fs/cgroup, which `ip netns exec` remounts away; several
+slurmd on one host through `-N NAME`, each on port 6818 of its own namespace; every node given
+this machine's CPU count; no accounting database (job states from `scontrol show job`).
 """
 import argparse
 import os
@@ -114,8 +113,6 @@ class LocalSlurm:
     self.procs: Dict[str, subprocess.Popen] = {}
     self._logs = []
 
-  # -- addresses and commands -------------------------------------------------------------------
-
   def address(self, node: str) -> str:
     return self.hosts.address(node)
 
@@ -130,18 +127,16 @@ class LocalSlurm:
   def env(self) -> Dict[str, str]:
     return dict(os.environ, SLURM_CONF=self.conf)
 
-  def client(self, *args: str, check: bool = True, timeout_s: float = 60) -> str:
+  def client(self, *args: str, check: bool = True, cwd: Optional[str] = None) -> str:
     """Runs a Slurm client command (sbatch, squeue, scontrol, ...) against this cluster."""
-    r = subprocess.run(self.hosts.start_prefix(CONTROLLER) + list(args), env=self.env(),
-                       capture_output=True, text=True, timeout=timeout_s)
+    r = subprocess.run(self.hosts.start_prefix(CONTROLLER) + list(args), env=self.env(), cwd=cwd,
+                       capture_output=True, text=True, timeout=60)
     if check and r.returncode != 0:
       raise RuntimeError(f'{" ".join(args)}: {(r.stderr or r.stdout).strip()}')
     return r.stdout
 
   def daemon_pids(self) -> Dict[str, int]:
     return {name: p.pid for name, p in self.procs.items() if p.poll() is None}
-
-  # -- start and stop ---------------------------------------------------------------------------
 
   def start(self, timeout_s: float = 120) -> 'LocalSlurm':
     why = unavailable_reason()
@@ -240,25 +235,14 @@ class LocalSlurm:
   def __exit__(self, *exc) -> None:
     self.stop()
 
-  # -- jobs -------------------------------------------------------------------------------------
-
   def submit(self, script: str, *args: str, cwd: Optional[str] = None) -> str:
     """sbatch SCRIPT; returns the job id."""
-    r = subprocess.run(self.hosts.start_prefix(CONTROLLER) + ['sbatch', '--parsable', *args, script],
-                       env=self.env(), cwd=cwd, capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-      raise RuntimeError(f'sbatch {script}: {r.stderr.strip()}')
-    return r.stdout.strip().split(';')[0]
+    return self.client('sbatch', '--parsable', *args, script, cwd=cwd).strip().split(';')[0]
 
   def job(self, job_id: str) -> Dict[str, str]:
     """`scontrol show job` as {key: value} ({} once the job is forgotten)."""
     out = self.client('scontrol', '-o', 'show', 'job', job_id, check=False)
-    fields = {}
-    for item in out.split():
-      key, sep, value = item.partition('=')
-      if sep:
-        fields[key] = value
-    return fields
+    return dict(item.split('=', 1) for item in out.split() if '=' in item)
 
   def wait(self, job_id: str, timeout_s: float, poll_s: float = 2.0) -> Dict[str, str]:
     """Waits for a job's end; returns its `scontrol show job` fields (JobState, ExitCode, ...)."""
