@@ -7,6 +7,10 @@ restarts the child when it exits abnormally (a crash, kill -9). A node that fail
 `max_failures` times within `window_s` seconds stops the program: the supervisor writes
 RUN_DIR/failure.json naming the node and its last error line, then calls `lp.stop()`.
 
+Every node of the program is supervised: learners restart from their checkpoints, the replay
+from its tables' checkpoint (launch.program.replay), the counter from counts.json; actors and the
+coordinator keep no state of their own.
+
 Every start and failure is appended to RUN_DIR/supervisor.jsonl (read back by the summary);
 each node's output goes to RUN_DIR/node_logs/<name>.log; RUN_DIR/pids/<name>.pid holds the
 current process of each node (what the fault-injection tests kill).
