@@ -47,11 +47,15 @@ flags.DEFINE_float('goal_mean_length', None, 'End the run early, with final chec
 flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<mode>-<time>).')
 flags.DEFINE_float('checkpoint_every_s', 300.0, 'Seconds between learner checkpoints (they also '
                    'save when the run ends or is stopped).')
-flags.DEFINE_integer('max_node_failures', 3, 'A learner or actor process that dies is restarted; '
+flags.DEFINE_float('replay_checkpoint_every_s', 120.0, 'Seconds between checkpoints of the '
+                   "replay's tables (RUN_DIR/checkpoints/replay; also written when the run ends or "
+                   'is stopped): what a --resume or a restarted replay node starts from.')
+flags.DEFINE_integer('max_node_failures', 3, 'A node process that dies is restarted; '
                      'this many deaths of one node within 60 s stop the run.')
 flags.DEFINE_bool('resume', False, 'Continue the run in --run_dir from its checkpoints and counters '
                   '(its saved flags are the defaults; only --max_steps, --num_actors, '
-                  '--envs_per_actor, --vectorised_env and --launch_type may change).')
+                  '--envs_per_actor, --vectorised_env, --launch_type and the checkpoint periods may '
+                  'change).')
 flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt', 'cluster', 'vertex_ai'],
                   "Launchpad launch type. 'cluster': the hosts of --cluster_description through "
                   "Launchpad's CLUSTER_SPEC runtime (launch.cluster); 'vertex_ai': Launchpad's own "
@@ -85,6 +89,8 @@ flags.DEFINE_enum('pair_sampling', None, ['uniform', 'start_uniform'],
 flags.DEFINE_integer('env_steps_per_psi_update', None, 'Throttle of the precedence learner (default: preset).')
 flags.DEFINE_integer('psi_windows_per_sample', None, 'Windows the precedence learner samples '
                      'from Reverb at once (default: launch.program.config.PrecedenceConfig).')
+flags.DEFINE_integer('psi_min_windows', None, 'Windows the precedence table must hold before '
+                     'psi trains (default: launch.program.config.PrecedenceConfig).')
 flags.DEFINE_integer('psi_updates_per_sample', None, 'psi (and phi) updates made on each sample '
                      'of windows, each with its own pairs; 1: a fresh sample per update.')
 flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], 'phi regression loss.')
@@ -171,7 +177,8 @@ def config_from_flags():
       precedence=cfg_lib.PrecedenceConfig(
           env_steps_per_update=pick('env_steps_per_psi_update', agent_preset.env_steps_per_psi_update),
           **{field: value for field, value in (('window_batch', FLAGS.psi_windows_per_sample),
-                                               ('updates_per_sample', FLAGS.psi_updates_per_sample))
+                                               ('updates_per_sample', FLAGS.psi_updates_per_sample),
+                                               ('min_windows', FLAGS.psi_min_windows))
              if value is not None}),
       estimator_train=TrainConfig(window=window, batch_size=FLAGS.psi_batch_size,
                                   learning_rate=psi_lr, phi_learning_rate=psi_lr,
@@ -179,7 +186,8 @@ def config_from_flags():
                                   pair_sampling=pick('pair_sampling', recipe.pair_sampling),
                                   train_phi=(mode == 'rac'), phi_loss=FLAGS.phi_loss, seed=FLAGS.seed),
       network=network, estimator_checkpoint=FLAGS.estimator_checkpoint,
-      checkpoint_period_s=FLAGS.checkpoint_every_s, max_node_failures=FLAGS.max_node_failures)
+      checkpoint_period_s=FLAGS.checkpoint_every_s, max_node_failures=FLAGS.max_node_failures,
+      replay_checkpoint_period_s=FLAGS.replay_checkpoint_every_s)
 
 
 def check_launch_type_flags() -> None:

@@ -1,6 +1,7 @@
 """Fault injection on real runs (local_mp: Reverb, counter, coordinator, IMPALA learner,
 precedence learner, 2 actors, reward-free Cartpole RAE): processes killed, the CLI signalled,
-a run stopped and resumed. Each test launches the whole program; `make test-slow` runs them.
+a run stopped and resumed (with its replay's tables). Each test launches the whole program;
+`make test-slow` runs them.
 
 The README's "what survives what" table is these tests' outcomes."""
 import json
@@ -13,18 +14,36 @@ import time
 import pytest
 
 from launch.program import checkpointing
+from launch.program import replay
 from launch.runtime import launcher, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow
 
 
+_STARTED = []
+
+
+@pytest.fixture(autouse=True)
+def _no_run_left_behind():
+  """A test that fails while its run goes on (a wait timed out) stops that run: kill -9 of the
+  CLI stops the program (PR_SET_PDEATHSIG), as test_cli_death_leaves_no_process checks."""
+  yield
+  while _STARTED:
+    proc = _STARTED.pop()
+    if proc.poll() is None:
+      proc.kill()
+      proc.communicate(timeout=60)
+
+
 def _start(run_dir, max_steps, *extra):
   cmd = [sys.executable, '-m', 'launch.train', '--env', 'cartpole', '--reward_free', '--mode', 'rae',
          '--num_actors', '2', '--max_steps', str(max_steps), '--run_dir', str(run_dir),
          '--env_steps_per_psi_update', '10', *extra]
-  return subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+  proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
+  _STARTED.append(proc)
+  return proc
 
 
 def _counts(run_dir):
@@ -52,6 +71,10 @@ def _pid(run_dir, node):
 def _ckpt_steps(run_dir, node='learner'):
   header = checkpointing.read_header(str(run_dir / 'checkpoints' / node))
   return -1 if header is None else header['steps']
+
+
+def _replay_records(run_dir, event):
+  return [r for r in replay.read_records(str(run_dir)) if r['event'] == event]
 
 
 def _session_empty_within(run_dir, seconds):
@@ -166,4 +189,112 @@ def test_a_node_that_keeps_dying_stops_the_run_naming_it(tmp_path):
   assert 'actor_1' in last and 'failed 3 times' in last and 'exit code -9' in last, last
   s = json.loads((run_dir / 'summary.json').read_text())
   assert s['status'].startswith('failed: node actor_1'), s
+  assert _session_empty_within(run_dir, 20)
+
+
+def test_killed_replay_node_comes_back_from_its_checkpoint_and_the_run_completes(tmp_path):
+  run_dir = tmp_path / 'run'
+  period = 5
+  proc = _start(run_dir, 60_000, '--replay_checkpoint_every_s', str(period))
+  _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 8000 and any(
+      r['sizes'].get('precedence') for r in _replay_records(run_dir, 'checkpoint')),
+      600, proc, 'first steps and a replay checkpoint with windows')
+  at_kill = _counts(run_dir)
+  replay_pid = _pid(run_dir, 'replay')
+  os.kill(replay_pid, signal.SIGKILL)
+  killed_at = time.time()
+  stdout, stderr = proc.communicate(timeout=600)
+  assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
+
+  s = json.loads((run_dir / 'summary.json').read_text())
+  assert s['status'] == 'completed' and s['restarts_replay'] == 1, s
+  assert _pid(run_dir, 'replay') != replay_pid
+  # The new replay node restored the last checkpoint written before the kill (its tables lie
+  # between the sizes measured just before and after that save); the IMPALA queue came back empty.
+  start = _replay_records(run_dir, 'start')
+  assert len(start) == 2 and start[0]['checkpoint'] is None, start
+  saved = [r for r in _replay_records(run_dir, 'checkpoint') if r['path'] == start[1]['checkpoint']]
+  assert saved, (start, _replay_records(run_dir, 'checkpoint')[-5:])
+  assert killed_at - period - 5 < saved[0]['time'] < killed_at + 1, (killed_at, saved)
+  restored = start[1]['restored']
+  assert saved[0]['sizes_before']['precedence'] <= restored['precedence'] <= saved[0]['sizes']['precedence']
+  assert restored['precedence'] > 0
+  assert start[1]['dropped'].get('impala', 0) == restored['impala'], start[1]
+  # Actors, learners and the precedence learner went on with the new server.
+  final = json.loads((run_dir / 'final_state.json').read_text())
+  assert final['counts']['actor_steps'] >= 60_000
+  assert final['counts']['learner_steps'] > at_kill['learner_steps']
+  assert final['counts']['precedence_steps'] > at_kill['precedence_steps']
+  assert final['tables']['precedence']['current_size'] > restored['precedence']
+  assert final['replay_checkpoint']['reason'] == 'final'
+  assert _session_empty_within(run_dir, 20)
+
+
+def test_stop_then_resume_restores_the_precedence_table(tmp_path):
+  """The precedence table needs --psi_min_windows windows before psi trains. After the resume it
+  trains before the actors could have written that many: it sampled the restored table."""
+  run_dir = tmp_path / 'run'
+  min_windows = 2000
+  proc = _start(run_dir, 1_000_000, '--psi_min_windows', str(min_windows),
+                '--replay_checkpoint_every_s', '10')
+  _wait(lambda: _counts(run_dir).get('precedence_steps', 0) > 20, 900, proc, 'psi training')
+  proc.send_signal(signal.SIGTERM)
+  stdout, stderr = proc.communicate(timeout=200)
+  assert proc.returncode == 130, stdout[-2000:] + stderr[-2000:]
+  first = json.loads((run_dir / 'final_state.json').read_text())
+  saved = first['replay_checkpoint']
+  assert saved['reason'] == 'final' and saved['sizes_before']['precedence'] >= min_windows, saved
+  at_stop = first['counts']
+
+  proc = _start(run_dir, at_stop['actor_steps'] + 10_000, '--resume')
+  stdout, stderr = proc.communicate(timeout=600)
+  assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
+  start = _replay_records(run_dir, 'start')
+  assert [r['checkpoint'] for r in start] == [None, saved['path']], start
+  restored = start[1]['restored']['precedence']
+  # The size at the stop, give or take the windows written while the final save ran.
+  assert saved['sizes_before']['precedence'] <= restored <= saved['sizes']['precedence']
+  assert abs(restored - first['tables']['precedence']['current_size']) <= 50, (restored, first)
+  # psi's first update after the resume: the windows written since the resume are at most one
+  # per w = 200 steps plus one per episode end (agents.adders), too few to train on.
+  after = [r for r in summary.read_log(str(run_dir), 'precedence')
+           if r['precedence_steps'] > at_stop['precedence_steps']]
+  assert after, 'psi did not train after the resume'
+  new_steps = after[0]['actor_steps'] - at_stop['actor_steps']
+  new_episodes = after[0]['actor_episodes'] - at_stop['actor_episodes']
+  assert new_steps / 200 + new_episodes < min_windows, (new_steps, new_episodes)
+  final = json.loads((run_dir / 'final_state.json').read_text())
+  assert final['status'] == 'completed'
+  assert final['counts']['precedence_steps'] > at_stop['precedence_steps']
+  assert _session_empty_within(run_dir, 20)
+
+
+def test_killed_counter_and_coordinator_are_restarted_and_the_run_completes(tmp_path):
+  run_dir = tmp_path / 'run'
+  proc = _start(run_dir, 60_000, '--replay_checkpoint_every_s', '5')
+  _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 8000, 600, proc, 'first steps')
+  saved_before = _counts(run_dir)   # counts.json: what a restarted counter starts from
+  counter_pid = _pid(run_dir, 'counter')
+  os.kill(counter_pid, signal.SIGKILL)
+  _wait(lambda: _counts(run_dir).get('actor_steps', 0) > saved_before['actor_steps'] + 5000, 300,
+        proc, 'steps counted by the new counter')
+  assert _pid(run_dir, 'counter') != counter_pid
+  coordinator_pid = _pid(run_dir, 'coordinator')
+  os.kill(coordinator_pid, signal.SIGKILL)
+  killed_at = time.time()
+  stdout, stderr = proc.communicate(timeout=600)
+  assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
+
+  s = json.loads((run_dir / 'summary.json').read_text())
+  assert s['status'] == 'completed', s
+  assert s['restarts_counter'] == 1 and s['restarts_coordinator'] == 1, s
+  assert _pid(run_dir, 'coordinator') != coordinator_pid
+  final = json.loads((run_dir / 'final_state.json').read_text())
+  # The new coordinator ended the run at its budget, counted on from counts.json, with the
+  # learners' and the replay's final checkpoints.
+  assert 60_000 <= final['counts']['actor_steps'] < 62_000, final['counts']
+  assert final['counts']['learner_steps'] > saved_before['learner_steps']
+  assert final['checkpoints']['learner']['steps'] == _ckpt_steps(run_dir)
+  assert final['replay_checkpoint']['reason'] == 'final'
+  assert final['replay_checkpoint']['time'] > killed_at
   assert _session_empty_within(run_dir, 20)

@@ -28,6 +28,7 @@ from agents import networks as agent_networks
 from estimators import checkpoint as est_checkpoint
 from estimators import networks as est_nets
 from launch.program import checkpointing
+from launch.program import replay as replay_lib
 from launch.runtime import run_state
 from launch.runtime import supervisor
 from launch.program.config import RunConfig
@@ -119,7 +120,9 @@ def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Est
 
 
 class Counter(counting.Counter):
-  """The counter node: an Acme counter that starts from the run's saved counts (on --resume)."""
+  """The counter node: an Acme counter that starts from the run's saved counts (on --resume,
+  and when its supervisor restarts it: the counts since the coordinator last saved them, at
+  most `counts_every_s` ago, are lost)."""
 
   def __init__(self, run_dir: str):
     super().__init__()
@@ -131,18 +134,23 @@ class Coordinator:
   """Ends the run: at `max_steps` actor steps, or when the CLI asks (stop_request.json).
 
   Polls every 0.25 s (Acme's StepsLimiter polls every 10 s, overshooting by ~20k steps at 2k
-  steps/s) and keeps counts.json up to date for --resume. To end, it asks the learners to stop
-  stepping and save (their final checkpoint is their last step), records the final counts and
-  tables, then stops the program.
+  steps/s) and keeps counts.json up to date for --resume; checkpoints the replay's tables every
+  `replay_checkpoint_s` (launch.program.replay). To end, it asks the learners to stop stepping
+  and save (their final checkpoint is their last step), checkpoints the tables, records the
+  final counts and tables, then stops the program. It keeps no state of its own, so its
+  supervisor may restart it (a restarted one that finds the run at its end finishes it again).
   """
 
   def __init__(self, counter, replay: Optional[reverb.Client], learners: Dict[str, Any],
-               max_steps: int, run_dir: str, poll_s: float = 0.25, counts_every_s: float = 2.0,
-               finish_timeout_s: float = 90.0):
+               max_steps: int, run_dir: str, replay_checkpoint_s: float = 120.0,
+               poll_s: float = 0.25, counts_every_s: float = 2.0, finish_timeout_s: float = 90.0):
     self._counter, self._replay, self._learners = counter, replay, learners
     self._max_steps, self._run_dir, self._poll_s = max_steps, run_dir, poll_s
     self._counts_every_s, self._finish_timeout_s = counts_every_s, finish_timeout_s
     supervisor.write_pid(run_dir, 'coordinator')
+    self._checkpoints = None
+    if replay is not None:
+      self._checkpoints = replay_lib.Checkpoints(replay, run_dir, replay_checkpoint_s).start()
 
   def run(self):
     last_saved = 0.0
@@ -170,17 +178,22 @@ class Coordinator:
         checkpoints[name] = {'steps': future.result(timeout=self._finish_timeout_s)}
       except Exception as e:  # a dead or stuck learner: its last periodic checkpoint stands
         checkpoints[name] = {'error': f'{type(e).__name__}: {e}'[:300]}
+    # The learners have stopped: the precedence table's checkpoint is what psi last trained on.
+    replay_checkpoint = self._checkpoints.final() if self._checkpoints is not None else None
     counts = self._counter.get_counts()
     run_state.save_counts(self._run_dir, counts)
     tables = {}
     if self._replay is not None:
-      tables = {name: {'current_size': info.current_size, 'num_inserts':
-                       info.rate_limiter_info.insert_stats.completed,
-                       'num_samples': info.rate_limiter_info.sample_stats.completed}
-                for name, info in self._replay.server_info().items()}
+      try:
+        tables = {name: {'current_size': info.current_size, 'num_inserts':
+                         info.rate_limiter_info.insert_stats.completed,
+                         'num_samples': info.rate_limiter_info.sample_stats.completed}
+                  for name, info in self._replay.server_info().items()}
+      except Exception as e:  # the replay node is down (restarting): the run still ends
+        tables = {'error': f'{type(e).__name__}: {e}'[:300]}
     run_state.write_json(os.path.join(self._run_dir, 'final_state.json'),
                          {'status': status, 'counts': counts, 'tables': tables,
-                          'checkpoints': checkpoints})
+                          'checkpoints': checkpoints, 'replay_checkpoint': replay_checkpoint})
 
 
 def make_optimizer(impala) -> optax.GradientTransformation:
@@ -259,6 +272,9 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
           update_period=calls(cfg.precedence.estimator_update_period), device='cpu')
   env_adders = None
   if replay is not None and not evaluator:
+    # A writer gives up on the replay after 3 s, and the replay node may still be starting (or
+    # restarting): server_info() without a timeout waits for it.
+    replay.server_info()
     env_adders = [make_adder(cfg, replay) for _ in range(environments.num_envs)]
   actor = acting.BatchedActor(
       spec.actions.num_values, cfg.reversibility, seeds, policy_forward=forward,
@@ -288,16 +304,19 @@ def build_program(cfg: RunConfig) -> lp.Program:
   key = jax.random.PRNGKey(cfg.seed)
 
   def supervised(node, name):
-    # Learners and actors are restarted when their process dies; see launch.runtime.supervisor.
+    # Every node is restarted when its process dies (launch.runtime.supervisor), on the same
+    # address: the replay from its last checkpoint, the counter from counts.json, the learners
+    # from theirs.
     return supervisor.SupervisedNode(node, name, cfg.run_dir, max_failures=cfg.max_node_failures,
                                      window_s=cfg.node_failure_window_s)
 
   replay = None
   if cfg.agent == 'impala' or cfg.online_estimators:  # otherwise no node writes or samples data
     with program.group('replay'):
-      replay = program.add_node(lp.ReverbNode(functools.partial(make_tables, cfg)))
+      replay = program.add_node(supervised(
+          replay_lib.ReplayNode(functools.partial(make_tables, cfg), cfg.run_dir), 'replay'))
   with program.group('counter'):
-    counter = program.add_node(lp.CourierNode(Counter, cfg.run_dir))
+    counter = program.add_node(supervised(lp.CourierNode(Counter, cfg.run_dir), 'counter'))
   learners = {}
   learner = None
   if cfg.agent == 'impala':
@@ -313,8 +332,9 @@ def build_program(cfg: RunConfig) -> lp.Program:
           lp.CourierNode(make_precedence_learner, cfg, replay, counter), 'precedence_learner'))
     learners['precedence_learner'] = precedence
   with program.group('coordinator'):
-    program.add_node(lp.CourierNode(Coordinator, counter, replay, learners, cfg.max_steps,
-                                    cfg.run_dir))
+    program.add_node(supervised(lp.CourierNode(
+        Coordinator, counter, replay, learners, cfg.max_steps, cfg.run_dir,
+        cfg.replay_checkpoint_period_s), 'coordinator'))
   with program.group('actor'):
     for actor_id in range(cfg.num_actors):
       program.add_node(supervised(

@@ -80,6 +80,9 @@ class PrecedenceConfig:
   estimator_update_period: int = 100  # actor steps between psi/phi parameter fetches
 
   def __post_init__(self):
+    if not 1 <= self.min_windows <= self.table_max_windows:
+      raise ValueError(f'psi_min_windows must lie in [1, {self.table_max_windows}] (the table '
+                       f'size), got {self.min_windows}')
     if self.env_steps_per_update < 1:
       raise ValueError(f'env_steps_per_psi_update must be >= 1, got {self.env_steps_per_update}')
     if self.window_batch < 1 or self.updates_per_sample < 1:
@@ -108,11 +111,14 @@ class RunConfig:
   estimator_train: EstimatorTrainConfig = EstimatorTrainConfig()
   network: NetworkConfig = NetworkConfig()
   estimator_checkpoint: Optional[str] = None   # frozen psi/phi instead of the online node
-  # Supervision: a learner or actor process that dies is restarted; one that dies this many
+  # Supervision: a node process that dies is restarted; one that dies this many
   # times within the window stops the run (launch.runtime.supervisor).
   max_node_failures: int = 3
   checkpoint_period_s: float = 300.0   # learners' periodic checkpoints (and one at the end)
   node_failure_window_s: float = 60.0
+  # The replay's tables (launch.program.replay), written by the coordinator; a restarted replay
+  # node loses what came after the last one.
+  replay_checkpoint_period_s: float = 120.0
 
   def __post_init__(self):
     if self.agent not in AGENTS:
@@ -127,6 +133,8 @@ class RunConfig:
       raise ValueError(f'max_steps must be >= 1, got {self.max_steps}')
     if self.checkpoint_period_s <= 0:
       raise ValueError(f'checkpoint period must be > 0 s, got {self.checkpoint_period_s}')
+    if self.replay_checkpoint_period_s <= 0:
+      raise ValueError(f'replay checkpoint period must be > 0 s, got {self.replay_checkpoint_period_s}')
     if self.max_node_failures < 1 or self.node_failure_window_s <= 0:
       raise ValueError('max_node_failures must be >= 1 and node_failure_window_s > 0')
     if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):

@@ -97,9 +97,9 @@ def node_names(run_dir: str):
 
 def watch(child: subprocess.Popen, run_dir: str, progress=None,
           progress_every_s: float = 10.0) -> Optional[str]:
-  """Waits for the child launcher. If a node process dies (learners and actors are restarted
-  by their supervisors; this is the others, or a supervisor giving up) and the rest have not
-  stopped within NODE_DEATH_GRACE_S, stops the program and returns why, naming the node.
+  """Waits for the child launcher. If a node process dies (every node's own process is restarted
+  by its supervisor, so this is a supervisor that gave up or was killed itself) and the rest have
+  not stopped within NODE_DEATH_GRACE_S, stops the program and returns why, naming the node.
   Calls `progress()` every `progress_every_s`."""
   seen = {}
   last_progress = time.time()
@@ -119,7 +119,7 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
       signal_group(child.pid, signal.SIGTERM)
       child.wait(timeout=30)
       return recorded or (f'node {", ".join(dead)} exited and the run was stopped; its output is '
-                          'in launchpad.log (node_logs/ for learners and actors)')
+                          'in launchpad.log and node_logs/')
     seen.update(workers)
     if progress is not None and time.time() - last_progress > progress_every_s:
       last_progress = time.time()

@@ -1,11 +1,16 @@
 """Node supervision: restart a node's process when it dies, stop the run when it keeps dying.
 
 `SupervisedNode(node, ...)` takes the node's place in the Launchpad program. Its own process runs
-the node in a child process (Launchpad's own python-node entry point, the node's function
-cloudpickled, its addresses resolved once so a restarted node serves on the same port) and
-restarts the child when it exits abnormally (a crash, kill -9). A node that fails
+the node in a child process (Launchpad's own python-node entry point, the node cloudpickled, its
+addresses resolved once so a restarted node serves on the same port) and restarts the child
+when it exits abnormally (a crash, kill -9). The supervisor's process never unpickles the node
+itself, so it stays small (Launchpad and this module, not the program's TensorFlow and JAX). A node that fails
 `max_failures` times within `window_s` seconds stops the program: the supervisor writes
 RUN_DIR/failure.json naming the node and its last error line, then calls `lp.stop()`.
+
+Every node of the program is supervised: learners restart from their checkpoints, the replay
+from its tables' checkpoint (launch.program.replay), the counter from counts.json; actors and the
+coordinator keep no state of their own.
 
 Every start and failure is appended to RUN_DIR/supervisor.jsonl (read back by the summary);
 each node's output goes to RUN_DIR/node_logs/<name>.log; RUN_DIR/pids/<name>.pid holds the
@@ -14,6 +19,7 @@ current process of each node (what the fault-injection tests kill).
 This is Launchpad's MultiProcessingColocation idea for one node, with a failure window and
 records; the pip build of Launchpad 0.5.2 lacks the entry script that class starts.
 """
+import functools
 import json
 import os
 import signal
@@ -22,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Optional
+from typing import List, Optional
 
 import cloudpickle
 import launchpad as lp
@@ -80,6 +86,15 @@ def _run_ending(run_dir: str) -> bool:
   return os.path.exists(os.path.join(run_dir, run_state.FINAL_STATE))
 
 
+def _run_node(node_bytes: bytes, addresses: List[str]):
+  """A supervised node's child: the node, unpickled here rather than in its supervisor, serving
+  on the addresses the supervisor resolved (the same ones after every restart)."""
+  node = cloudpickle.loads(node_bytes)
+  for address, resolved in zip(node.addresses, addresses):
+    address._address_builder = _Resolved(resolved)
+  return node.function()
+
+
 class SupervisedNode(python.PyNode):
   """Runs `node` (a PyNode: CourierNode, ...) in a child process and restarts it on failure."""
 
@@ -104,12 +119,21 @@ class SupervisedNode(python.PyNode):
     super()._initialize_context(launch_type, launch_config)
     self._node._initialize_context(launch_type, launch_config)
 
+  def __getstate__(self):
+    # The node travels pickled inside this object's pickle, so that the supervisor's process
+    # never imports the node's modules (the program's: TensorFlow, JAX, Reverb, ~6 s of CPU and
+    # ~0.5 GB per process); only its child unpickles it.
+    state = dict(self.__dict__)
+    if '_node' in state:
+      state['_node_bytes'] = cloudpickle.dumps(state.pop('_node'))
+    return state
+
   def _supervise(self):
-    for address in self.addresses:
-      address._address_builder = _Resolved(address.resolve())  # same ports after a restart
+    resolved = [address.resolve() for address in self.addresses]  # same ports after a restart
+    node_bytes = self.__dict__.get('_node_bytes') or cloudpickle.dumps(self._node)
     fd, fn_path = tempfile.mkstemp(prefix=f'lp-{self._name}-', suffix='.pkl')
     with os.fdopen(fd, 'wb') as f:
-      cloudpickle.dump([self._node.function], f)
+      cloudpickle.dump([functools.partial(_run_node, node_bytes, resolved)], f)
     entry = os.path.join(os.path.dirname(python.__file__), 'process_entry.py')
     log_dir = os.path.join(self._run_dir, 'node_logs')
     os.makedirs(log_dir, exist_ok=True)

@@ -1,0 +1,141 @@
+r"""What a replay checkpoint costs: seconds and MB to save a full precedence table, seconds to
+restore it, what the checkpoint directory holds after several saves, and whether a save holds
+up the writers (one client's inserts per second alone and while a save runs).
+
+The table is the run's own (`launch.program.build.make_tables`, `--env`'s window and
+`table_max_windows`), filled past its size (FIFO steady state, so chunks are shared the way they
+are in a long run) with random-policy episodes of K environments written through the actors'
+adder; saved through a Reverb client as the coordinator does (`launch.program.replay`), and
+restored by a second server on the same checkpoint directory, as a restarted replay node does.
+
+    python -m bench.replay_checkpoint_bench --env sokoban --out results/bench/replay_checkpoint_sokoban.json
+"""
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+import numpy as np
+import reverb
+from absl import app, flags
+from reverb.platform import checkpointers_lib
+
+import envs
+from agents import adders
+from agents.acting import ReversibilityConfig
+from bench import common
+from estimators import recipes
+from estimators.training import TrainConfig
+from launch.program import build
+from launch.program import replay
+from launch.program.config import RunConfig
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_string('env', 'sokoban', 'Environment (its window and observation).')
+  flags.DEFINE_integer('envs', 16, 'Environments written side by side (each its own writer).')
+  flags.DEFINE_float('fill', 1.2, 'Windows written, as a multiple of the table size.')
+  flags.DEFINE_integer('saves', 3, 'Checkpoints timed.')
+  flags.DEFINE_string('out', 'results/bench/replay_checkpoint.json', 'JSON output.')
+
+
+def fill(client: reverb.Client, cfg: RunConfig, windows: int, num_envs: int) -> int:
+  """Writes random-policy episodes until the table has taken `windows` inserts; env steps."""
+  seeds = list(range(1, num_envs + 1))
+  batch = build.make_environments(cfg, seeds)
+  writers = [adders.TrajectoryAdder(client, window=cfg.window) for _ in range(num_envs)]
+  rng = np.random.default_rng(0)
+  n_actions = batch.action_spec().num_values
+  for writer, ts in zip(writers, batch.reset()):
+    writer.add_first(ts)
+  steps = 0
+  while True:
+    actions = rng.integers(n_actions, size=num_envs).astype(np.int32)
+    result = batch.step(actions)
+    for k, (writer, ts) in enumerate(zip(writers, result.timesteps)):
+      writer.add(actions[k], ts)
+      if k in result.finished:
+        writer.add_first(result.finished[k].first)
+    steps += num_envs
+    if steps % (200 * num_envs) == 0:
+      info = client.server_info()[adders.PRECEDENCE_TABLE]
+      if info.rate_limiter_info.insert_stats.completed >= windows:
+        break
+  for writer in writers:
+    writer.flush()
+  return steps
+
+
+def inserts_per_second(client: reverb.Client, seconds: float, during=None) -> float:
+  """Items one client thread inserts into the precedence table per second, for `seconds` or
+  while `during()` runs in another thread (does a save hold up the actors?)."""
+  signature = client.server_info()[adders.PRECEDENCE_TABLE].signature
+  row = {name: np.zeros(spec.shape[1:], spec.dtype.as_numpy_dtype) for name, spec in signature.items()}
+  done = threading.Event()
+  if during is not None:
+    worker = threading.Thread(target=lambda: (during(), done.set()))
+    worker.start()
+  else:
+    threading.Timer(seconds, done.set).start()
+  n, start = 0, time.time()
+  with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+    while not done.is_set():
+      writer.append(row)
+      writer.create_item(adders.PRECEDENCE_TABLE, 1.0,
+                         {name: column[-1:] for name, column in writer.history.items()})
+      writer.flush()
+      n += 1
+  return n / (time.time() - start)
+
+
+def main(argv):
+  del argv
+  root = tempfile.mkdtemp(prefix='replay-ckpt-bench-')
+  try:
+    recipe = recipes.recipe(FLAGS.env)
+    cfg = RunConfig(env=FLAGS.env, agent='random', run_dir=root,
+                    reversibility=ReversibilityConfig(mode='rae'),
+                    estimator_train=TrainConfig(window=recipe.window))
+    ckpt_dir = replay.checkpoint_dir(root)
+    server = reverb.Server(build.make_tables(cfg),
+                           checkpointer=checkpointers_lib.DefaultCheckpointer(ckpt_dir))
+    client = reverb.Client(f'localhost:{server.port}')
+    max_windows = cfg.precedence.table_max_windows
+    start = time.time()
+    steps = fill(client, cfg, int(FLAGS.fill * max_windows), FLAGS.envs)
+    fill_s = time.time() - start
+    size = replay.table_sizes(client)[adders.PRECEDENCE_TABLE]
+    saver = replay.Checkpoints(client, root, period_s=3600.0)
+    saves = [saver.save('bench') for _ in range(FLAGS.saves)]
+    alone = inserts_per_second(client, 2.0)
+    during_save = inserts_per_second(client, 0.0, during=lambda: saves.append(saver.save('bench')))
+    kept = sorted(os.listdir(ckpt_dir))
+    server.stop()
+    start = time.time()
+    restored_server = reverb.Server(build.make_tables(cfg),
+                                    checkpointer=checkpointers_lib.DefaultCheckpointer(ckpt_dir))
+    restore_s = time.time() - start
+    restored = replay.table_sizes(reverb.Client(f'localhost:{restored_server.port}'))
+    restored_server.stop()
+    obs = build.environment_spec(cfg).observations
+    result = {
+        'env': FLAGS.env, 'window': cfg.window, 'table_max_windows': max_windows,
+        'observation': {'shape': list(obs.shape), 'dtype': str(obs.dtype)},
+        'env_steps_written': steps, 'fill_seconds': round(fill_s, 1), 'table_size': size,
+        'save_seconds': [s['seconds'] for s in saves], 'save_mb': [s['mb'] for s in saves],
+        'checkpoints_kept_after_saves': len(kept), 'restore_seconds': round(restore_s, 3),
+        'inserts_per_second_alone': round(alone), 'inserts_per_second_during_a_save': round(during_save),
+        'restored_size': restored[adders.PRECEDENCE_TABLE],
+        'load_average': os.getloadavg()}
+    print(result)
+    common.write_json(FLAGS.out, result)
+  finally:
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)
