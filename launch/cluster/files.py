@@ -184,7 +184,7 @@ def kubernetes_manifests(desc: ClusterDescription, group_sizes: Mapping[str, int
                      'labels': dict(labels, **{'noturningback/group': group})},
         'spec': {
             'completionMode': 'Indexed', 'completions': size, 'parallelism': size,
-            # Node failures are the supervisors' business (they restart learners and actors).
+            # Node failures are the supervisors' business (they restart every node).
             'backoffLimit': 0,
             'template': {
                 'metadata': {'labels': dict(labels, **{'noturningback/group': group})},

@@ -13,7 +13,7 @@ its entry from CLUSTER_SPEC's task index; every address resolves through Launchp
     (final checkpoints) and waits for it before stopping the node (a Slurm job cancel signals
     the node processes too, so the Slurm job stops through its batch shell: files.slurm_files);
   - a node process that dies without a program stop records R/failure.json and stops the run
-    (learners and actors are restarted by their supervisors first, as locally);
+    (every node is restarted by its supervisor first, as locally);
   - the coordinator's wrapper keeps the run record (run_state.json segment, summary.json).
 
 `python -m launch.cluster host --run_dir R --host H` starts every replica of host H (their
