@@ -122,6 +122,18 @@ STONE = (128, 128, 128)
 # up, down, left, right
 _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
+# What a transition does, from the true states before and after it (`Turf.transition_kind`);
+# the split of the estimators' scores by kind (issue 21) shows which kind lets grass through.
+#   bump: the agent stayed in place (a move into the border).
+#   goal: the agent entered the goal (the episode ends: irreversible).
+#   leave_fresh_grass: it left a fresh grass cell (ruin='leave' ruins it: irreversible).
+#   enter_fresh_grass: it stepped from stone or ruined grass onto fresh grass (ruin='leave':
+#     irreversible, since getting back means leaving, and so ruining, that cell).
+#   ruined_grass: it moved from or onto ruined grass (and not onto fresh grass).
+#   stone: it moved between stone cells (the road, including the start).
+TRANSITION_KINDS = ('bump', 'goal', 'leave_fresh_grass', 'enter_fresh_grass', 'ruined_grass',
+                    'stone')
+
 
 class Layout(NamedTuple):
   name: str
@@ -272,6 +284,32 @@ class Turf(dm_env.Environment):
       if not t_ruined & bit:
         return False  # the agent must leave its cell, which ruins it
     return True
+
+  def transition_kind(self, state, next_state) -> str:
+    """One of TRANSITION_KINDS for the step from true state `state` to `next_state`."""
+    (r0, c0, ruined0), (r1, c1, _) = state, next_state
+    if (r0, c0) == (r1, c1):
+      return 'bump'
+    if (r1, c1) == self.layout.goal:
+      return 'goal'
+    grass = self.layout.grass
+    fresh = lambda r, c, mask: bool(grass[r, c]) and not mask >> (r * SIZE + c) & 1  # noqa: E731
+    if fresh(r0, c0, ruined0):
+      return 'leave_fresh_grass'
+    if fresh(r1, c1, ruined0):
+      return 'enter_fresh_grass'
+    if grass[r0, c0] or grass[r1, c1]:
+      return 'ruined_grass'
+    return 'stone'
+
+  def observation(self) -> np.ndarray:
+    """The current image (e.g. after `set_state`, which returns no timestep)."""
+    return self._observation()
+
+  def clean_states(self):
+    """Every true state with no ruined grass and the agent off the goal: where an agent that
+    has ruined nothing yet can stand (the states RAC must judge before any grass is ruined)."""
+    return [(r, c, 0) for r in range(SIZE) for c in range(SIZE) if (r, c) != self.layout.goal]
 
   @property
   def step_count(self) -> int:

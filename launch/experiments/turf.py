@@ -5,12 +5,18 @@ threshold sweep. Step builders and page sections; registered in `launch.experime
 `--seeds` is the number of seeds of IMPALA, IMPALA + RAE and IMPALA + RAC at beta = 0.2 (at least
 3 at the small and paper scales, issue 9); the other thresholds of the sweep get
 `sweep_seeds` (at most `--seeds`).
+
+Scale `paper_estimators` (issue 21): psi/phi with the paper's offline recipe (100k random
+episodes, 3M pairs, phi on 100k transitions) and the small scale's RAC runs (500k steps; beta =
+0.2 over `--seeds` >= 3, the sweep 0.1-0.5 one seed each); no IMPALA or IMPALA + RAE runs (they
+use no offline estimator: the small scale's page has them). Output in its own directory, e.g.
+`--out results/turf/paper_estimators`.
 """
 import os
 from typing import Dict, List, Sequence
 
 from launch.experiments import pages
-from launch.experiments.spec import Step, estimators_step, train_step
+from launch.experiments.spec import Step, estimators_step, train_step, scale_settings
 
 TURF_RAC_BETA = 0.2                                  # Sec. 5.4
 TURF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)          # Fig. 7 (App. C.7)
@@ -28,7 +34,14 @@ TURF_SCALES = {
     'paper': dict(episodes=100_000, pairs=3_000_000, phi_transitions=100_000,
                   eval_transitions=10_000, min_seeds=10, sweep_seeds=10, betas=TURF_BETAS,
                   max_steps=1_000_000, actors=2, envs_per_actor=8, run_seconds=400),
+    # The paper's estimators, the small scale's runs (see the module docstring).
+    'paper_estimators': dict(episodes=100_000, pairs=3_000_000, phi_transitions=100_000,
+                             eval_transitions=10_000, min_seeds=3, sweep_seeds=1,
+                             betas=(0.1, 0.2, 0.3, 0.4, 0.5), max_steps=500_000, actors=2,
+                             envs_per_actor=8, run_seconds=200, rac_only=True),
 }
+# Thresholds of "phi < beta" in the per-kind split of the estimator evaluation (Fig. 7's range).
+TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)
 
 
 def rac_group(beta: float) -> str:
@@ -36,7 +49,7 @@ def rac_group(beta: float) -> str:
 
 
 def turf_steps(scale: str, seeds: int) -> List[Step]:
-  s = TURF_SCALES[scale]
+  s = scale_settings(TURF_SCALES, scale, 'turf')
   n = max(seeds, s['min_seeds'])
   steps = [
       # The oracle evaluation collects its own transitions: the dataset needs no states.
@@ -49,6 +62,7 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
       Step('eval_estimators', 'estimators.evaluate',
            ('--checkpoint', '{out}/estimators.ckpt', '--env', 'turf', '--transitions',
             str(s['eval_transitions']), '--beta', '0.8', '--phi_beta', f'{TURF_RAC_BETA:g}',
+            '--phi_betas', ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS),
             '--out', '{out}/estimator_eval'),
            done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),
   ]
@@ -56,10 +70,11 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
             str(s['envs_per_actor']))
   rac = ('--mode', 'rac', '--estimator_checkpoint', '{out}/estimators.ckpt')
   for seed in range(n):
-    steps.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
-                            *common, '--mode', 'none'))
-    steps.append(train_step(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'],
-                            s['run_seconds'] * 1.3, *common, '--mode', 'rae'))
+    if not s.get('rac_only'):
+      steps.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'],
+                              s['run_seconds'], *common, '--mode', 'none'))
+      steps.append(train_step(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'],
+                              s['run_seconds'] * 1.3, *common, '--mode', 'rae'))
     steps.append(train_step(f'impala_rac-b{TURF_RAC_BETA:g}-s{seed}', rac_group(TURF_RAC_BETA),
                             seed, s['max_steps'], s['run_seconds'], *common, *rac,
                             '--beta', f'{TURF_RAC_BETA:g}'))
