@@ -23,7 +23,7 @@ TURF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)          # Fig. 7 (App. C.7)
 TURF_SCALES = {
     'tiny': dict(episodes=40, pairs=5_000, phi_transitions=2_000, eval_transitions=200,
                  min_seeds=1, sweep_seeds=1, betas=(0.0, 0.2), max_steps=3_000, actors=1,
-                 envs_per_actor=2, run_seconds=45),
+                 envs_per_actor=2, run_seconds=45, probe_episodes=16),
     # small: 500k steps a run (~3 min each at ~3k steps/s), 3 seeds of the three agents, the
     # other thresholds 1 seed each; psi/phi from 3k random episodes and 500k pairs.
     'small': dict(episodes=3_000, pairs=500_000, phi_transitions=100_000, eval_transitions=2_000,
@@ -65,6 +65,12 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
             '--phi_betas', ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS),
             '--out', '{out}/estimator_eval'),
            done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),
+      # Where the shield lets grass through: a random policy under RAC, steps sorted by kind.
+      Step('rac_probe', 'bench.rac_probe',
+           ('--checkpoint', '{out}/estimators.ckpt', '--betas',
+            ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS), '--episodes',
+            str(s.get('probe_episodes', 1000)), '--out', '{out}/rac_probe.json'),
+           done='rac_probe.json', est_seconds=60),
   ]
   common = ('--env', 'turf', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']))
@@ -150,15 +156,30 @@ def sweep_markdown(records: Dict[str, List[Dict[str, float]]]) -> str:
 
 
 def _estimator_section(out: str) -> str:
+  from estimators import kinds
   report = pages.read_json(os.path.join(out, 'estimator_eval', 'report.json'))
   if report is None:
     return ''
   psi, phi = report.get('psi') or {}, report.get('phi') or {}
-  return ('## Offline psi / phi against the exact oracle (random transitions)\n\n'
+  text = ('## Offline psi / phi against the exact oracle (random transitions)\n\n'
           f"{report.get('evaluated', '–')} labelled transitions: psi AUROC "
           f"{pages.fmt(psi.get('auroc'), 3)}, 1 - phi AUROC {pages.fmt(phi.get('auroc'), 3)}; "
           f"phi < {TURF_RAC_BETA:g}: precision {pages.fmt(phi.get('precision'), 3)}, recall "
           f"{pages.fmt(phi.get('recall'), 3)} (`estimator_eval/calibration.png`).\n")
+  if report.get('by_kind'):
+    text += ('\nBy transition kind (`envs.turf.TRANSITION_KINDS`; P / R: precision and recall of '
+             '"phi < beta" for irreversible within the kind; reversible flagged: the fraction of '
+             "the kind's reversible transitions the shield would forbid):\n\n"
+             + kinds.markdown(report['by_kind'], 'random-policy transitions'))
+  clean = report.get('clean_by_kind')
+  if clean:
+    text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
+                                  f"ruined grass ({clean['transitions']} transitions)")
+  probe = os.path.join(out, 'rac_probe.md')
+  if os.path.exists(probe):
+    with open(probe) as f:
+      text += '\n#' + f.read()   # its title one level down
+  return text
 
 
 def turf_markdown(table: dict, out: str) -> str:
