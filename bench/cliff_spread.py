@@ -49,11 +49,13 @@ def _page_values(path: Optional[str]) -> Dict[str, float]:
 
 def spread_markdown(cells: List[Dict[str, Any]], winds, betas, episodes: int) -> str:
   by = {(c['wind'], c['beta']): c for c in cells}
+  ses = [se for c in cells for se in c.get('se_per_training', ())]
+  noise = (f" (the standard error of one training's mean is at most {max(ses):.1f} here)"
+           if ses else '')
   lines = ['# Table 2 over estimator trainings: mean [lowest-highest] (paper)', '',
            f'Random policy + RAC in one process (`bench.rac_probe`), {episodes} episodes per '
            'training and cell; each training is psi/phi retrained with another `--seed` on the '
-           "same random episodes. Spread: the range of the trainings' means (one training's "
-           'standard error is about 1 for short episodes and up to about 3-5 for long ones).', '',
+           f"same random episodes. Spread: the range of the trainings' means{noise}.", '',
            '| p | ' + ' | '.join(f'RAC beta={b:g}' for b in betas) + ' |',
            '|---|' + '---|' * len(betas)]
   for p in winds:

@@ -7,6 +7,7 @@ the RAC runs of seed k use that checkpoint. So the spread of a Table 2 cell over
 the spread over estimator trainings (and run seeds), which is what moves the middle thresholds
 (issue 21); the random policy's cells vary by run seed only.
 """
+import os
 from typing import List, Optional, Sequence
 
 from launch.experiments.spec import Step, train_step, scale_settings
@@ -103,4 +104,9 @@ def cliff_grid_markdown(table: dict, out: str = '') -> str:
     cells += [cell(f'RAC p={p:g} beta={b:g}', CLIFF_PAPER_RAC[p][i])
               for i, b in enumerate(CLIFF_BETAS)]
     lines.append('| ' + ' | '.join(cells) + ' |')
-  return '\n'.join(lines) + '\n'
+  text = '\n'.join(lines) + '\n'
+  spread = os.path.join(out, 'spread.md') if out else ''
+  if spread and os.path.exists(spread):   # bench.cliff_spread: Table 2 over estimator trainings
+    with open(spread) as f:
+      text += '\n#' + f.read()
+  return text
