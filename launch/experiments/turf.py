@@ -63,7 +63,7 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
            ('--checkpoint', '{out}/estimators.ckpt', '--env', 'turf', '--transitions',
             str(s['eval_transitions']), '--beta', '0.8', '--phi_beta', f'{TURF_RAC_BETA:g}',
             '--phi_betas', ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS),
-            '--out', '{out}/estimator_eval'),
+            '--labels_cache', '{out}/oracle_labels', '--out', '{out}/estimator_eval'),
            done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),
       # Where the shield lets grass through: a random policy under RAC, steps sorted by kind.
       Step('rac_probe', 'bench.rac_probe',
