@@ -303,11 +303,12 @@ def clean_states_by_kind(env, predictor, psi_beta: float, phi_betas, max_expansi
   known = status != oracle.UNKNOWN
   irr = status[known] == oracle.IRREVERSIBLE
   psi = predictor.psi(obs[known], next_obs[known])
-  phi = None
+  phi = target = None
   if predictor.ckpt.phi_params is not None:
     phi = predictor.phi(obs[known])[np.arange(int(known.sum())), actions[known]]
+    target = predictor.psi(next_obs[known], obs[known])   # what phi is regressed onto
   split = kinds_lib.by_kind([k for k, ok in zip(kinds, known) if ok], irr, psi, phi, psi_beta,
-                            phi_betas, _env_kinds(env))
+                            phi_betas, _env_kinds(env), phi_target=target)
   return {'transitions': int(known.sum()), 'unknown_dropped': int((~known).sum()),
           'by_kind': split}
 
@@ -366,8 +367,10 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
     betas = sorted({phi_beta, *phi_betas})
     kinds_random = transition_kinds(env, [s for s, k in zip(data['states'], known) if k],
                                     data['actions'][known])
+    target = (predictor.psi(data['next_obs'][known], data['obs'][known])
+              if phi_taken is not None else None)
     report['by_kind'] = kinds_lib.by_kind(kinds_random, irreversible, psi, phi_taken, psi_beta,
-                                          betas, _env_kinds(env))
+                                          betas, _env_kinds(env), phi_target=target)
     if callable(getattr(env, 'clean_states', None)):
       report['clean_by_kind'] = clean_states_by_kind(env, predictor, psi_beta, betas,
                                                      max_expansions)

@@ -44,6 +44,14 @@ def test_by_kind_figures_worked_by_hand():
   assert s_at[0.2]['flagged'] == 0
   md = kinds.markdown(split, 'hand-made')
   assert '| enter | 4 | 3 |' in md and '0.50 / 0.33 / 1.00' in md
+  # phi's regression target: a phi fitting it exactly would flag 0.05 and 0.1 at beta 0.2.
+  target = [0.05, 0.1, 0.45, 0.5, 0.5, 0.3]
+  split = kinds.by_kind(k, irr, psi, phi, psi_beta=0.5, phi_betas=(0.2,), phi_target=target)
+  t = split['enter']['phi_target']
+  assert t['mean'] == pytest.approx(0.275)
+  assert (t['at_beta'][0]['recall'], t['at_beta'][0]['reversible_flagged']) == (
+      pytest.approx(2 / 3), 0.0)
+  assert "phi's target psi(x', x) mean" in kinds.markdown(split, 'hand-made')
 
 
 def test_by_kind_refuses_mismatched_lengths():
