@@ -175,10 +175,11 @@ def _estimator_section(out: str) -> str:
   if clean:
     text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
                                   f"ruined grass ({clean['transitions']} transitions)")
-  probe = os.path.join(out, 'rac_probe.md')
-  if os.path.exists(probe):
-    with open(probe) as f:
-      text += '\n#' + f.read()   # its title one level down
+  for name in ('rac_probe.md', 'coverage.md'):   # bench.rac_probe, bench.turf_coverage
+    path = os.path.join(out, name)
+    if os.path.exists(path):
+      with open(path) as f:
+        text += '\n#' + f.read()   # its title one level down
   return text
 
 
