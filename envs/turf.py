@@ -112,6 +112,10 @@ LAYOUTS: Dict[str, Tuple[str, ...]] = {
 }
 DEFAULT_LAYOUT = 'paper'
 RUIN_MODES = ('leave', 'enter')
+# Where an episode starts: 'fixed' (the layout's start, the paper) or 'stone' (a uniformly random
+# stone cell, the start included: random walks then see the whole road with the grass still
+# fresh, which the fixed start never gives them beyond the first bends; issue 21).
+START_MODES = ('fixed', 'stone')
 
 AGENT = (0, 0, 255)
 GOAL = (255, 105, 180)
@@ -187,15 +191,21 @@ class Turf(dm_env.Environment):
   deterministic = True
 
   def __init__(self, seed: int = 0, max_steps: int = 120, layout: str = DEFAULT_LAYOUT,
-               ruin: str = 'leave'):
+               ruin: str = 'leave', start: str = 'fixed'):
     if int(max_steps) < 1:
       raise ValueError(f'max_steps must be >= 1, got {max_steps}')
     if ruin not in RUIN_MODES:
       raise ValueError(f'ruin must be one of {", ".join(RUIN_MODES)}, got {ruin!r}')
+    if start not in START_MODES:
+      raise ValueError(f'start must be one of {", ".join(START_MODES)}, got {start!r}')
     self.layout = get_layout(layout)
+    self.start = start
+    stone = ~self.layout.grass
+    stone[self.layout.goal] = False
+    self._stone_cells = [tuple(int(v) for v in rc) for rc in np.argwhere(stone)]
     self.ruin = ruin
     self._ruin_on_leave = ruin == 'leave'
-    self._rng = np.random.default_rng(seed)  # Unused: layout, start and dynamics are fixed.
+    self._rng = np.random.default_rng(seed)  # start='stone' only: layout and dynamics are fixed.
     self._max_steps = int(max_steps)
     self.num_actions = 4
     self._canvas = self.layout.image.copy()  # Base image with the ruined cells painted.
@@ -206,7 +216,10 @@ class Turf(dm_env.Environment):
 
   # dm_env API -------------------------------------------------------------------------------
   def reset(self) -> dm_env.TimeStep:
-    self._set(self.layout.start, 0)
+    if self.start == 'stone':
+      self._set(self._stone_cells[int(self._rng.integers(len(self._stone_cells)))], 0)
+    else:
+      self._set(self.layout.start, 0)
     return dm_env.restart(self._observation())
 
   def step(self, action) -> dm_env.TimeStep:
