@@ -112,6 +112,10 @@ LAYOUTS: Dict[str, Tuple[str, ...]] = {
 }
 DEFAULT_LAYOUT = 'paper'
 RUIN_MODES = ('leave', 'enter')
+# Where an episode starts: 'fixed' (the layout's start, the paper) or 'stone' (a uniformly random
+# stone cell, the start included: random walks then see the whole road with the grass still
+# fresh, which the fixed start never gives them beyond the first bends; issue 21).
+START_MODES = ('fixed', 'stone')
 
 AGENT = (0, 0, 255)
 GOAL = (255, 105, 180)
@@ -121,6 +125,18 @@ STONE = (128, 128, 128)
 
 # up, down, left, right
 _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
+
+# What a transition does, from the true states before and after it (`Turf.transition_kind`);
+# the split of the estimators' scores by kind (issue 21) shows which kind lets grass through.
+#   bump: the agent stayed in place (a move into the border).
+#   goal: the agent entered the goal (the episode ends: irreversible).
+#   leave_fresh_grass: it left a fresh grass cell (ruin='leave' ruins it: irreversible).
+#   enter_fresh_grass: it stepped from stone or ruined grass onto fresh grass (ruin='leave':
+#     irreversible, since getting back means leaving, and so ruining, that cell).
+#   ruined_grass: it moved from or onto ruined grass (and not onto fresh grass).
+#   stone: it moved between stone cells (the road, including the start).
+TRANSITION_KINDS = ('bump', 'goal', 'leave_fresh_grass', 'enter_fresh_grass', 'ruined_grass',
+                    'stone')
 
 
 class Layout(NamedTuple):
@@ -175,15 +191,21 @@ class Turf(dm_env.Environment):
   deterministic = True
 
   def __init__(self, seed: int = 0, max_steps: int = 120, layout: str = DEFAULT_LAYOUT,
-               ruin: str = 'leave'):
+               ruin: str = 'leave', start: str = 'fixed'):
     if int(max_steps) < 1:
       raise ValueError(f'max_steps must be >= 1, got {max_steps}')
     if ruin not in RUIN_MODES:
       raise ValueError(f'ruin must be one of {", ".join(RUIN_MODES)}, got {ruin!r}')
+    if start not in START_MODES:
+      raise ValueError(f'start must be one of {", ".join(START_MODES)}, got {start!r}')
     self.layout = get_layout(layout)
+    self.start = start
+    stone = ~self.layout.grass
+    stone[self.layout.goal] = False
+    self._stone_cells = [tuple(int(v) for v in rc) for rc in np.argwhere(stone)]
     self.ruin = ruin
     self._ruin_on_leave = ruin == 'leave'
-    self._rng = np.random.default_rng(seed)  # Unused: layout, start and dynamics are fixed.
+    self._rng = np.random.default_rng(seed)  # start='stone' only: layout and dynamics are fixed.
     self._max_steps = int(max_steps)
     self.num_actions = 4
     self._canvas = self.layout.image.copy()  # Base image with the ruined cells painted.
@@ -194,7 +216,10 @@ class Turf(dm_env.Environment):
 
   # dm_env API -------------------------------------------------------------------------------
   def reset(self) -> dm_env.TimeStep:
-    self._set(self.layout.start, 0)
+    if self.start == 'stone':
+      self._set(self._stone_cells[int(self._rng.integers(len(self._stone_cells)))], 0)
+    else:
+      self._set(self.layout.start, 0)
     return dm_env.restart(self._observation())
 
   def step(self, action) -> dm_env.TimeStep:
@@ -272,6 +297,32 @@ class Turf(dm_env.Environment):
       if not t_ruined & bit:
         return False  # the agent must leave its cell, which ruins it
     return True
+
+  def transition_kind(self, state, next_state) -> str:
+    """One of TRANSITION_KINDS for the step from true state `state` to `next_state`."""
+    (r0, c0, ruined0), (r1, c1, _) = state, next_state
+    if (r0, c0) == (r1, c1):
+      return 'bump'
+    if (r1, c1) == self.layout.goal:
+      return 'goal'
+    grass = self.layout.grass
+    fresh = lambda r, c, mask: bool(grass[r, c]) and not mask >> (r * SIZE + c) & 1  # noqa: E731
+    if fresh(r0, c0, ruined0):
+      return 'leave_fresh_grass'
+    if fresh(r1, c1, ruined0):
+      return 'enter_fresh_grass'
+    if grass[r0, c0] or grass[r1, c1]:
+      return 'ruined_grass'
+    return 'stone'
+
+  def observation(self) -> np.ndarray:
+    """The current image (e.g. after `set_state`, which returns no timestep)."""
+    return self._observation()
+
+  def clean_states(self):
+    """Every true state with no ruined grass and the agent off the goal: where an agent that
+    has ruined nothing yet can stand (the states RAC must judge before any grass is ruined)."""
+    return [(r, c, 0) for r in range(SIZE) for c in range(SIZE) if (r, c) != self.layout.goal]
 
   @property
   def step_count(self) -> int:

@@ -44,6 +44,7 @@ from absl import app, flags
 
 from envs import paths
 from estimators import cli
+from estimators import kinds as kinds_lib
 
 FLAGS = flags.FLAGS
 
@@ -64,6 +65,9 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer('num_bins', 10, 'Calibration bins.', flag_values=fv)
   flags.DEFINE_integer('seed', 0, 'Seed of the environment and the policy.', flag_values=fv)
   flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.', flag_values=fv)
+  flags.DEFINE_list('phi_betas', [], 'More phi thresholds for the per-kind split (environments '
+                    'with transition kinds, e.g. turf): "phi < beta" per kind at each.',
+                    flag_values=fv)
   flags.DEFINE_string('labels_cache', None, 'Directory caching the oracle labels of the collected '
                       'transitions (same env, options, seed, count): re-evaluations skip the '
                       'search.', flag_values=fv)
@@ -86,6 +90,7 @@ class EvaluateOptions:
   seed: int = 0
   batch: int = 4096
   labels_cache: Optional[str] = None
+  phi_betas: Tuple[str, ...] = ()
 
 
 PSI_BETA = {'turf': 0.8, 'sokoban': 0.9}
@@ -262,10 +267,57 @@ def oracle_labels(env_name: str, env_options: dict, data: Dict[str, Any], seed: 
   return status, False
 
 
+def _env_kinds(env) -> Tuple[str, ...]:
+  import sys as _sys
+  return tuple(getattr(_sys.modules[type(env).__module__], 'TRANSITION_KINDS', ()))
+
+
+def transition_kinds(env, states, actions) -> List[str]:
+  """The env's kind of each (state, action): the step replayed from `state` (the env is left
+  in an arbitrary state)."""
+  kinds = []
+  for state, action in zip(states, actions):
+    env.set_state(state)
+    env.step(int(action))
+    kinds.append(env.transition_kind(state, env.get_state()))
+  return kinds
+
+
+def clean_states_by_kind(env, predictor, psi_beta: float, phi_betas, max_expansions: int):
+  """Every action from each of `env.clean_states()`, labelled by the oracle and split by kind:
+  the states an agent that has ruined nothing stands in, which a random walk rarely visits."""
+  import numpy as np
+  from envs import oracle
+  states, actions, obs, next_obs = [], [], [], []
+  for state in env.clean_states():
+    for a in range(int(env.action_spec().num_values)):
+      env.set_state(state)
+      obs.append(np.asarray(env.observation()))
+      next_obs.append(np.asarray(env.step(a).observation))
+      states.append(state)
+      actions.append(a)
+  obs, next_obs, actions = np.stack(obs), np.stack(next_obs), np.asarray(actions, np.int32)
+  kinds = transition_kinds(env, states, actions)
+  status = np.array([r.status for r in oracle.label_transitions(env, states, actions,
+                                                                max_expansions=max_expansions)])
+  known = status != oracle.UNKNOWN
+  irr = status[known] == oracle.IRREVERSIBLE
+  psi = predictor.psi(obs[known], next_obs[known])
+  phi = target = None
+  if predictor.ckpt.phi_params is not None:
+    phi = predictor.phi(obs[known])[np.arange(int(known.sum())), actions[known]]
+    target = predictor.psi(next_obs[known], obs[known])   # what phi is regressed onto
+  split = kinds_lib.by_kind([k for k, ok in zip(kinds, known) if ok], irr, psi, phi, psi_beta,
+                            phi_betas, _env_kinds(env), phi_target=target)
+  return {'transitions': int(known.sum()), 'unknown_dropped': int((~known).sum()),
+          'by_kind': split}
+
+
 def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta: float,
                       phi_beta: float, out_dir: str, max_expansions: int = 100_000,
                       seed: int = 0, num_bins: int = 10, batch: int = 4096,
-                      labels_cache: Optional[str] = None) -> Dict[str, Any]:
+                      labels_cache: Optional[str] = None,
+                      phi_betas: Tuple[float, ...] = ()) -> Dict[str, Any]:
   import numpy as np
   import envs
   from envs import oracle
@@ -309,10 +361,32 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
       'seconds': {'collect': collect_s, 'oracle': oracle_s, 'forward': forward_s},
       'oracle_labels_cached': cached_labels,
   }
+  phi_taken = (phi_all[np.arange(len(phi_all)), data['actions'][known]]
+               if phi_all is not None else None)
+  if callable(getattr(env, 'transition_kind', None)):
+    betas = sorted({phi_beta, *phi_betas})
+    kinds_random = transition_kinds(env, [s for s, k in zip(data['states'], known) if k],
+                                    data['actions'][known])
+    target = (predictor.psi(data['next_obs'][known], data['obs'][known])
+              if phi_taken is not None else None)
+    report['by_kind'] = kinds_lib.by_kind(kinds_random, irreversible, psi, phi_taken, psi_beta,
+                                          betas, _env_kinds(env), phi_target=target)
+    if callable(getattr(env, 'clean_states', None)):
+      report['clean_by_kind'] = clean_states_by_kind(env, predictor, psi_beta, betas,
+                                                     max_expansions)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, 'by_kind.md'), 'w') as fh:
+      fh.write(kinds_lib.markdown(report['by_kind'], f'{int(known.sum())} random-policy '
+                                  'transitions (oracle-labelled), by kind') + '\n')
+      if 'clean_by_kind' in report:
+        fh.write(kinds_lib.markdown(report['clean_by_kind']['by_kind'],
+                                    f"every action from every state with no ruined grass "
+                                    f"({report['clean_by_kind']['transitions']} transitions), "
+                                    'by kind'))
   panels = [{'name': 'psi(x, x\')', 'calibration': report['psi']['calibration'],
              'auroc': _finite(report['psi']['auroc'])}]
   if phi_all is not None:
-    phi = phi_all[np.arange(len(phi_all)), data['actions'][known]]
+    phi = phi_taken
     report['phi'] = score(1.0 - phi, irreversible, phi < phi_beta, num_bins)
     report['phi']['note'] = 'scores are 1 - phi(x, a); predicted irreversible: phi < phi_beta'
     panels.append({'name': '1 - phi(x, a)', 'calibration': report['phi']['calibration'],
@@ -454,11 +528,26 @@ def check_flags(f):
       raise EvaluateError(f'cannot write --{name} {os.path.abspath(path)}: {problem}')
 
 
+def parse_betas(values) -> Tuple[float, ...]:
+  """--phi_betas as floats in [0, 1]; one-line EvaluateError otherwise."""
+  out = []
+  for v in values or ():
+    try:
+      b = float(v)
+    except ValueError:
+      raise EvaluateError(f'--phi_betas expects comma-separated numbers, got {v!r}') from None
+    if not 0.0 <= b <= 1.0:
+      raise EvaluateError(f'--phi_betas are probability thresholds in [0, 1], got {v}')
+    out.append(b)
+  return tuple(out)
+
+
 def run(f: EvaluateOptions) -> Dict[str, Any]:
   """Evaluates what `f` says; writes OUT/report.json and returns the report."""
   import envs
   from estimators import checkpoint
   check_flags(f)
+  parse_betas(f.phi_betas)
   options = envs.parse_options(f.env_option)
   envs.env_class(f.env)  # unknown name: EnvError
   ckpt = checkpoint.load(f.checkpoint)
@@ -474,7 +563,8 @@ def run(f: EvaluateOptions) -> Dict[str, Any]:
   else:
     report = evaluate_discrete(ckpt, f.env, options, f.transitions, psi_beta, phi_beta, out_dir,
                                max_expansions=f.max_expansions, seed=f.seed,
-                               num_bins=f.num_bins, batch=f.batch, labels_cache=f.labels_cache)
+                               num_bins=f.num_bins, batch=f.batch, labels_cache=f.labels_cache,
+                               phi_betas=parse_betas(f.phi_betas))
   report['checkpoint'] = os.path.abspath(f.checkpoint)
   report['checkpoint_metadata'] = {k: ckpt.metadata.get(k) for k in (
       'env_name', 'window', 'num_pairs', 'psi_accuracy', 'phi_trained')}

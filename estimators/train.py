@@ -70,6 +70,9 @@ def define_flags(flag_values=flags.FLAGS):
                     'convs (default: the preset; VALID).', flag_values=fv)
   flags.DEFINE_integer('steps_per_call', 100, 'Training steps per update call (one lax.scan; conv nets on CPU loop).', flag_values=fv)
   flags.DEFINE_integer('seed', 0, 'Random seed (initialisation and pair sampling).', flag_values=fv)
+  flags.DEFINE_string('psi_checkpoint', None, 'Take psi from this checkpoint (same network) and '
+                      'train phi only (needs --phi): phi variants without retraining psi.',
+                      flag_values=fv)
   flags.DEFINE_integer('eval_pairs', 10_000, 'Pairs re-sampled from the dataset after training to '
                        'report psi accuracy without dropout (0: skip).', flag_values=fv)
   flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.', flag_values=fv)
@@ -104,6 +107,7 @@ class TrainOptions:
   conv_padding: Optional[str] = None
   steps_per_call: int = 100
   seed: int = 0
+  psi_checkpoint: Optional[str] = None
   eval_pairs: int = 10_000
   progress: bool = True
 
@@ -253,8 +257,9 @@ def eval_psi_accuracy(est, psi_params, batch, window: int, num_pairs: int, seed:
 
 def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bool = False,
           phi_transitions: int = 100_000, phi_schedule: str = 'after', steps_per_call: int = 100,
-          progress: bool = True, eval_pairs: int = 0):
-  """Trains psi (and phi) on a `dataset.FlatData`. Returns (psi_params, phi_params, summary)."""
+          progress: bool = True, eval_pairs: int = 0, psi_params=None):
+  """Trains psi (and phi) on a `dataset.FlatData`. Returns (psi_params, phi_params, summary).
+  Given `psi_params` (a trained psi), psi is not trained: phi only."""
   import jax
   import numpy as np
   from estimators import networks as nets
@@ -272,10 +277,15 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
   psi_config = dataclasses.replace(train_config, train_psi=True, train_phi=joint)
   state = training.init_state(est, psi_config, np.asarray(flat.observations[0]))
 
-  psi_steps = math.ceil(num_pairs / train_config.batch_size)
-  keys = ('psi_loss', 'psi_accuracy') + (('phi_loss',) if joint else ())
-  state, psi_stats = run_steps(est, psi_config, state, batch, psi_steps, steps_per_call,
-                               train_config.batch_size, 'psi', progress, keys)
+  if psi_params is not None:
+    state = state._replace(psi_params=jax.device_put(psi_params))
+    psi_stats = {'steps': 0, 'items': 0, 'wall_s': 0.0, 'first_call_s': None, 'items_per_s': 0.0,
+                 'steady_items_per_s': None, 'final': {}}
+  else:
+    psi_steps = math.ceil(num_pairs / train_config.batch_size)
+    keys = ('psi_loss', 'psi_accuracy') + (('phi_loss',) if joint else ())
+    state, psi_stats = run_steps(est, psi_config, state, batch, psi_steps, steps_per_call,
+                                 train_config.batch_size, 'psi', progress, keys)
   summary = {'psi': psi_stats, 'num_transitions': int(jax.device_get(batch.num_starts)),
              'num_observations': int(len(flat.last))}
   if phi and not joint:
@@ -405,6 +415,16 @@ def run(options: TrainOptions) -> dict:
   except ValueError as e:
     raise TrainError(str(e)) from e
 
+  psi_from = None
+  if f.psi_checkpoint:
+    if not f.phi or f.phi_schedule != 'after':
+      raise TrainError('--psi_checkpoint trains phi only, after the given psi: pass --phi '
+                       '(with --phi_schedule after)')
+    psi_from = checkpoint.load(f.psi_checkpoint)
+    if psi_from.network != network:
+      raise TrainError(f'--psi_checkpoint {f.psi_checkpoint} holds another network than '
+                       f'{preset!r} with these overrides')
+
   t0 = time.time()
   flat, meta = dataset_lib.load_flat(f.dataset)   # = flatten(load_episodes(...)), batched
   if not len(flat.lengths):
@@ -420,10 +440,14 @@ def run(options: TrainOptions) -> dict:
         f'{flat.observations.dtype}, longest episode {max_len} steps (loaded in {load_s:.1f}s)',
         file=sys.stderr, flush=True)
 
+  if psi_from is not None:
+    checkpoint.check_compatible(psi_from, flat.observations.shape[1:], flat.observations.dtype,
+                                num_actions)
   psi_params, phi_params, summary = train(
       flat, network, num_actions, config, num_pairs, phi=f.phi,
       phi_transitions=phi_transitions, phi_schedule=f.phi_schedule,
-      steps_per_call=f.steps_per_call, progress=f.progress, eval_pairs=f.eval_pairs)
+      steps_per_call=f.steps_per_call, progress=f.progress, eval_pairs=f.eval_pairs,
+      psi_params=None if psi_from is None else psi_from.psi_params)
 
   psi = summary['psi']
   metadata = {
@@ -443,6 +467,13 @@ def run(options: TrainOptions) -> dict:
       'phi_trained': bool(f.phi), 'train_config': dataclasses.asdict(config),
       'created': time.strftime('%Y-%m-%dT%H:%M:%S%z'),
   }
+  if psi_from is not None:
+    # psi's figures are those of the checkpoint it came from.
+    old = psi_from.metadata
+    metadata.update({k: old.get(k) for k in (
+        'num_pairs', 'requested_pairs', 'psi_steps', 'psi_loss', 'psi_accuracy',
+        'psi_train_seconds', 'psi_pairs_per_s', 'psi_steady_pairs_per_s')},
+        psi_from=os.path.abspath(f.psi_checkpoint))
   if f.phi:
     metadata.update(phi_loss_kind=f.phi_loss, phi_schedule=f.phi_schedule)
     if 'phi' in summary:
@@ -454,9 +485,12 @@ def run(options: TrainOptions) -> dict:
   checkpoint.save(out, network, num_actions, flat.observations.shape[1:], flat.observations.dtype,
                   psi_params, phi_params if f.phi else None, metadata)
   eval_acc = metadata['psi_eval_accuracy']
-  print(f"saved {out}: psi loss {metadata['psi_loss']:.4f}, accuracy {metadata['psi_accuracy']:.3f}"
+  psi_loss = metadata['psi_loss'] if metadata['psi_loss'] is not None else float('nan')
+  psi_acc = metadata['psi_accuracy'] if metadata['psi_accuracy'] is not None else float('nan')
+  print(f"saved {out}: psi loss {psi_loss:.4f}, accuracy {psi_acc:.3f}"
         + (f' (re-sampled pairs, no dropout: {eval_acc:.3f})' if eval_acc is not None else '')
-        + f", {psi['items']:,} pairs in {psi['wall_s']:.1f}s ({psi['items_per_s']:,.0f} pairs/s)"
+        + (f', psi from {f.psi_checkpoint}' if psi_from is not None else
+           f", {psi['items']:,} pairs in {psi['wall_s']:.1f}s ({psi['items_per_s']:,.0f} pairs/s)")
         + (f", phi loss {metadata['phi_loss']:.4f}" if f.phi else ''), flush=True)
   return metadata
 

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 from absl import flags
@@ -131,6 +132,24 @@ def test_train_in_process_turf_checkpoint_and_overrides(data_dir, turf_ckpt):
   assert small.network.conv_channels == (8, 8) and small.network.conv_strides == (2, 1)
   assert small.network.dropout == 0.1 and small.phi_params is None
   assert small.metadata['window'] == 120  # the turf recipe's default
+
+
+def test_train_phi_only_from_a_psi_checkpoint(data_dir, turf_ckpt, tmp_path):
+  out = str(tmp_path / 'phi_bce.ckpt')
+  meta = train.run(_train_flags(f'--dataset={data_dir["turf"]}', f'--out={out}', '--window=60',
+                                f'--psi_checkpoint={turf_ckpt}', '--phi', '--phi_loss=bce',
+                                '--phi_transitions=256', '--steps_per_call=2'))
+  old, new = checkpoint.load(turf_ckpt), checkpoint.load(out)
+  for a, b in zip(jax.tree_util.tree_leaves(old.psi_params), jax.tree_util.tree_leaves(new.psi_params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))   # psi taken as it was
+  assert meta['psi_from'] == os.path.abspath(turf_ckpt) and meta['phi_loss_kind'] == 'bce'
+  assert meta['num_pairs'] == old.metadata['num_pairs'] and meta['phi_transitions'] == 256
+  with pytest.raises(train.TrainError, match='trains phi only'):
+    train.run(_train_flags(f'--dataset={data_dir["turf"]}', f'--out={out}',
+                           f'--psi_checkpoint={turf_ckpt}'))
+  with pytest.raises(train.TrainError, match='holds another network'):
+    train.run(_train_flags(f'--dataset={data_dir["turf"]}', f'--out={out}', '--phi',
+                           f'--psi_checkpoint={turf_ckpt}', '--conv_channels=8,8'))
 
 
 def test_train_errors_are_one_line_and_keep_an_existing_checkpoint(data_dir, tmp_path):

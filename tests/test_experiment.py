@@ -154,6 +154,25 @@ def test_cliff_lays_out_the_papers_grid(tmp_path):
   assert row.startswith('| 0.2 | 18.0 (18.6) | – (18.7) | – (26.7) | – (29.2) | 91.3 (85.8) |'), row
 
 
+def test_cliff_seeds_are_estimator_trainings():
+  steps = registry.cliff_steps('small', 3)
+  est = [s for s in steps if s.module == 'estimators.train' and 'p0.2' in s.name]
+  assert [s.name for s in est] == ['estimators_p0.2', 'estimators_p0.2-e1', 'estimators_p0.2-e2']
+  assert [s.args[s.args.index('--seed') + 1] for s in est] == ['0', '1', '2']
+  assert [s.done for s in est] == ['estimators/p0.2.ckpt', 'estimators/p0.2-e1.ckpt',
+                                   'estimators/p0.2-e2.ckpt']
+  rac = {s.seed: s for s in steps if s.group == 'RAC p=0.2 beta=0.3'}
+  for seed, ckpt in ((0, 'p0.2.ckpt'), (2, 'p0.2-e2.ckpt')):
+    flags = rac[seed].args
+    assert flags[flags.index('--estimator_checkpoint') + 1] == '{out}/estimators/' + ckpt
+  table = {'rows': [{'group': 'RAC p=0.2 beta=0.3',
+                     'episode_return': {'mean': 100.0, 'per_seed': [80.0, 100.0, 120.0]}}]}
+  md = registry.cliff_grid_markdown(table)
+  row = [l for l in md.splitlines() if l.startswith('| 0.2 |')][0]
+  assert '| 100.0 [80.0-120.0] (85.8) |' in row, row
+  assert 'estimator training k' in md
+
+
 @pytest.mark.slow
 def test_cliff_smallest_configuration_runs_end_to_end(tmp_path):
   r = subprocess.run([sys.executable, '-m', 'launch.experiment', 'cliff', '--scale', 'tiny',

@@ -67,6 +67,27 @@ def test_reward_free_and_turf_seed_minimums():
   assert '--estimator_checkpoint' not in rae  # RAE learns psi online (Sec. 5.2)
 
 
+def test_turf_paper_estimators_scale_runs_rac_only_with_the_papers_recipe():
+  steps = turf.turf_steps('paper_estimators', 1)
+  by_name = {s.name: s for s in steps}
+  collect = by_name['collect_random'].args
+  assert collect[collect.index('--episodes') + 1] == '100000'
+  train = by_name['train_estimators'].args
+  assert train[train.index('--num_pairs') + 1] == '3000000'
+  assert train[train.index('--phi_transitions') + 1] == '100000'
+  evaluate = by_name['eval_estimators'].args
+  assert evaluate[evaluate.index('--phi_betas') + 1] == '0.2,0.3,0.4'
+  counts = {}
+  for s in steps:
+    if s.is_training:
+      counts[s.group] = counts.get(s.group, 0) + 1
+      assert s.max_steps == 500_000 and '--estimator_checkpoint' in s.args
+  assert counts == {'IMPALA+RAC beta=0.2': 3, 'IMPALA+RAC beta=0.1': 1,
+                    'IMPALA+RAC beta=0.3': 1, 'IMPALA+RAC beta=0.4': 1, 'IMPALA+RAC beta=0.5': 1}
+  with pytest.raises(ValueError, match="experiment 'cliff' has no scale 'paper_estimators'"):
+    registry.get('cliff').steps('paper_estimators', 1)
+
+
 def test_length_stats_count_the_cap_and_the_unfinished_steps():
   s = cp.length_stats([10, 50_000, 30, 50_000], unfinished_steps=1234, cap=50_000)
   assert s == {'episodes': 4, 'median': 25_015.0, 'mean': 25_010.0, 'max': 50_000.0,

@@ -360,3 +360,21 @@ def test_render_option_parsing():
       'a': 1, 'b': 0.5, 'c': True, 'd': False, 'e': 'x'}
   with pytest.raises(envs.EnvError):
     render_lib.parse_options(['novalue'])
+
+
+def test_turf_stone_start_option():
+  env = envs.make('turf', start='stone', seed=5)
+  grass = turf_lib.GRASS_MASK
+  starts = set()
+  for _ in range(300):
+    env.reset()
+    r, c, ruined = env.get_state()
+    assert ruined == 0 and not grass[r, c] and (r, c) != turf_lib.GOAL_POS
+    starts.add((r, c))
+  assert len(starts) == int((~grass).sum()) - 1   # every stone cell, the goal excluded
+  again = envs.make('turf', start='stone', seed=5)
+  first = env.__class__(seed=5, start='stone')
+  assert [first.reset() and first.get_state() for _ in range(5)] == \
+      [again.reset() and again.get_state() for _ in range(5)]
+  with pytest.raises(ValueError, match='start must be one of fixed, stone'):
+    turf_lib.Turf(start='anywhere')

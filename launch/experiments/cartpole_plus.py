@@ -9,7 +9,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from launch.experiments import pages
-from launch.experiments.spec import Step, estimators_step, train_step
+from launch.experiments.spec import Step, estimators_step, train_step, scale_settings
 
 # --------------------------------------------------------------------------------------------- #
 # Cartpole+ (Sec. 5.4, Fig. 6): random policy + RAC with estimators trained offline on random
@@ -43,7 +43,7 @@ CARTPOLE_PLUS_ENV = ('--env', 'cartpole', '--reward_free=false', '--episode_step
 
 
 def cartpole_plus_steps(scale: str, seeds: int) -> List[Step]:
-  s = CARTPOLE_PLUS_SCALES[scale]
+  s = scale_settings(CARTPOLE_PLUS_SCALES, scale, 'cartpole_plus')
   cap = f'max_steps={CARTPOLE_PLUS_CAP}'
   steps = [
       Step('collect_random', 'launch.collect',

@@ -9,7 +9,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from launch.experiments import pages
-from launch.experiments.spec import Step, train_step
+from launch.experiments.spec import Step, train_step, scale_settings
 
 # --------------------------------------------------------------------------------------------- #
 # Reward-free Cartpole (Sec. 5.1, Fig. 3): IMPALA + RAE with psi learned online, no extrinsic
@@ -34,7 +34,7 @@ REWARD_FREE_SCALES = {
 
 
 def cartpole_reward_free_steps(scale: str, seeds: int) -> List[Step]:
-  s = REWARD_FREE_SCALES[scale]
+  s = scale_settings(REWARD_FREE_SCALES, scale, 'cartpole_reward_free')
   n = max(seeds, s['min_seeds'])
   common = ('--env', 'cartpole', '--reward_free=true', '--num_actors', str(s['actors']))
   steps = []

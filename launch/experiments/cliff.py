@@ -1,8 +1,16 @@
 """Windy cliff-walk, Tables 1-2 (App. D): the random policy, and the random policy + RAC with
-psi/phi trained offline; its steps per scale and the paper's grid on its page."""
-from typing import List
+psi/phi trained offline; its steps per scale and the paper's grid on its page.
 
-from launch.experiments.spec import Step, train_step
+Seed k of a wind is an estimator training and a run: psi/phi are trained with `--seed k` on the
+wind's random episodes (seed 0 keeps the name estimators/pK.ckpt, the others pK-eK.ckpt), and
+the RAC runs of seed k use that checkpoint. So the spread of a Table 2 cell over `--seeds` is
+the spread over estimator trainings (and run seeds), which is what moves the middle thresholds
+(issue 21); the random policy's cells vary by run seed only.
+"""
+import os
+from typing import List, Optional, Sequence
+
+from launch.experiments.spec import Step, train_step, scale_settings
 
 # --------------------------------------------------------------------------------------------- #
 # Windy cliff-walk, Tables 1-2 (App. D): random policy, and random policy + RAC
@@ -28,8 +36,13 @@ CLIFF_PAPER_RAC = {
     0.4: (10.4, 12.5, 24.9, 152.2, 250.0)}
 
 
+def estimator_name(tag: str, seed: int) -> str:
+  """The checkpoint of estimator training `seed` for wind `tag`, relative to the output dir."""
+  return f'estimators/{tag}.ckpt' if seed == 0 else f'estimators/{tag}-e{seed}.ckpt'
+
+
 def cliff_steps(scale: str, seeds: int) -> List[Step]:
-  s = CLIFF_SCALES[scale]
+  s = scale_settings(CLIFF_SCALES, scale, 'cliff')
   steps = []
   for p in s['winds']:
     tag = f'p{p:g}'
@@ -38,11 +51,13 @@ def cliff_steps(scale: str, seeds: int) -> List[Step]:
                       ('--env', 'cliff', *option, '--episodes', str(s['episodes']),
                        '--out', f'{{out}}/data/{tag}', '--resume', '--noprogress'),
                       done=f'data/{tag}/noturningback.json', est_seconds=s['episodes'] * 0.02))
-    steps.append(Step(f'estimators_{tag}', 'estimators.train',
-                      ('--dataset', f'{{out}}/data/{tag}', '--out', f'{{out}}/estimators/{tag}.ckpt',
-                       '--num_pairs', str(s['pairs']), '--phi', '--phi_transitions',
-                       str(s['transitions']), '--noprogress'),
-                      done=f'estimators/{tag}.ckpt', est_seconds=60))
+    for seed in range(seeds):
+      ckpt = estimator_name(tag, seed)
+      steps.append(Step(f'estimators_{tag}' + (f'-e{seed}' if seed else ''), 'estimators.train',
+                        ('--dataset', f'{{out}}/data/{tag}', '--out', f'{{out}}/{ckpt}',
+                         '--num_pairs', str(s['pairs']), '--phi', '--phi_transitions',
+                         str(s['transitions']), '--seed', str(seed), '--noprogress'),
+                        done=ckpt, est_seconds=60))
     for seed in range(seeds):
       common = ('--env', 'cliff', *option, '--agent', 'random', '--num_actors', '1')
       steps.append(train_step(f'random-{tag}-s{seed}', f'random p={p:g}', seed, s['max_steps'],
@@ -51,21 +66,47 @@ def cliff_steps(scale: str, seeds: int) -> List[Step]:
         steps.append(train_step(f'rac-{tag}-b{beta:g}-s{seed}', f'RAC p={p:g} beta={beta:g}', seed,
                             s['max_steps'], s['run_seconds'], *common, '--mode', 'rac',
                             '--beta', f'{beta:g}', '--estimator_checkpoint',
-                            f'{{out}}/estimators/{tag}.ckpt'))
+                            f'{{out}}/{estimator_name(tag, seed)}'))
   return steps
 
 
+def cell_text(mean: Optional[float], per_seed: Sequence[Optional[float]] = ()) -> str:
+  """A grid cell: the mean, and with several seeds their range [min-max] (the spread over
+  estimator trainings)."""
+  if mean is None:
+    return '–'
+  values = [v for v in per_seed if v is not None and v == v]
+  if len(values) < 2:
+    return f'{mean:.1f}'
+  return f'{mean:.1f} [{min(values):.1f}-{max(values):.1f}]'
+
+
 def cliff_grid_markdown(table: dict, out: str = '') -> str:
-  """Tables 1-2 laid out as in the paper: ours (paper) per wind p and threshold beta."""
+  """Tables 1-2 laid out as in the paper: ours (paper) per wind p and threshold beta; with
+  several seeds, each cell also gives the range over them."""
   rows = {r['group']: r for r in table['rows']}
-  value = lambda g: rows.get(g, {}).get('episode_return', {}).get('mean')  # noqa: E731
-  fmt = lambda v: '–' if v is None else f'{v:.1f}'  # noqa: E731
-  lines = ['## Tables 1-2: mean return, ours (paper)', '',
-           '| p | random | ' + ' | '.join(f'RAC beta={b:g}' for b in CLIFF_BETAS) + ' |',
-           '|---|---|' + '---|' * len(CLIFF_BETAS)]
+
+  def cell(group: str, paper: float) -> str:
+    m = rows.get(group, {}).get('episode_return', {})
+    return f'{cell_text(m.get("mean"), m.get("per_seed") or ())} ({paper})'
+
+  several = any(len(r.get('episode_return', {}).get('per_seed') or ()) > 1
+                for r in table['rows'])
+  lines = ['## Tables 1-2: mean return, ours (paper)', '']
+  if several:
+    lines += ['Ours: mean over seeds [lowest-highest seed]; seed k of a RAC cell is estimator '
+              'training k (psi/phi retrained with `--seed k` on the same random episodes) and '
+              'run seed k.', '']
+  lines += ['| p | random | ' + ' | '.join(f'RAC beta={b:g}' for b in CLIFF_BETAS) + ' |',
+            '|---|---|' + '---|' * len(CLIFF_BETAS)]
   for p in CLIFF_WINDS:
-    cells = [f'{p:g}', f'{fmt(value(f"random p={p:g}"))} ({CLIFF_PAPER_RANDOM[p]})']
-    cells += [f'{fmt(value(f"RAC p={p:g} beta={b:g}"))} ({CLIFF_PAPER_RAC[p][i]})'
+    cells = [f'{p:g}', cell(f'random p={p:g}', CLIFF_PAPER_RANDOM[p])]
+    cells += [cell(f'RAC p={p:g} beta={b:g}', CLIFF_PAPER_RAC[p][i])
               for i, b in enumerate(CLIFF_BETAS)]
     lines.append('| ' + ' | '.join(cells) + ' |')
-  return '\n'.join(lines) + '\n'
+  text = '\n'.join(lines) + '\n'
+  spread = os.path.join(out, 'spread.md') if out else ''
+  if spread and os.path.exists(spread):   # bench.cliff_spread: Table 2 over estimator trainings
+    with open(spread) as f:
+      text += '\n#' + f.read()
+  return text

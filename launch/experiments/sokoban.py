@@ -3,7 +3,7 @@ steps per scale and its page (milestones, psi accuracy against the oracle, the p
 import os
 from typing import List
 
-from launch.experiments.spec import Step, train_step
+from launch.experiments.spec import Step, train_step, scale_settings
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -76,7 +76,7 @@ def _sokoban_psi_steps(s: dict, suffix: str, preset: str) -> List[Step]:
 
 
 def sokoban_steps(scale: str, seeds: int) -> List[Step]:
-  s = SOKOBAN_SCALES[scale]
+  s = scale_settings(SOKOBAN_SCALES, scale, 'sokoban')
   steps = [
       Step('collect_random', 'launch.collect',
            ('--env', 'sokoban', '--episodes', str(s['episodes']), '--out', '{out}/data/random',

@@ -12,11 +12,23 @@ import dataclasses
 import os
 from typing import Callable, ClassVar, List, Optional, Tuple, Union
 
-SCALES = ('tiny', 'small', 'paper')   # tiny: a smoke test of every step (tests, a first try)
+# tiny: a smoke test of every step (tests, a first try). paper_estimators: the paper's offline
+# estimator recipe with the small scale's runs (Turf only, issue 21: 100k random episodes and 3M
+# pairs are affordable here, 10 seeds of 1M-step runs are not).
+SCALES = ('tiny', 'small', 'paper', 'paper_estimators')
 # Modules whose steps are training runs: they take --run_dir/--seed/--max_steps and --resume,
 # and write RUN_DIR/summary.json (status), counts.json, run_state.json and logs/<node>/logs.csv.
 TRAINING_MODULES = ('launch.train', 'launch.train_dqn')
 OUT = '{out}'   # in a step's arguments: the experiment's output directory
+
+
+def scale_settings(scales: dict, scale: str, experiment: str) -> dict:
+  """The settings of `scale` in an experiment's table of scales; a ValueError (one line) names
+  the scales it has when it lacks this one."""
+  if scale not in scales:
+    raise ValueError(f'experiment {experiment!r} has no scale {scale!r} (it has: '
+                     f'{", ".join(scales)})')
+  return scales[scale]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,19 +5,25 @@ threshold sweep. Step builders and page sections; registered in `launch.experime
 `--seeds` is the number of seeds of IMPALA, IMPALA + RAE and IMPALA + RAC at beta = 0.2 (at least
 3 at the small and paper scales, issue 9); the other thresholds of the sweep get
 `sweep_seeds` (at most `--seeds`).
+
+Scale `paper_estimators` (issue 21): psi/phi with the paper's offline recipe (100k random
+episodes, 3M pairs, phi on 100k transitions) and the small scale's RAC runs (500k steps; beta =
+0.2 over `--seeds` >= 3, the sweep 0.1-0.5 one seed each); no IMPALA or IMPALA + RAE runs (they
+use no offline estimator: the small scale's page has them). Output in its own directory, e.g.
+`--out results/turf/paper_estimators`.
 """
 import os
 from typing import Dict, List, Sequence
 
 from launch.experiments import pages
-from launch.experiments.spec import Step, estimators_step, train_step
+from launch.experiments.spec import Step, estimators_step, train_step, scale_settings
 
 TURF_RAC_BETA = 0.2                                  # Sec. 5.4
 TURF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)          # Fig. 7 (App. C.7)
 TURF_SCALES = {
     'tiny': dict(episodes=40, pairs=5_000, phi_transitions=2_000, eval_transitions=200,
                  min_seeds=1, sweep_seeds=1, betas=(0.0, 0.2), max_steps=3_000, actors=1,
-                 envs_per_actor=2, run_seconds=45),
+                 envs_per_actor=2, run_seconds=45, probe_episodes=16),
     # small: 500k steps a run (~3 min each at ~3k steps/s), 3 seeds of the three agents, the
     # other thresholds 1 seed each; psi/phi from 3k random episodes and 500k pairs.
     'small': dict(episodes=3_000, pairs=500_000, phi_transitions=100_000, eval_transitions=2_000,
@@ -28,7 +34,14 @@ TURF_SCALES = {
     'paper': dict(episodes=100_000, pairs=3_000_000, phi_transitions=100_000,
                   eval_transitions=10_000, min_seeds=10, sweep_seeds=10, betas=TURF_BETAS,
                   max_steps=1_000_000, actors=2, envs_per_actor=8, run_seconds=400),
+    # The paper's estimators, the small scale's runs (see the module docstring).
+    'paper_estimators': dict(episodes=100_000, pairs=3_000_000, phi_transitions=100_000,
+                             eval_transitions=10_000, min_seeds=3, sweep_seeds=1,
+                             betas=(0.1, 0.2, 0.3, 0.4, 0.5), max_steps=500_000, actors=2,
+                             envs_per_actor=8, run_seconds=200, rac_only=True),
 }
+# Thresholds of "phi < beta" in the per-kind split of the estimator evaluation (Fig. 7's range).
+TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)
 
 
 def rac_group(beta: float) -> str:
@@ -36,7 +49,7 @@ def rac_group(beta: float) -> str:
 
 
 def turf_steps(scale: str, seeds: int) -> List[Step]:
-  s = TURF_SCALES[scale]
+  s = scale_settings(TURF_SCALES, scale, 'turf')
   n = max(seeds, s['min_seeds'])
   steps = [
       # The oracle evaluation collects its own transitions: the dataset needs no states.
@@ -49,17 +62,25 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
       Step('eval_estimators', 'estimators.evaluate',
            ('--checkpoint', '{out}/estimators.ckpt', '--env', 'turf', '--transitions',
             str(s['eval_transitions']), '--beta', '0.8', '--phi_beta', f'{TURF_RAC_BETA:g}',
-            '--out', '{out}/estimator_eval'),
+            '--phi_betas', ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS),
+            '--labels_cache', '{out}/oracle_labels', '--out', '{out}/estimator_eval'),
            done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),
+      # Where the shield lets grass through: a random policy under RAC, steps sorted by kind.
+      Step('rac_probe', 'bench.rac_probe',
+           ('--checkpoint', '{out}/estimators.ckpt', '--betas',
+            ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS), '--episodes',
+            str(s.get('probe_episodes', 1000)), '--out', '{out}/rac_probe.json'),
+           done='rac_probe.json', est_seconds=60),
   ]
   common = ('--env', 'turf', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']))
   rac = ('--mode', 'rac', '--estimator_checkpoint', '{out}/estimators.ckpt')
   for seed in range(n):
-    steps.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
-                            *common, '--mode', 'none'))
-    steps.append(train_step(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'],
-                            s['run_seconds'] * 1.3, *common, '--mode', 'rae'))
+    if not s.get('rac_only'):
+      steps.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'],
+                              s['run_seconds'], *common, '--mode', 'none'))
+      steps.append(train_step(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'],
+                              s['run_seconds'] * 1.3, *common, '--mode', 'rae'))
     steps.append(train_step(f'impala_rac-b{TURF_RAC_BETA:g}-s{seed}', rac_group(TURF_RAC_BETA),
                             seed, s['max_steps'], s['run_seconds'], *common, *rac,
                             '--beta', f'{TURF_RAC_BETA:g}'))
@@ -135,15 +156,31 @@ def sweep_markdown(records: Dict[str, List[Dict[str, float]]]) -> str:
 
 
 def _estimator_section(out: str) -> str:
+  from estimators import kinds
   report = pages.read_json(os.path.join(out, 'estimator_eval', 'report.json'))
   if report is None:
     return ''
   psi, phi = report.get('psi') or {}, report.get('phi') or {}
-  return ('## Offline psi / phi against the exact oracle (random transitions)\n\n'
+  text = ('## Offline psi / phi against the exact oracle (random transitions)\n\n'
           f"{report.get('evaluated', '–')} labelled transitions: psi AUROC "
           f"{pages.fmt(psi.get('auroc'), 3)}, 1 - phi AUROC {pages.fmt(phi.get('auroc'), 3)}; "
           f"phi < {TURF_RAC_BETA:g}: precision {pages.fmt(phi.get('precision'), 3)}, recall "
           f"{pages.fmt(phi.get('recall'), 3)} (`estimator_eval/calibration.png`).\n")
+  if report.get('by_kind'):
+    text += ('\nBy transition kind (`envs.turf.TRANSITION_KINDS`; P / R: precision and recall of '
+             '"phi < beta" for irreversible within the kind; reversible flagged: the fraction of '
+             "the kind's reversible transitions the shield would forbid):\n\n"
+             + kinds.markdown(report['by_kind'], 'random-policy transitions'))
+  clean = report.get('clean_by_kind')
+  if clean:
+    text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
+                                  f"ruined grass ({clean['transitions']} transitions)")
+  for name in ('rac_probe.md', 'coverage.md'):   # bench.rac_probe, bench.turf_coverage
+    path = os.path.join(out, name)
+    if os.path.exists(path):
+      with open(path) as f:
+        text += '\n#' + f.read()   # its title one level down
+  return text
 
 
 def turf_markdown(table: dict, out: str) -> str:

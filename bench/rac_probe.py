@@ -1,0 +1,209 @@
+r"""A uniformly random policy shielded by a checkpoint's phi (agents.shield, as a random agent
+with `--mode rac` acts, as IMPALA's actors do at the start of training, and as the paper's
+offline RAC does), run in one process on K environments with one phi call per step: no Launchpad,
+Reverb or learner, so a grid of thresholds and checkpoints costs seconds per cell.
+
+    python -m bench.rac_probe --checkpoint results/turf/paper_estimators/estimators.ckpt \
+        --betas 0.2,0.3,0.4 --episodes 1000 --out results/turf/paper_estimators/rac_probe.json
+    python -m bench.rac_probe --env cliff --env_option wind=0.2 --checkpoint ckpt/p0.2.ckpt \
+        --betas 0,0.1,0.2,0.3,0.4 --episodes 300 --out probe_cliff.json
+
+Each of the K environments plays ceil(episodes / K) whole episodes (so short episodes are not
+over-counted). Per beta: episodes, mean return and length, the fraction of steps whose proposed action was
+rejected and of steps forced by the fallback (no action reached beta: argmax phi is taken).
+Turf (an env with transition kinds) adds which steps let grass through: how many episodes ruined
+grass and reached the goal; per kind (envs.turf.TRANSITION_KINDS: entering fresh grass is where
+a clean run first goes wrong) the steps taken, how many the fallback forced and the mean phi of
+the action taken; and the cells (and actions) from which fresh grass was entered, most frequent
+first, with phi of every action there on the clean map. Writes JSON (and a markdown table beside
+it, same name with .md).
+"""
+import collections
+import json
+import os
+import time
+from typing import Any, Dict, Sequence
+
+import numpy as np
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_string('env', 'turf', 'Environment (envs.make).')
+  flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint with phi (estimators.train --phi).')
+  flags.DEFINE_list('betas', ['0.2'], 'RAC thresholds to probe.')
+  flags.DEFINE_integer('episodes', 1000, 'Episodes per threshold.')
+  flags.DEFINE_integer('num_envs', 64, 'Environments stepped together (one phi call per step).')
+  flags.DEFINE_enum('mode', 'rejection', ['rejection', 'replace'], 'Shield mode (agents.shield).')
+  flags.DEFINE_integer('seed', 0, 'Seed of the policy.')
+  flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable).')
+  flags.DEFINE_string('out', None, 'JSON file to write.')
+
+
+def probe(predictor, beta: float, episodes: int, num_envs: int = 64, mode: str = 'rejection',
+          seed: int = 0, env_options=None, env_name: str = 'turf') -> Dict[str, Any]:
+  """Runs `episodes` shielded random episodes; see the module docstring for what is counted."""
+  import sys
+  import jax
+  import jax.numpy as jnp
+  import envs
+  from agents import shield
+
+  env_options = dict(env_options or {})
+  pool = [envs.make(env_name, seed=seed * 100_003 + i, **env_options) for i in range(num_envs)]
+  num_actions = int(pool[0].action_spec().num_values)
+  with_kinds = callable(getattr(pool[0], 'transition_kind', None))
+  kind_names = getattr(sys.modules[type(pool[0]).__module__], 'TRANSITION_KINDS', ())
+  shield_fn = jax.jit(jax.vmap(lambda k, l, p: shield.shield(k, l, p, beta, mode)))
+  logits = jnp.zeros((num_envs, num_actions))   # the uniform policy
+  key = jax.random.PRNGKey(seed)
+  obs = np.stack([np.asarray(e.reset().observation) for e in pool])
+  taken = collections.Counter()
+  fallback = collections.Counter()
+  phi_sum = collections.defaultdict(float)
+  entered_from = collections.Counter()
+  done, ruined_episodes, goal_episodes, ruined_total = 0, 0, 0, 0
+  returns, lengths = [], []
+  ep_return = np.zeros(num_envs)
+  ep_length = np.zeros(num_envs, np.int64)
+  steps = rejected = forced = 0
+  # Each environment plays the same number of whole episodes: stopping at the first `episodes`
+  # to end, whichever env they come from, would over-count short episodes.
+  quota = -(-episodes // num_envs)
+  finished = np.zeros(num_envs, np.int64)
+  while finished.min() < quota:
+    phi = predictor.phi(obs)
+    key, sub = jax.random.split(key)
+    out = jax.device_get(shield_fn(jax.random.split(sub, num_envs), logits, jnp.asarray(phi)))
+    for i, env in enumerate(pool):
+      if finished[i] >= quota:
+        continue
+      a = int(out.action[i])
+      steps += 1
+      rejected += bool(out.rejected[i])
+      forced += bool(out.fallback[i])
+      before = env.get_state() if with_kinds else None
+      ts = env.step(a)
+      ep_return[i] += float(ts.reward or 0.0)
+      ep_length[i] += 1
+      if with_kinds:
+        kind = env.transition_kind(before, env.get_state())
+        taken[kind] += 1
+        fallback[kind] += bool(out.fallback[i])
+        phi_sum[kind] += float(phi[i, a])
+        if kind == 'enter_fresh_grass':
+          entered_from[(before[0], before[1], a, before[2] == 0)] += 1
+      if ts.last():
+        finished[i] += 1
+        done += 1
+        returns.append(ep_return[i])
+        lengths.append(ep_length[i])
+        info = env.episode_info() if callable(getattr(env, 'episode_info', None)) else {}
+        ruined = int(info.get('ruined_grass', 0))
+        ruined_total += ruined
+        ruined_episodes += ruined > 0
+        goal_episodes += float(ts.reward) > 0
+        ep_return[i], ep_length[i] = 0.0, 0
+        ts = env.reset()
+      obs[i] = np.asarray(ts.observation)
+  result = {
+      'env': env_name, 'env_options': env_options, 'beta': beta, 'mode': mode, 'episodes': done,
+      'mean_return': float(np.mean(returns)), 'mean_length': float(np.mean(lengths)),
+      'return_se': float(np.std(returns) / np.sqrt(len(returns))),
+      'steps': steps, 'rejected_fraction': rejected / steps, 'fallback_fraction': forced / steps,
+  }
+  if not with_kinds:
+    return result
+  kinds = [k for k in kind_names if taken[k]] + [k for k in taken if k not in kind_names]
+  clean_env = envs.make(env_name, **env_options)
+  cells = []
+  for (r, c, a, clean), n in entered_from.most_common(12):
+    clean_env.set_state((r, c, 0))
+    phi_here = predictor.phi(np.asarray(clean_env.observation())[None])[0]
+    cells.append({'cell': [r, c], 'action': a, 'map_clean_before': bool(clean), 'count': n,
+                  'phi_clean_map': [float(v) for v in phi_here]})
+  result.update({
+      'episodes_with_ruin': int(ruined_episodes),
+      'ruined_grass_total': int(ruined_total), 'episodes_reaching_goal': int(goal_episodes),
+      'by_kind': {k: {'taken': taken[k], 'fallback': fallback[k],
+                      'mean_phi_taken': phi_sum[k] / taken[k]} for k in kinds},
+      'fresh_grass_entered_from': cells,
+  })
+  return result
+
+
+def markdown(results: Sequence[Dict[str, Any]], checkpoint: str) -> str:
+  title = f'# RAC probe: a uniformly random policy shielded by `{checkpoint}`'
+  if not all('by_kind' in r for r in results):
+    lines = [title, '', '| beta | episodes | mean return (± s.e.) | mean length | rejected steps '
+             '| fallback steps |', '|---|---|---|---|---|---|']
+    for r in results:
+      lines.append(f"| {r['beta']:g} | {r['episodes']:,} | {r['mean_return']:.1f} ± "
+                   f"{r['return_se']:.1f} | {r['mean_length']:.1f} | "
+                   f"{r['rejected_fraction']:.3f} | {r['fallback_fraction']:.3f} |")
+    return '\n'.join(lines) + '\n'
+  lines = [title, '',
+           '| beta | episodes | episodes with ruined grass | ruined grass, total | reached goal | '
+           'fresh grass entered (fallback) | fresh grass left (fallback) | stone moves (fallback) '
+           '| bumps (fallback) |', '|---|---|---|---|---|---|---|---|---|']
+  for r in results:
+    k = r['by_kind']
+    cell = lambda name: (f"{k[name]['taken']:,} ({k[name]['fallback']:,})"  # noqa: E731
+                         if name in k else '0')
+    lines.append(f"| {r['beta']:g} | {r['episodes']:,} | {r['episodes_with_ruin']:,} | "
+                 f"{r['ruined_grass_total']:,} | {r['episodes_reaching_goal']:,} | "
+                 f"{cell('enter_fresh_grass')} | {cell('leave_fresh_grass')} | {cell('stone')} | "
+                 f"{cell('bump')} |")
+  for r in results:
+    if not r['fresh_grass_entered_from']:
+      continue
+    lines += ['', f"beta {r['beta']:g}: where fresh grass was entered (cell, action 0 up 1 down "
+              '2 left 3 right), and phi of each action there on the clean map:', '',
+              '| cell | action | map clean before | times | phi up, down, left, right (clean map) |',
+              '|---|---|---|---|---|']
+    for c in r['fresh_grass_entered_from']:
+      lines.append(f"| {tuple(c['cell'])} | {c['action']} | {c['map_clean_before']} | "
+                   f"{c['count']:,} | {', '.join(f'{v:.2f}' for v in c['phi_clean_map'])} |")
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv):
+  del argv
+  import envs
+  from estimators import checkpoint
+  from estimators import predict
+  if not FLAGS.checkpoint or not FLAGS.out:
+    raise app.UsageError('--checkpoint and --out are required')
+  betas = [float(b) for b in FLAGS.betas]
+  if FLAGS.episodes < 1 or FLAGS.num_envs < 1:
+    raise app.UsageError('--episodes and --num_envs must be >= 1')
+  ckpt = checkpoint.load(FLAGS.checkpoint)
+  if ckpt.phi_params is None:
+    raise app.UsageError(f'{FLAGS.checkpoint} has no phi (train with --phi)')
+  predictor = predict.Predictor(ckpt, batch=max(FLAGS.num_envs, 256))
+  options = envs.parse_options(FLAGS.env_option)
+  results = []
+  for beta in betas:
+    t0 = time.time()
+    r = probe(predictor, beta, FLAGS.episodes, FLAGS.num_envs, FLAGS.mode, FLAGS.seed, options,
+              FLAGS.env)
+    r['seconds'] = time.time() - t0
+    results.append(r)
+    line = (f"beta {beta:g}: mean return {r['mean_return']:.2f} over {r['episodes']} episodes, "
+            f"fallback on {r['fallback_fraction']:.3f} of steps")
+    if 'by_kind' in r:
+      line += (f"; {r['episodes_with_ruin']} episodes ruined grass ({r['ruined_grass_total']} "
+               f"cells), {r['episodes_reaching_goal']} reached the goal")
+    print(f'{line}; {time.time() - t0:.0f}s', flush=True)
+  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+  with open(FLAGS.out, 'w') as f:
+    json.dump({'checkpoint': os.path.abspath(FLAGS.checkpoint), 'results': results}, f, indent=1)
+  with open(os.path.splitext(FLAGS.out)[0] + '.md', 'w') as f:
+    f.write(markdown(results, FLAGS.checkpoint))
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)

@@ -1,0 +1,83 @@
+r"""Where random Turf episodes (the offline estimators' data) stand before any grass is ruined:
+the states RAC must judge when it has ruined nothing yet, which phi only sees if random walks
+reach them with the map still clean.
+
+    python -m bench.turf_coverage --episodes 10000 --out results/turf/paper_estimators/coverage.json
+
+Counts, per cell, the steps of uniformly random episodes (the real env, the collection's policy)
+taken with the agent on that cell and no grass ruined, scaled to --per_episodes (100k: the
+paper-scale dataset), and the mean number of such steps per episode. Writes JSON and a markdown
+grid beside it (.md).
+"""
+import json
+import os
+
+import numpy as np
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_integer('episodes', 10_000, 'Random episodes to walk.')
+  flags.DEFINE_integer('per_episodes', 100_000, 'Scale the counts to this many episodes.')
+  flags.DEFINE_integer('seed', 1, 'Policy seed.')
+  flags.DEFINE_string('out', None, 'JSON file to write.')
+
+
+def clean_visits(episodes: int, seed: int = 1):
+  """(counts [10, 10] of steps taken from a cell with no ruined grass, clean steps per episode)."""
+  import envs
+  from envs import turf
+  env = envs.make('turf')
+  rng = np.random.default_rng(seed)
+  counts = np.zeros((turf.SIZE, turf.SIZE), np.int64)
+  per_episode = []
+  for _ in range(episodes):
+    env.reset()
+    clean_steps = 0
+    while True:
+      r, c, ruined = env.get_state()
+      if ruined == 0:
+        counts[r, c] += 1
+        clean_steps += 1
+      if env.step(int(rng.integers(env.num_actions))).last():
+        break
+    per_episode.append(clean_steps)
+  return counts, np.asarray(per_episode)
+
+
+def markdown(scaled: np.ndarray, per: int, mean_clean: float) -> str:
+  from envs import turf
+  layout = turf.LAYOUTS[turf.DEFAULT_LAYOUT]
+  lines = [f'# Random Turf episodes: steps taken from each cell with no grass ruined, per {per:,} '
+           'episodes', '', f'Mean clean steps per episode: {mean_clean:.2f}. Cell: count '
+           '(`#` stone, `.` grass, `A` start, `*` goal).', '',
+           '| row | ' + ' | '.join(str(c) for c in range(turf.SIZE)) + ' |',
+           '|---|' + '---|' * turf.SIZE]
+  for r in range(turf.SIZE):
+    lines.append(f'| {r} | ' + ' | '.join(f'{layout[r][c]} {scaled[r, c]:,}'
+                                          for c in range(turf.SIZE)) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv):
+  del argv
+  if not FLAGS.out:
+    raise app.UsageError('--out is required')
+  if FLAGS.episodes < 1 or FLAGS.per_episodes < 1:
+    raise app.UsageError('--episodes and --per_episodes must be >= 1')
+  counts, per_episode = clean_visits(FLAGS.episodes, FLAGS.seed)
+  scaled = np.rint(counts * FLAGS.per_episodes / FLAGS.episodes).astype(np.int64)
+  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+  with open(FLAGS.out, 'w') as f:
+    json.dump({'episodes': FLAGS.episodes, 'per_episodes': FLAGS.per_episodes,
+               'clean_steps_per_cell': scaled.tolist(),
+               'mean_clean_steps_per_episode': float(per_episode.mean())}, f, indent=1)
+  with open(os.path.splitext(FLAGS.out)[0] + '.md', 'w') as f:
+    f.write(markdown(scaled, FLAGS.per_episodes, float(per_episode.mean())))
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)

@@ -1,0 +1,62 @@
+"""bench.rac_probe (a random policy under RAC's shield in one process) on a real, untrained
+cliff checkpoint: whole episodes per environment, no shield at beta 0, only fallbacks at beta 1;
+and bench.cliff_spread's table."""
+import jax
+import numpy as np
+
+from bench import cliff_spread
+from bench import rac_probe
+from estimators import checkpoint
+from estimators import networks as nets
+from estimators import predict
+
+
+def _untrained_cliff_predictor(tmp_path):
+  config = nets.default_config('cliff')
+  est = nets.make_estimators(config, 4)
+  x = np.zeros((2, 48), np.float32)
+  path = str(tmp_path / 'cliff.ckpt')
+  checkpoint.save(path, config, 4, (48,), np.float32, est.psi_init(jax.random.PRNGKey(0), x),
+                  est.phi_init(jax.random.PRNGKey(1), x))
+  return predict.Predictor(checkpoint.load(path), batch=8)
+
+
+def test_probe_counts_whole_episodes_and_the_shield(tmp_path):
+  predictor = _untrained_cliff_predictor(tmp_path)
+  free = rac_probe.probe(predictor, 0.0, episodes=10, num_envs=4, env_name='cliff',
+                         env_options={'wind': 0.0})
+  # ceil(10 / 4) = 3 whole episodes in each of the 4 environments.
+  assert free['episodes'] == 12
+  assert free['rejected_fraction'] == 0.0 and free['fallback_fraction'] == 0.0
+  # The cliff pays 1 per step alive and 0 on the fall: return = length - (share of falls).
+  assert free['mean_length'] - 1 <= free['mean_return'] <= free['mean_length']
+  # phi < 1 everywhere: every step is the fallback, always argmax phi of the state.
+  forced = rac_probe.probe(predictor, 1.0, episodes=4, num_envs=4, env_name='cliff',
+                           env_options={'wind': 0.0})
+  assert forced['fallback_fraction'] == 1.0
+  # Without wind the fallback walk from the start is deterministic: 4 equal episodes.
+  assert forced['return_se'] == 0.0 and 'by_kind' not in forced
+
+
+def test_probe_sorts_turf_steps_by_kind(tmp_path):
+  config = nets.default_config('turf')
+  est = nets.make_estimators(config, 4)
+  x = np.zeros((2, 10, 10, 3), np.uint8)
+  path = str(tmp_path / 'turf.ckpt')
+  checkpoint.save(path, config, 4, (10, 10, 3), np.uint8, est.psi_init(jax.random.PRNGKey(0), x),
+                  est.phi_init(jax.random.PRNGKey(1), x))
+  predictor = predict.Predictor(checkpoint.load(path), batch=8)
+  r = rac_probe.probe(predictor, 0.0, episodes=2, num_envs=2)
+  assert r['episodes'] == 2 and sum(k['taken'] for k in r['by_kind'].values()) == r['steps']
+  # Unshielded random walks of 120 steps from the start ruin grass.
+  assert r['episodes_with_ruin'] == 2 and r['by_kind']['enter_fresh_grass']['taken'] > 0
+  md = rac_probe.markdown([r], 'turf.ckpt')
+  assert '| 0 | 2 | 2 |' in md and 'where fresh grass was entered' in md
+
+
+def test_spread_table_gives_mean_range_and_the_check():
+  cells = [{'wind': 0.2, 'beta': 0.3, 'mean': 100.0, 'per_training': [90.0, 100.0, 110.0],
+            'page_launch_train': 124.9}]
+  md = cliff_spread.spread_markdown(cells, [0.2], [0.3], 512)
+  assert '| 0.2 | 100.0 [90.0-110.0] (85.8) |' in md
+  assert '| 0.2 | 90.0 / 124.9 |' in md
