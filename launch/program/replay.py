@@ -14,7 +14,6 @@ Tables in DROPPED_ON_RESTORE come back empty: the IMPALA queue/replay holds sequ
 policies older than the restored learner's (BUILD_NOTES.md, "Replay checkpoints", says why
 they are not worth keeping). Every start and every checkpoint is a line of RUN_DIR/replay.jsonl.
 """
-import json
 import os
 import threading
 import time
@@ -28,6 +27,7 @@ from launchpad.launch import worker_manager
 from reverb.platform import checkpointers_lib
 
 from agents import adders
+from launch.runtime import run_state
 
 CHECKPOINT_DIR = os.path.join('checkpoints', 'replay')
 RECORDS = 'replay.jsonl'
@@ -39,23 +39,11 @@ def checkpoint_dir(run_dir: str) -> str:
 
 
 def append_record(run_dir: str, record: dict) -> None:
-  with open(os.path.join(run_dir, RECORDS), 'a') as f:
-    f.write(json.dumps({'time': time.time(), **record}) + '\n')
+  run_state.append_record(run_dir, RECORDS, record)
 
 
 def read_records(run_dir: str):
-  try:
-    with open(os.path.join(run_dir, RECORDS)) as f:
-      lines = f.read().splitlines()
-  except FileNotFoundError:
-    return []
-  out = []
-  for line in lines:
-    try:
-      out.append(json.loads(line))
-    except ValueError:
-      pass  # a line cut by a kill
-  return out
+  return run_state.read_records(run_dir, RECORDS)
 
 
 def latest_checkpoint(run_dir: str) -> Optional[str]:

@@ -7,6 +7,9 @@ of it ended, and a stop request. Every file is JSON, written to a temporary file
   run_state.json     one record per launch ("segment"): start, end, status, steps reached
   stop_request.json  written by the CLI on Ctrl-C / SIGTERM / SIGHUP: the coordinator then
                      checkpoints the learners and stops the program
+
+Event logs (supervisor.jsonl, replay.jsonl) are the exception: one timestamped JSON line appended
+per event (`append_record` / `read_records`), a line cut by a kill skipped on reading.
 """
 import json
 import os
@@ -36,6 +39,27 @@ STOPPED = 'stopped by user'
 def write_json(path: str, obj: Any) -> None:
   with paths.atomic_write(path) as f:
     json.dump(obj, f, indent=2)
+
+
+def append_record(run_dir: str, log_name: str, record: Dict[str, Any]) -> None:
+  with open(os.path.join(run_dir, log_name), 'a') as f:
+    f.write(json.dumps({'time': time.time(), **record}) + '\n')
+    f.flush()
+
+
+def read_records(run_dir: str, log_name: str) -> List[Dict[str, Any]]:
+  try:
+    with open(os.path.join(run_dir, log_name)) as f:
+      lines = f.read().splitlines()
+  except FileNotFoundError:
+    return []
+  records = []
+  for line in lines:
+    try:
+      records.append(json.loads(line))
+    except ValueError:
+      pass  # a line cut by a kill
+  return records
 
 
 def read_json(path: str, default=None):

@@ -20,7 +20,6 @@ This is Launchpad's MultiProcessingColocation idea for one node, with a failure 
 records; the pip build of Launchpad 0.5.2 lacks the entry script that class starts.
 """
 import functools
-import json
 import os
 import signal
 import subprocess
@@ -62,23 +61,11 @@ def write_pid(run_dir: str, name: str) -> None:
 
 
 def append_event(run_dir: str, event: dict) -> None:
-  with open(os.path.join(run_dir, SUPERVISOR_LOG), 'a') as f:
-    f.write(json.dumps({'time': time.time(), **event}) + '\n')
-    f.flush()
+  run_state.append_record(run_dir, SUPERVISOR_LOG, event)
 
 
 def read_events(run_dir: str):
-  path = os.path.join(run_dir, SUPERVISOR_LOG)
-  if not os.path.exists(path):
-    return []
-  events = []
-  with open(path) as f:
-    for line in f:
-      try:
-        events.append(json.loads(line))
-      except ValueError:
-        pass  # a line cut by a crash
-  return events
+  return run_state.read_records(run_dir, SUPERVISOR_LOG)
 
 
 def _run_ending(run_dir: str) -> bool:
