@@ -49,6 +49,7 @@ class IMPALALearner(acme.Learner):
                optimizer: optax.GradientTransformation, random_key: networks_lib.PRNGKey,
                discount: float = 0.99, entropy_cost: float = 0.01, baseline_cost: float = 0.5,
                max_abs_reward: float = jnp.inf, normalize_advantages: bool = False,
+               self_imitation_value_cost: float = 0.01,
                counter: Optional[counting.Counter] = None,
                logger: Optional[loggers.Logger] = None):
     self._iterator = iterator
@@ -93,9 +94,25 @@ class IMPALALearner(acme.Learner):
 
     key_state, key_params = jax.random.split(random_key)
     initial_core = networks.initial_state_fn(networks.initial_state_init_fn(key_state))
+
+    def imitation_loss(params, observations, actions, returns):
+      (logits, values), _ = networks.unroll_fn(params, observations, initial_core)
+      return losses.self_imitation_loss(logits, values, actions, returns,
+                                        value_cost=self_imitation_value_cost)
+
+    @jax.jit
+    def imitation_step(state: TrainingState, observations, actions, returns):
+      # The same optimiser (and its state) as the V-trace updates, as in Oh et al. (2018).
+      (loss, metrics), grads = jax.value_and_grad(imitation_loss, has_aux=True)(
+          state.params, observations, actions, returns)
+      updates, opt_state = optimizer.update(grads, state.opt_state)
+      metrics.update(sil_loss=loss, sil_grad_norm=optax.global_norm(grads))
+      return TrainingState(optax.apply_updates(state.params, updates), opt_state), metrics
+
     params = networks.unroll_init_fn(key_params, initial_core)
     self._state = TrainingState(params, optimizer.init(params))
     self._sgd_step = sgd_step
+    self._imitation_step = imitation_step
     self._counter = counter or counting.Counter()
     # Updates made by this process (a restarted learner counts from 0 again: the lag of the
     # sequences written before the restart then reads negative for a few batches).
@@ -115,6 +132,11 @@ class IMPALALearner(acme.Learner):
     # would leave that column out of the whole log.
     counts.setdefault('actor_steps', 0)
     self._logger.write({**metrics, **lag, **counts})
+
+  def imitate(self, observations, actions, returns) -> dict:
+    """One self-imitation update on past steps (`agents.self_imitation`); its diagnostics."""
+    self._state, metrics = self._imitation_step(self._state, observations, actions, returns)
+    return jax.device_get(metrics)
 
   def get_variables(self, names: Sequence[str]) -> List[networks_lib.Params]:
     """'policy': the parameters; 'policy_version': how many updates this learner process had

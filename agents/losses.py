@@ -105,3 +105,21 @@ def vtrace_diagnostics(logits: jnp.ndarray, v_tm1: jnp.ndarray, vtrace, rhos: jn
           'advantage_abs_max': jnp.max(jnp.abs(adv) * real),
           'rho_mean': mean(rhos), 'rho_clipped_fraction': mean((rhos > 1.0).astype(jnp.float32)),
           'log_rho_abs_mean': mean(jnp.abs(jnp.log(jnp.maximum(rhos, 1e-8))))}
+
+
+def self_imitation_loss(logits: jnp.ndarray, values: jnp.ndarray, actions: jnp.ndarray,
+                        returns: jnp.ndarray, *, value_cost: float
+                        ) -> Tuple[jnp.ndarray, Dict[str, jnp.ndarray]]:
+  """Self-imitation (Oh et al., 2018) over a batch of N past steps ([N, A] logits, [N] values,
+  actions and discounted returns-to-go): imitate an action, and raise V towards the return, only
+  where the return that followed beat the current estimate, (R - V)+. Steps whose return is no
+  better than V contribute nothing, so a buffer may hold poor episodes too."""
+  gap = returns - values
+  positive = jnp.maximum(gap, 0.0)
+  log_pi_a = jnp.take_along_axis(jax.nn.log_softmax(logits), actions[:, None], axis=-1)[:, 0]
+  policy = -jnp.mean(log_pi_a * jax.lax.stop_gradient(positive))
+  value = 0.5 * jnp.mean(jnp.square(positive))
+  return policy + value_cost * value, {
+      'sil_policy_loss': policy, 'sil_value_loss': value,
+      'sil_positive_fraction': jnp.mean((gap > 0).astype(jnp.float32)),
+      'sil_gap_mean': jnp.mean(positive)}

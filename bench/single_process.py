@@ -41,6 +41,12 @@ flags.DEFINE_float('learning_rate', None, 'Learning rate (default: the preset).'
 flags.DEFINE_bool('normalize_advantages', False, 'Normalise V-trace advantages over each batch.')
 flags.DEFINE_bool('centre_on_agent', None, 'Centre each observation on the player '
                   '(default: the preset, which does).')
+flags.DEFINE_integer('self_imitation', 0, 'Self-imitation updates after each V-trace update '
+                     '(0: none; agents.self_imitation).')
+flags.DEFINE_integer('sil_batch', 256, 'Steps per self-imitation update.')
+flags.DEFINE_integer('sil_episodes', 64, 'Best episodes the self-imitation buffer keeps.')
+flags.DEFINE_float('stop_at', 0.0, 'Stop once the last 200 episodes solved at least this '
+                   'fraction (0: run all --steps).')
 flags.DEFINE_integer('seed', 0, 'Seed.')
 flags.DEFINE_integer('log_every', 20_000, 'Env steps between records.')
 flags.DEFINE_string('out', 'results/single_process.json', 'Output JSON.')
@@ -92,7 +98,7 @@ def main(argv):
   from acme import specs, wrappers
 
   import envs
-  from agents import acting, learning
+  from agents import acting, learning, self_imitation
   from agents import networks as agent_networks
   from launch.program import presets
   from launch.program.config import ImpalaConfig
@@ -149,6 +155,9 @@ def main(argv):
   actor = acting.BatchedActor(spec.actions.num_values, acting.ReversibilityConfig(), seeds,
                               policy_forward=networks.forward_fn, policy_source=source)
   cutters = [adders.SequenceCutter(impala.sequence_length) for _ in environments]
+  best = self_imitation.BestEpisodes(FLAGS.sil_episodes, impala.discount, seed=FLAGS.seed)
+  current = [([], [], []) for _ in environments]   # this episode's observations, actions, rewards
+  imitation: Dict = {}
   pending, ready, episodes, records = [], [], [], []
 
   timesteps = [env.reset() for env in environments]
@@ -162,6 +171,8 @@ def main(argv):
     write_json(FLAGS.out, {
         'level': FLAGS.level, 'envs': FLAGS.envs, 'reuse': FLAGS.reuse, 'seed': FLAGS.seed,
         'normalize_advantages': FLAGS.normalize_advantages,
+        'self_imitation': FLAGS.self_imitation, 'sil_batch': FLAGS.sil_batch,
+        'sil_episodes': FLAGS.sil_episodes,
         'centre_on_agent': bool(net_config.centre_on),
         'network': dataclasses.asdict(net_config), 'impala': dataclasses.asdict(impala),
         'records': records})
@@ -177,7 +188,11 @@ def main(argv):
              'discount': np.float32(ts.discount), 'logits': out.logits[k],
              'core_state': np.float32(0.0), 'policy_version': np.float32(version)}
       rows = [row]
+      for column, value in zip(current[k], (observation, row['action'], row['reward'])):
+        column.append(value)
       if ts.last():
+        best.add(*(np.asarray(column) for column in current[k]))
+        current[k] = ([], [], [])
         filler = {key: np.zeros_like(v) for key, v in row.items()}
         filler['observation'] = ts.observation
         rows.append(filler)
@@ -195,6 +210,8 @@ def main(argv):
       del ready[:FLAGS.envs]
       for _ in range(FLAGS.reuse):
         learner.step()
+        for _ in range(FLAGS.self_imitation if len(best) else 0):
+          imitation = learner.imitate(*best.sample(FLAGS.sil_batch))
     obs = np.stack(next_obs)
     out, version = actor.step(obs, obs, obs), source.version
     if steps >= next_log:
@@ -206,12 +223,17 @@ def main(argv):
                 'episodes': len(episodes),
                 'solved_last_200': float(np.mean([e['solved'] for e in last])) if last else 0.0,
                 'boxes_on_target_last_200': float(np.mean([e['boxes_on_target'] for e in last]))
-                if last else 0.0, **diagnostics}
+                if last else 0.0, **diagnostics,
+                **{k: float(v) for k, v in imitation.items()},
+                **({'sil_best_return': max(best.totals), 'sil_worst_return': min(best.totals)}
+                   if len(best) else {})}
       records.append(record)
       save()
       print(json.dumps({k: record[k] for k in ('env_steps', 'solved_last_200',
                                                'boxes_on_target_last_200')}
                        | {'entropy': record.get('policy_entropy')}), flush=True)
+      if FLAGS.stop_at and len(last) == 200 and record['solved_last_200'] >= FLAGS.stop_at:
+        break
   save()
 
 
