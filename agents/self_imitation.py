@@ -7,6 +7,12 @@ rule it out; a buffer of recent steps would hold the solution's steps at ~0.1% o
 of the best episodes at a good fraction of it. The loss (`losses.self_imitation_loss`) ignores
 any step whose return is below the current value, so a buffer not yet full of good episodes does
 no harm.
+
+Only episodes that *terminated* are kept. A time-limit truncation cuts off a future the
+returns-to-go cannot see: with Sokoban's -0.1 per step, a truncated random walk's last steps
+would show returns near 0 against values near -10 (the bootstrap the V-trace targets use), and
+self-imitation would copy exactly the aimless walking it should ignore (measured: every sampled
+step had R > V, on average by 4, while no episode had solved the level).
 """
 import dataclasses
 from typing import List
@@ -50,18 +56,20 @@ class BestEpisodes:
   def totals(self) -> List[float]:
     return [e.total for e in self._episodes]
 
-  def add(self, observations, actions, rewards) -> None:
+  def add(self, observations, actions, rewards, terminated: bool) -> bool:
+    """Offers a finished episode; returns whether it was kept."""
     rewards = np.asarray(rewards, np.float32)
-    if not len(rewards):
-      return
+    if not len(rewards) or not terminated:
+      return False
     episode = Episode(np.asarray(observations), np.asarray(actions, np.int32),
                       returns_to_go(rewards, self._discount), float(rewards.sum()))
     if len(self._episodes) >= self._capacity:
       worst = int(np.argmin(self.totals))
       if episode.total < self._episodes[worst].total:
-        return
+        return False
       del self._episodes[worst]
     self._episodes.append(episode)
+    return True
 
   def sample(self, n: int):
     """n steps drawn uniformly over all steps held: (observations, actions, returns)."""

@@ -191,7 +191,7 @@ def main(argv):
       for column, value in zip(current[k], (observation, row['action'], row['reward'])):
         column.append(value)
       if ts.last():
-        best.add(*(np.asarray(column) for column in current[k]))
+        best.add(*(np.asarray(column) for column in current[k]), terminated=ts.discount == 0)
         current[k] = ([], [], [])
         filler = {key: np.zeros_like(v) for key, v in row.items()}
         filler['observation'] = ts.observation

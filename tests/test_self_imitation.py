@@ -30,7 +30,9 @@ def test_self_imitation_loss_only_counts_steps_whose_return_beat_the_value():
 def test_best_episodes_keeps_the_highest_returns_and_samples_their_steps():
   buffer = self_imitation.BestEpisodes(capacity=2, discount=1.0, seed=0)
   for total, tag in ((1.0, 10), (5.0, 20), (3.0, 30), (0.0, 40)):
-    buffer.add(np.full((2, 1), tag), np.array([tag, tag]), np.array([total, 0.0]))
+    buffer.add(np.full((2, 1), tag), np.array([tag, tag]), np.array([total, 0.0]), terminated=True)
+  # A truncated episode's future is unknown, so it is refused however good it looks.
+  assert not buffer.add(np.zeros((1, 1)), np.array([0]), np.array([100.0]), terminated=False)
   assert sorted(buffer.totals) == [3.0, 5.0]
   obs, actions, returns = buffer.sample(200)
   assert set(actions.tolist()) == {20, 30}
