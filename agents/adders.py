@@ -30,7 +30,7 @@ Python) and rebuilds its history structure for each item: over half of the calli
 per step (`python -m bench.adder_bench`). Flush and close still go through the Python half.
 """
 import collections
-from typing import Iterator, Optional
+from typing import Iterator, NamedTuple, Optional
 
 import dm_env
 import numpy as np
@@ -40,8 +40,14 @@ from acme import adders, specs
 from acme.adders import reverb as reverb_adders
 from reverb import pybind
 
+from agents import self_imitation
+
 IMPALA_TABLE = 'impala'
 PRECEDENCE_TABLE = 'precedence'
+# One item per step of a terminated episode that self-imitation may learn from: its observation
+# and (action, discounted return-to-go), with the episode's return as the item's priority.
+SELF_IMITATION_TABLE = 'self_imitation'
+ACTION_RETURN = 'action_return'
 # Per-step extras of IMPALA items: the behaviour logits, Acme's (dummy) core state, and the
 # learner update that made the acting policy (for the learner's policy-lag diagnostic).
 IMPALA_EXTRAS = ('core_state', 'logits', 'policy_version')
@@ -138,6 +144,25 @@ def impala_signature(environment_spec: specs.EnvironmentSpec, sequence_length: i
 def precedence_signature(environment_spec: specs.EnvironmentSpec):
   """Variable-length windows (at most 2w steps)."""
   return _signature(environment_spec, None, PRECEDENCE_COLUMNS)
+
+
+def self_imitation_signature(environment_spec: specs.EnvironmentSpec):
+  """Single steps (no time axis)."""
+  observation = environment_spec.observations
+  return {'observation': tf.TensorSpec(observation.shape, observation.dtype, 'observation'),
+          ACTION_RETURN: tf.TensorSpec((2,), tf.float32, ACTION_RETURN)}
+
+
+class ImitationSteps(NamedTuple):
+  observation: np.ndarray   # [N, ...]
+  action: np.ndarray        # [N] int32
+  returns: np.ndarray       # [N] float32
+
+
+def unpack_self_imitation(data) -> ImitationSteps:
+  action_return = np.asarray(data[ACTION_RETURN])
+  return ImitationSteps(np.asarray(data['observation']), action_return[:, 0].astype(np.int32),
+                        action_return[:, 1])
 
 
 def item_due(count: int, length: int, period: int) -> bool:
@@ -269,3 +294,45 @@ class TrajectoryAdder(adders.Adder):
       self._writer.close()
     except Exception:  # the server may already be gone at shutdown
       pass
+
+
+class SelfImitationAdder(adders.Adder):
+  """Wraps one environment's adder: passes every call on, and at the end of a *terminated*
+  episode that `admit` lets through writes its steps to the self-imitation table, each with its
+  discounted return-to-go (of the reward the agent is trained on, RAE's penalty included). The
+  K adders of an actor share one writer and one filter (`agents.self_imitation.TopReturns`):
+  episodes are rare and written whole, so the Python writer's cost does not matter."""
+
+  def __init__(self, inner: adders.Adder, writer, admit, discount: float):
+    self._inner, self._writer, self._admit, self._discount = inner, writer, admit, discount
+    self._observations, self._actions, self._rewards = [], [], []
+
+  def add_first(self, timestep: dm_env.TimeStep):
+    self._inner.add_first(timestep)
+    self._observations, self._actions, self._rewards = [timestep.observation], [], []
+
+  def add(self, action, next_timestep: dm_env.TimeStep, extras=()):
+    self._inner.add(action, next_timestep, extras)
+    self._actions.append(int(action))
+    self._rewards.append(float(next_timestep.reward))
+    if not next_timestep.last():
+      self._observations.append(next_timestep.observation)
+      return
+    total = float(np.sum(self._rewards))
+    if float(next_timestep.discount) == 0.0 and self._admit(total):
+      returns = self_imitation.returns_to_go(np.asarray(self._rewards), self._discount)
+      for observation, action_taken, ret in zip(self._observations, self._actions, returns):
+        self._writer.append({'observation': observation,
+                             ACTION_RETURN: np.array([action_taken, ret], np.float32)})
+        self._writer.create_item(SELF_IMITATION_TABLE, priority=total, trajectory={
+            'observation': self._writer.history['observation'][-1],
+            ACTION_RETURN: self._writer.history[ACTION_RETURN][-1]})
+      self._writer.flush()
+    self._observations, self._actions, self._rewards = [], [], []
+
+  def reset(self):
+    self._inner.reset()
+
+  def flush(self):
+    if hasattr(self._inner, 'flush'):
+      self._inner.flush()

@@ -6,7 +6,7 @@ learner keeps Acme's interface (`acme.Learner`: step / get_variables / save / re
 Single device (jit, no pmap): the project targets CPU machines and one-GPU hosts.
 """
 import time
-from typing import Iterator, List, NamedTuple, Optional, Sequence
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence
 
 import acme
 import jax
@@ -22,6 +22,8 @@ from agents import losses
 
 
 POLICY_VERSION = 'policy_version'
+IMITATION_METRICS = ('sil_loss', 'sil_grad_norm', 'sil_policy_loss', 'sil_value_loss',
+                     'sil_positive_fraction', 'sil_gap_mean')
 
 
 def policy_lag(updates: int, data) -> dict:
@@ -50,6 +52,8 @@ class IMPALALearner(acme.Learner):
                discount: float = 0.99, entropy_cost: float = 0.01, baseline_cost: float = 0.5,
                max_abs_reward: float = jnp.inf, normalize_advantages: bool = False,
                self_imitation_value_cost: float = 0.01,
+               imitation_iterator: Optional[Iterator] = None, imitation_updates: int = 0,
+               imitation_ready: Optional[Callable[[], bool]] = None,
                counter: Optional[counting.Counter] = None,
                logger: Optional[loggers.Logger] = None):
     self._iterator = iterator
@@ -113,6 +117,13 @@ class IMPALALearner(acme.Learner):
     self._state = TrainingState(params, optimizer.init(params))
     self._sgd_step = sgd_step
     self._imitation_step = imitation_step
+    # Batches of single steps (observation, action, return) from the self-imitation table.
+    self._imitation_iterator = imitation_iterator
+    self._imitation_updates = imitation_updates if imitation_iterator is not None else 0
+    # Sampling an empty table would block the learner, and with a rate-limited replay the actors
+    # wait for the learner: no episode would ever end to fill it. So the learner first asks.
+    self._imitation_ready = imitation_ready or (lambda: True)
+    self._imitating = False
     self._counter = counter or counting.Counter()
     # Updates made by this process (a restarted learner counts from 0 again: the lag of the
     # sequences written before the restart then reads negative for a few batches).
@@ -126,6 +137,13 @@ class IMPALALearner(acme.Learner):
     self._state, metrics = self._sgd_step(self._state, sample.data)
     self._updates += 1
     metrics = jax.device_get(metrics)
+    if self._imitation_updates:
+      # Logged from the first row on (a CSV's columns are its first row's), NaN until then.
+      metrics.update(dict.fromkeys(IMITATION_METRICS, np.nan))
+      self._imitating = self._imitating or self._imitation_ready()
+      for _ in range(self._imitation_updates if self._imitating else 0):
+        steps = next(self._imitation_iterator).data
+        metrics.update(self.imitate(steps.observation, steps.action, steps.returns))
     counts = self._counter.increment(steps=1, time_elapsed=time.time() - start)
     # The CSV's columns are those of its first row, and rows are placed on env steps by
     # actor_steps: a first update made before the actors' first counts reach the counter

@@ -83,3 +83,21 @@ class BestEpisodes:
     actions = np.array([self._episodes[e].actions[t] for e, t in zip(which, at)], np.int32)
     returns = np.array([self._episodes[e].returns[t] for e, t in zip(which, at)], np.float32)
     return obs, actions, returns
+
+
+class TopReturns:
+  """An actor's filter in front of the shared table: forward an episode only if its return is
+  among the `k` best this actor has seen (so after the first few, hardly any episode is sent,
+  and the table, which keeps the best of all actors, receives what could enter it)."""
+
+  def __init__(self, k: int):
+    if k < 1:
+      raise ValueError(f'self-imitation episodes must be >= 1, got {k}')
+    self._k = k
+    self._best: List[float] = []   # ascending
+
+  def admit(self, total: float) -> bool:
+    if len(self._best) >= self._k and total < self._best[0]:
+      return False
+    self._best = sorted(self._best + [total])[-self._k:]
+    return True

@@ -109,6 +109,14 @@ flags.DEFINE_float('samples_per_insert', None, 'IMPALA sequence reuse: 0 = a que
                    'times on average (default: preset).')
 flags.DEFINE_integer('replay_size', None, 'IMPALA replay size in sequences when '
                      'samples_per_insert > 0 (default: preset).')
+flags.DEFINE_integer('self_imitation_updates', None, 'IMPALA + self-imitation (Oh et al. 2018): '
+                     'updates on the best terminated episodes after each V-trace update; 0 = '
+                     'none (default: preset).')
+flags.DEFINE_integer('self_imitation_batch', None, 'Steps per self-imitation update (default: 256).')
+flags.DEFINE_integer('self_imitation_episodes', None, 'Best episodes each actor forwards to the '
+                     'self-imitation table (default: 64).')
+flags.DEFINE_integer('self_imitation_steps', None, 'Steps the self-imitation table keeps '
+                     '(default: 8192).')
 flags.DEFINE_bool('show_config', False, 'Print the resolved configuration (flags + presets) as '
                   'JSON and exit without launching.')
 
@@ -173,7 +181,12 @@ def config_from_flags():
           max_gradient_norm=pick('max_gradient_norm', agent_preset.max_gradient_norm),
           max_queue_size=max(160, 2 * batch_size),
           samples_per_insert=pick('samples_per_insert', agent_preset.samples_per_insert),
-          replay_size=pick('replay_size', agent_preset.replay_size)),
+          replay_size=pick('replay_size', agent_preset.replay_size),
+          self_imitation_updates=pick('self_imitation_updates',
+                                      agent_preset.self_imitation_updates),
+          **{field: getattr(FLAGS, field) for field in (
+              'self_imitation_batch', 'self_imitation_episodes', 'self_imitation_steps')
+             if getattr(FLAGS, field) is not None}),
       precedence=cfg_lib.PrecedenceConfig(
           env_steps_per_update=pick('env_steps_per_psi_update', agent_preset.env_steps_per_psi_update),
           **{field: value for field, value in (('window_batch', FLAGS.psi_windows_per_sample),

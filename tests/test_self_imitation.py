@@ -84,3 +84,93 @@ def test_learner_imitation_raises_the_good_action_and_leaves_bad_steps_alone():
   assert float(bad_metrics['sil_positive_fraction']) == 0.0
   assert good > 0.5 > bad
   assert bad == pytest.approx(0.25, abs=0.1)   # untouched: the initial, near-uniform policy
+
+
+def test_top_returns_admits_only_what_could_enter_the_k_best():
+  admit = self_imitation.TopReturns(2).admit
+  assert admit(1.0) and admit(0.0)        # fewer than k seen: everything
+  assert not admit(-1.0)                  # below the 2 best
+  assert admit(5.0)                       # now the best are 1.0 and 5.0
+  assert not admit(0.5) and admit(1.0)
+
+
+def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
+  """A real Reverb server with the table make_tables builds: a terminated episode arrives as one
+  item per step with (action, return-to-go) and the episode's return as priority; a truncated
+  one, and one the filter refuses, do not."""
+  import dm_env
+  import reverb
+  from acme import specs
+
+  from agents import adders
+
+  spec = specs.EnvironmentSpec(
+      observations=specs.Array((2,), np.float32), actions=specs.DiscreteArray(4),
+      rewards=specs.Array((), np.float32), discounts=specs.BoundedArray((), np.float32, 0, 1))
+  table = reverb.Table(adders.SELF_IMITATION_TABLE, sampler=reverb.selectors.Uniform(),
+                       remover=reverb.selectors.MinHeap(), max_size=100,
+                       rate_limiter=reverb.rate_limiters.MinSize(1),
+                       signature=adders.self_imitation_signature(spec))
+  server = reverb.Server([table])
+  client = reverb.Client(f'localhost:{server.port}')
+  writer = client.trajectory_writer(num_keep_alive_refs=1)
+
+  class Inner:
+    calls = 0
+    def add_first(self, ts): Inner.calls += 1
+    def add(self, action, ts, extras=()): Inner.calls += 1
+    def reset(self): pass
+
+  adder = adders.SelfImitationAdder(Inner(), writer, self_imitation.TopReturns(1).admit, 0.5)
+  obs = lambda v: np.full(2, v, np.float32)
+
+  def play(rewards, terminated):
+    adder.add_first(dm_env.restart(obs(0)))
+    for t, r in enumerate(rewards):
+      last = t == len(rewards) - 1
+      if not last:
+        ts = dm_env.transition(np.float32(r), obs(t + 1))
+      elif terminated:
+        ts = dm_env.termination(np.float32(r), obs(t + 1))
+      else:
+        ts = dm_env.truncation(np.float32(r), obs(t + 1))
+      adder.add(t + 1, ts)
+
+  play([1.0, 2.0], terminated=True)      # returns-to-go 1 + 0.5 * 2 = 2, then 2
+  play([9.0, 9.0], terminated=False)     # truncated: not written
+  play([0.0, 0.0], terminated=True)      # below the actor's best (3.0): not written
+  assert Inner.calls == 9                # every call reached the wrapped adder
+  items = client.server_info()[adders.SELF_IMITATION_TABLE].current_size
+  assert items == 2
+  got = {}
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=client.server_address, table=adders.SELF_IMITATION_TABLE,
+      max_in_flight_samples_per_worker=10)
+  for sample in adders.unpacked(dataset.batch(10).take(5).as_numpy_iterator(),
+                                adders.unpack_self_imitation):
+    for i, action in enumerate(sample.data.action):
+      got[int(action)] = (float(sample.data.returns[i]), float(sample.data.observation[i, 0]),
+                          float(sample.info.priority[i]))
+  assert got == {1: (2.0, 0.0, 3.0), 2: (2.0, 1.0, 3.0)}
+  server.stop()
+
+
+def test_resume_of_a_run_saved_before_self_imitation_existed(tmp_path):
+  """A config.json without the self-imitation fields resumes (they take their defaults, off);
+  turning the option on is a change of what is learned, and is refused."""
+  import dataclasses
+  import json
+
+  from launch.program import config as cfg_lib
+  from launch.runtime import lifecycle
+
+  cfg = cfg_lib.RunConfig(env='sokoban', run_dir=str(tmp_path))
+  lifecycle.write_config(cfg)
+  saved = json.loads((tmp_path / 'config.json').read_text())
+  for key in [k for k in saved['impala'] if k.startswith('self_imitation')]:
+    del saved['impala'][key]
+  (tmp_path / 'config.json').write_text(json.dumps(saved))
+  lifecycle.check_resume(cfg)
+  on = dataclasses.replace(cfg, impala=dataclasses.replace(cfg.impala, self_imitation_updates=1))
+  with pytest.raises(ValueError, match='impala.self_imitation_updates'):
+    lifecycle.check_resume(on)

@@ -22,7 +22,7 @@ from acme.utils.loggers import tf_summary
 
 import envs
 from envs import batch as env_batch
-from agents import acting, adders, learning
+from agents import acting, adders, learning, self_imitation
 from agents import loop as loop_lib
 from agents import networks as agent_networks
 from estimators import checkpoint as est_checkpoint
@@ -89,6 +89,13 @@ def make_tables(cfg: RunConfig) -> List[reverb.Table]:
   tables = []
   if cfg.agent == 'impala':
     tables.append(make_impala_table(cfg.impala, adders.impala_signature(spec, cfg.impala.sequence_length)))
+    if cfg.impala.uses_self_imitation:
+      # MinHeap remover: when full, the steps of the lowest-return episode go first.
+      tables.append(reverb.Table(
+          adders.SELF_IMITATION_TABLE, sampler=reverb.selectors.Uniform(),
+          remover=reverb.selectors.MinHeap(), max_size=cfg.impala.self_imitation_steps,
+          rate_limiter=reverb.rate_limiters.MinSize(1),
+          signature=adders.self_imitation_signature(spec)))
   if cfg.online_estimators:
     tables.append(reverb.Table(
         adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
@@ -214,10 +221,22 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   iterator = adders.unpacked(
       dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator(),
       adders.unpack_impala)
+  imitation, imitation_ready = None, None
+  if cfg.impala.uses_self_imitation:
+    # Items leave the table only to make room, so once it holds one it never empties.
+    imitation_ready = lambda: replay.server_info()[adders.SELF_IMITATION_TABLE].current_size > 0
+    imitation = adders.unpacked(reverb.TrajectoryDataset.from_table_signature(
+        server_address=replay.server_address, table=adders.SELF_IMITATION_TABLE,
+        max_in_flight_samples_per_worker=2 * cfg.impala.self_imitation_batch
+    ).batch(cfg.impala.self_imitation_batch, drop_remainder=True).as_numpy_iterator(),
+        adders.unpack_self_imitation)
   optimizer = make_optimizer(cfg.impala)
   learner = learning.IMPALALearner(
       networks, iterator, optimizer, random_key, discount=cfg.impala.discount,
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
+      self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
+      imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
+      imitation_ready=imitation_ready,
       counter=counting.Counter(counter, 'learner', time_delta=0.0), logger=make_logger(cfg, 'learner', 1.0))
   return checkpointing.CheckpointedLearner(
       learner, os.path.join(cfg.run_dir, 'checkpoints', 'learner'), period_s=cfg.checkpoint_period_s)
@@ -276,6 +295,11 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
     # restarting): server_info() without a timeout waits for it.
     replay.server_info()
     env_adders = [make_adder(cfg, replay) for _ in range(environments.num_envs)]
+    if cfg.agent == 'impala' and cfg.impala.uses_self_imitation:
+      writer = replay.trajectory_writer(num_keep_alive_refs=1)
+      admit = self_imitation.TopReturns(cfg.impala.self_imitation_episodes).admit
+      env_adders = [adders.SelfImitationAdder(a, writer, admit, cfg.impala.discount)
+                    for a in env_adders]
   actor = acting.BatchedActor(
       spec.actions.num_values, cfg.reversibility, seeds, policy_forward=forward,
       policy_source=policy_source, estimators=estimators, estimator_source=estimator_source)

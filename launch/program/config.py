@@ -35,6 +35,14 @@ class ImpalaConfig:
   # ratio holds at any speed); V-trace corrects for the policy lag the reuse adds.
   samples_per_insert: float = 0.0
   replay_size: int = 256            # sequences kept (samples_per_insert > 0)
+  # Self-imitation (Oh et al., 2018; agents.self_imitation): after each V-trace update, this many
+  # updates on steps of the best *terminated* episodes seen, imitating an action only where its
+  # return beat the value. 0: none (the paper's IMPALA).
+  self_imitation_updates: int = 0
+  self_imitation_batch: int = 256     # steps per self-imitation update
+  self_imitation_episodes: int = 64   # the best episodes each actor keeps forwarding
+  self_imitation_steps: int = 8192    # steps the table keeps (lowest episode return out first)
+  self_imitation_value_cost: float = 0.01   # Oh et al.'s beta for the value term
 
   def __post_init__(self):
     if self.batch_size < 1:
@@ -59,10 +67,23 @@ class ImpalaConfig:
     if self.samples_per_insert > 0 and self.replay_size < 2 * self.batch_size:
       raise ValueError(f'replay_size ({self.replay_size}) must be at least twice batch_size '
                        f'({self.batch_size})')
+    if self.self_imitation_updates < 0:
+      raise ValueError(f'self_imitation_updates must be >= 0 (0: none), got '
+                       f'{self.self_imitation_updates}')
+    for name in ('self_imitation_batch', 'self_imitation_episodes', 'self_imitation_steps'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+    if self.self_imitation_value_cost < 0:
+      raise ValueError(f'self_imitation_value_cost must be >= 0, got '
+                       f'{self.self_imitation_value_cost}')
 
   @property
   def uses_replay(self) -> bool:
     return self.samples_per_insert > 0
+
+  @property
+  def uses_self_imitation(self) -> bool:
+    return self.self_imitation_updates > 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ class AgentPreset:
   samples_per_insert: float = 0.0   # 0: the IMPALA table is a queue
   max_gradient_norm: float = 40.0   # C.3's, Acme's default
   replay_size: int = 256
+  self_imitation_updates: int = 0   # 0: none (the paper's IMPALA)
 
 
 @dataclasses.dataclass(frozen=True)

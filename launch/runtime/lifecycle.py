@@ -40,9 +40,24 @@ def apply_saved_flags(flag_values, run_dir: str, keep: Iterable[str] = ('resume'
       flag_values[name].value = value
 
 
+def with_added_defaults(saved: Dict[str, Any], cfg) -> Dict[str, Any]:
+  """`saved` (a config.json) with the fields its nested configs gained since it was written at
+  their defaults: a run made before an option existed resumes as what it was, the option off."""
+  saved = dict(saved)
+  for field in dataclasses.fields(cfg):
+    value = getattr(cfg, field.name)
+    if dataclasses.is_dataclass(value) and isinstance(saved.get(field.name), dict):
+      try:
+        defaults = jsonable(type(value)())
+      except TypeError:   # a config with required fields: nothing to fill from
+        continue
+      saved[field.name] = {**defaults, **saved[field.name]}
+  return saved
+
+
 def check_resume(cfg, allowed: str = None) -> None:
   """Refuses a resume whose configuration changes what is learned (ValueError, one line)."""
-  saved = run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG))
+  saved = with_added_defaults(run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG)), cfg)
   diff = run_state.config_differences(saved, jsonable(cfg))
   if diff:
     allowed = allowed or ', '.join(run_state.RESUMABLE_CHANGES[:-1])
