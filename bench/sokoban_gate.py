@@ -20,7 +20,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 from absl import app, flags
@@ -41,6 +41,9 @@ flags.DEFINE_enum('mode', 'none', ['none', 'rae'], "'none': IMPALA; 'rae': IMPAL
                   "psi trained on the level's random episodes.")
 flags.DEFINE_integer('psi_episodes', 3000, '--mode rae: random episodes per level for psi.')
 flags.DEFINE_integer('psi_pairs', 1_000_000, '--mode rae: psi training pairs per level.')
+flags.DEFINE_bool('stop_when_passed', True, 'Stop a level\'s run once its last --last_n episodes '
+                  'reach --target (checked every 20 s; the run ends gracefully and the table shows '
+                  'the steps it reached); --nostop_when_passed runs every level to --max_steps.')
 flags.DEFINE_multi_string('train_arg', [], 'Extra launch.train flag for every run (repeatable), '
                           "e.g. --train_arg=--samples_per_insert=0 to measure the queue.")
 
@@ -83,8 +86,14 @@ def level_psi(level: int, run_dir: str, episodes: int, pairs: int, seed: int) ->
   return ckpt
 
 
+PASSED = 'passed the gate'
+
+
 def train(level: int, run_dir: str, max_steps: int, seed: int, actors: int, envs_per_actor: int,
-          extra: Sequence[str], mode: str = 'none', psi: Optional[str] = None) -> None:
+          extra: Sequence[str], mode: str = 'none', psi: Optional[str] = None,
+          passed: Optional[Callable[[], bool]] = None) -> None:
+  """Trains (or resumes) the level's run to max_steps; with `passed`, asks the run to stop as
+  soon as it returns True."""
   final = run_state.read_json(os.path.join(run_dir, 'final_state.json'), {}) or {}
   if final.get('status') == run_state.COMPLETED and \
       final.get('counts', {}).get('actor_steps', 0) >= max_steps:
@@ -98,7 +107,16 @@ def train(level: int, run_dir: str, max_steps: int, seed: int, actors: int, envs
   if run_state.holds_run(run_dir):
     argv.append('--resume')
   print(' '.join(argv[1:]), flush=True)
-  subprocess.run(argv, check=True)
+  proc = subprocess.Popen(argv)
+  while proc.poll() is None:
+    try:
+      proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+      if passed is not None and passed():
+        run_state.request_stop(run_dir, PASSED)
+        passed = None   # asked once; the coordinator stops the run
+  if proc.returncode:
+    raise subprocess.CalledProcessError(proc.returncode, argv)
 
 
 def markdown(results: Dict[str, Dict], max_steps: int, target: float, n: int,
@@ -130,8 +148,10 @@ def main(argv: List[str]):
     psi = None
     if FLAGS.mode == 'rae':
       psi = level_psi(level, run_dir, FLAGS.psi_episodes, FLAGS.psi_pairs, FLAGS.seed)
-    train(level, run_dir, FLAGS.max_steps, FLAGS.seed, FLAGS.num_actors, FLAGS.envs_per_actor,
-          FLAGS.train_arg, FLAGS.mode, psi)
+    passed = lambda: level_result(run_dir, FLAGS.target, FLAGS.last_n)['passed']
+    if not (FLAGS.stop_when_passed and run_state.holds_run(run_dir) and passed()):
+      train(level, run_dir, FLAGS.max_steps, FLAGS.seed, FLAGS.num_actors, FLAGS.envs_per_actor,
+            FLAGS.train_arg, FLAGS.mode, psi, passed if FLAGS.stop_when_passed else None)
     results[str(level)] = level_result(run_dir, FLAGS.target, FLAGS.last_n)
     run_state.write_json(os.path.join(FLAGS.out, 'gate.json'),
                          {'max_steps': FLAGS.max_steps, 'target': FLAGS.target,

@@ -58,9 +58,13 @@ AGENTS: Dict[str, AgentPreset] = {
     # ~8-10 ms of CPU (bench.precedence_bench), 1 per 100 would take ~0.9 of a core at 10K env
     # steps/s; at 1 per 500 a 20M-step run still makes 40K updates (5.1M pairs, the small-scale
     # offline budget).
+    # Self-imitation, one update per V-trace update (ours): level 1 of the 1k set is a trap for
+    # greedy pushing, and without it the rare solved episode was not learned from (0 of 3 seeds
+    # in 1M steps; with it, solved at 250k and 425k in one process; BUILD_NOTES.md).
     'sokoban': AgentPreset(0.99, 0.01, 5e-4, 0.0, 0.99, 16, 20, 500,
-                           'C.3; batch 16 + replay x4, grad clip 1 ours', samples_per_insert=4.0,
-                           replay_size=64, max_gradient_norm=1.0),
+                           'C.3; batch 16 + replay x4, grad clip 1, self-imitation ours',
+                           samples_per_insert=4.0, replay_size=64, max_gradient_norm=1.0,
+                           self_imitation_updates=1),
     # App. D runs a random policy; these apply when an IMPALA agent is trained on the cliff.
     'cliff': AgentPreset(0.99, 0.01, 1e-3, 0.9, 0.999, 16, 20, 50, 'ours (App. D: random policy)'),
 }
