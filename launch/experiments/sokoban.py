@@ -11,11 +11,13 @@ from launch.experiments.spec import Step, train_step, scale_settings
 # --------------------------------------------------------------------------------------------- #
 
 # Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch,
-# sequence reuse (samples_per_insert; 0 = the paper's queue, each sequence used once) and
-# gradient clip (the paper's 40 at `paper`).
+# sequence reuse (samples_per_insert; 0 = the paper's queue, each sequence used once),
+# gradient clip (the paper's 40 at `paper`) and self-imitation updates per V-trace update (the
+# Sokoban preset's 1; 0, the paper's IMPALA, at `paper`).
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
-                 batch=16, samples_per_insert=4, max_gradient_norm=1, run_seconds=90,
+                 batch=16, samples_per_insert=4, max_gradient_norm=1, self_imitation=1,
+                 run_seconds=90,
                  eval_transitions=100,
                  eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
     # small: this 2-core machine runs the Sokoban preset learner-bound at ~2.2k env steps/s
@@ -27,13 +29,13 @@ SOKOBAN_SCALES = {
     # after 3M steps (BUILD_NOTES.md, "Sokoban learning").
     'small': dict(episodes=20_000, pairs=5_000_000, max_steps=5_000_000, actors=2,
                   envs_per_actor=16, batch=16, samples_per_insert=4, max_gradient_norm=1,
-                  run_seconds=2400,
+                  self_imitation=1, run_seconds=2400,
                   eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                   eval_oracle_levels=100),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
                   envs_per_actor=1, batch=256, samples_per_insert=0, max_gradient_norm=40,
-                  run_seconds=0,
+                  self_imitation=0, run_seconds=0,
                   eval_transitions=10_000, eval_levels=1000, eval_boxoban_levels=1000,
                   eval_oracle_levels=1000),
 }
@@ -91,7 +93,8 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']), '--batch_size', str(s['batch']),
             '--samples_per_insert', str(s['samples_per_insert']),
-            '--max_gradient_norm', str(s['max_gradient_norm']))
+            '--max_gradient_norm', str(s['max_gradient_norm']),
+            '--self_imitation_updates', str(s['self_imitation']))
   runs = []
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],

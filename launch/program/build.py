@@ -209,6 +209,18 @@ def make_optimizer(impala) -> optax.GradientTransformation:
                      optax.adam(impala.learning_rate, b1=impala.adam_b1, b2=impala.adam_b2))
 
 
+def _throttled(check, period_s: float):
+  """`check` called at most every period_s seconds (False in between) until it returns True."""
+  last = [-float('inf')]
+
+  def throttled() -> bool:
+    if time.time() - last[0] < period_s:
+      return False
+    last[0] = time.time()
+    return bool(check())
+  return throttled
+
+
 def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   supervisor.write_pid(cfg.run_dir, 'learner')
   spec = environment_spec(cfg)
@@ -223,8 +235,10 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
       adders.unpack_impala)
   imitation, imitation_ready = None, None
   if cfg.impala.uses_self_imitation:
-    # Items leave the table only to make room, so once it holds one it never empties.
-    imitation_ready = lambda: replay.server_info()[adders.SELF_IMITATION_TABLE].current_size > 0
+    # Items leave the table only to make room, so once it holds one it never empties. Asked at
+    # most every 5 s: on the 1k set the first solved episode may take 100k env steps.
+    imitation_ready = _throttled(
+        lambda: replay.server_info()[adders.SELF_IMITATION_TABLE].current_size > 0, 5.0)
     imitation = adders.unpacked(reverb.TrajectoryDataset.from_table_signature(
         server_address=replay.server_address, table=adders.SELF_IMITATION_TABLE,
         max_in_flight_samples_per_worker=2 * cfg.impala.self_imitation_batch
