@@ -2,7 +2,7 @@
 a time of the shipped 1k set, each for --max_steps env steps; a level passes when its agent
 solved at least --target of its last --last_n training episodes.
 
-    python -m bench.sokoban_gate                       # levels 37, 7, 1 at 1M steps each
+    python -m bench.sokoban_gate                       # levels 37, 7, 1, up to 1M steps each
     python -m bench.sokoban_gate --levels 0 --max_steps 2000000   # the stretch level
     python -m bench.sokoban_gate --levels 1 --mode rae --out results/sokoban/gate_rae
 
@@ -121,8 +121,9 @@ def train(level: int, run_dir: str, max_steps: int, seed: int, actors: int, envs
 
 def markdown(results: Dict[str, Dict], max_steps: int, target: float, n: int,
              agent: str = 'IMPALA') -> str:
-  lines = [f'Single-level gate: {agent}, {max_steps:,} env steps per level; a level passes at '
-           f'>= {target:.0%} solved over its last {n} training episodes.', '',
+  lines = [f'Single-level gate: {agent}, up to {max_steps:,} env steps per level; a level passes '
+           f'at >= {target:.0%} solved over its last {n} training episodes, and its run is '
+           'stopped once it does (unless --nostop_when_passed).', '',
            '| level | steps reached | solved, last episodes | boxes on target | steps to target '
            '| wall time | passed |', '|---|---|---|---|---|---|---|']
   for level, r in results.items():
