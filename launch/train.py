@@ -239,6 +239,11 @@ def goal_mean_length() -> float:
   return MAIN_JOB_GOAL if main_job and not FLAGS['max_steps'].present else 0.0
 
 
+# Flags added after runs were saved, with the value that reproduces such a run on --resume (a
+# Sokoban run saved before self-imitation existed resumes without it, not with today's preset).
+FLAGS_ADDED_LATER = {'self_imitation_updates': 0}
+
+
 def _train_flags():
   """This module's flags and their values (saved for --resume)."""
   return {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])}
@@ -257,7 +262,8 @@ def main(argv):
     elif FLAGS.resume and not FLAGS.run_dir:
       raise ValueError('--resume needs --run_dir (the run to continue)')
     if FLAGS.resume:
-      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir, keep=('resume', 'show_config'))
+      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir, keep=('resume', 'show_config'),
+                                  added_later=FLAGS_ADDED_LATER)
     cfg = config_from_flags()
     check_launch_type_flags()
     if cfg.launch_type == 'cluster':

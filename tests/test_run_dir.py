@@ -175,3 +175,21 @@ def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
   rows = summary.read_log(str(tmp_path), 'actor_0')
   assert rows == [{'actor_steps': 10.0, 'episode_length': 10.0},
                   {'actor_steps': 22.0, 'episode_length': 12.0}]
+
+
+def test_a_sokoban_run_saved_before_self_imitation_resumes_without_it(tmp_path):
+  """A run saved before the self-imitation option existed (no such flag in flags.json, no such
+  fields in config.json) resumes as it was made: self-imitation off, though today's Sokoban
+  preset turns it on. Asking for it on the command line is a change of what is learned."""
+  run_dir = _saved_run(tmp_path, '--env', 'sokoban', '--max_steps', '5000')
+  config = json.loads((run_dir / 'config.json').read_text())
+  assert config['impala']['self_imitation_updates'] == 1   # today's preset
+  for key in [k for k in config['impala'] if k.startswith('self_imitation')]:
+    del config['impala'][key]
+  (run_dir / 'config.json').write_text(json.dumps(config))
+  shown = _train('--run_dir', str(run_dir), '--resume', '--show_config')
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  assert json.loads(shown.stdout[shown.stdout.index('{'):])['impala']['self_imitation_updates'] == 0
+  r = _train('--run_dir', str(run_dir), '--resume', '--self_imitation_updates', '1')
+  assert r.returncode == 2
+  assert 'differs in impala.self_imitation_updates' in r.stderr.strip().splitlines()[-1]

@@ -32,10 +32,14 @@ def saved_flags(run_dir: str) -> Dict[str, Any]:
   return saved
 
 
-def apply_saved_flags(flag_values, run_dir: str, keep: Iterable[str] = ('resume',)) -> None:
+def apply_saved_flags(flag_values, run_dir: str, keep: Iterable[str] = ('resume',),
+                      added_later: Optional[Dict[str, Any]] = None) -> None:
   """--resume: the saved run's flags become the defaults of `flag_values` (the entry module's
-  FlagValues); flags given on this command line, and those in `keep`, win."""
-  for name, value in saved_flags(run_dir).items():
+  FlagValues); flags given on this command line, and those in `keep`, win. `added_later`: flags
+  that did not exist when older runs were saved, each with the value that reproduces such a run
+  (the option off), which it then takes instead of today's preset."""
+  saved = saved_flags(run_dir)
+  for name, value in {**(added_later or {}), **saved}.items():
     if name in flag_values and not flag_values[name].present and name not in keep:
       flag_values[name].value = value
 
