@@ -193,3 +193,17 @@ def test_a_sokoban_run_saved_before_self_imitation_resumes_without_it(tmp_path):
   r = _train('--run_dir', str(run_dir), '--resume', '--self_imitation_updates', '1')
   assert r.returncode == 2
   assert 'differs in impala.self_imitation_updates' in r.stderr.strip().splitlines()[-1]
+
+
+def test_a_finished_run_that_lost_its_summary_gets_it_back_on_resume(tmp_path):
+  """A launcher killed after its run completed (its segment closed, summary.json not written)
+  leaves a run that an experiment never marks done: --resume, with nothing left to train,
+  rebuilds the summary from the run's records."""
+  run_dir = _saved_run(tmp_path, '--max_steps', '5000')
+  run_state.save_counts(str(run_dir), {'actor_steps': 5003})
+  run_state.write_json(str(run_dir / run_state.FINAL_STATE), {'status': run_state.COMPLETED})
+  r = _train('--run_dir', str(run_dir), '--resume')
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert 'nothing to do' in r.stdout
+  summary = json.loads((run_dir / 'summary.json').read_text())
+  assert summary['status'] == run_state.COMPLETED

@@ -80,12 +80,21 @@ def clear_stale_end(run_dir: str) -> None:
 def record_end(run_dir: str, status: str = None) -> dict:
   """Closes the run's current segment and writes summary.json (status: the given one, else the
   coordinator's final state, else a recorded node failure, else stopped); returns the summary."""
+  status = end_status(run_dir, status)
+  run_state.end_segment(run_dir, status, run_state.load_counts(run_dir).get('actor_steps', 0))
+  return write_summary(run_dir, status)
+
+
+def end_status(run_dir: str, status: str = None) -> str:
   final = run_state.read_json(os.path.join(run_dir, run_state.FINAL_STATE), {}) or {}
   failure = run_state.read_json(os.path.join(run_dir, run_state.FAILURE), {}) or {}
-  status = (status or final.get('status')
-            or (f"failed: {failure['reason']}" if failure.get('reason') else None) or run_state.STOPPED)
-  counts = run_state.load_counts(run_dir)
-  run_state.end_segment(run_dir, status, counts.get('actor_steps', 0))
+  return (status or final.get('status')
+          or (f"failed: {failure['reason']}" if failure.get('reason') else None) or run_state.STOPPED)
+
+
+def write_summary(run_dir: str, status: str) -> dict:
+  """summary.json from the run's logs and records (also rebuilt for a finished run that lost
+  it: a launcher killed after its segment was closed)."""
   summary = summary_lib.summarize(run_dir, wall_time=run_state.total_wall_time(run_dir))
   summary['status'] = status
   summary['launches'] = len(run_state.segments(run_dir))
