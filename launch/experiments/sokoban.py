@@ -14,9 +14,9 @@ from launch.experiments.spec import Step, train_step, scale_settings
 # sequence reuse (samples_per_insert; 0 = the paper's queue, each sequence used once),
 # gradient clip (the paper's 40 at `paper`) and self-imitation updates per V-trace update. The
 # comparison runs without self-imitation (0), unlike the Sokoban preset: it is what single
-# trap levels needed (level 1 of the gate), but on the 1k set one process with it was no better
-# at 650k env steps (0.50 boxes on target against 0.60; BUILD_NOTES.md), it costs learner time
-# (the runs are learner-bound), and the comparison had 11M of its 60M steps done without it.
+# trap levels needed (level 1 of the gate), but on the 1k set one process with it learned less
+# (boxes on target over 500k-850k env steps: 0.52 against 0.64 without; BUILD_NOTES.md), it costs
+# learner time (the runs are learner-bound), and the comparison had 11M steps done without it.
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
                  batch=16, samples_per_insert=4, max_gradient_norm=1, self_imitation=0,
