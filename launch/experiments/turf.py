@@ -11,6 +11,15 @@ episodes, 3M pairs, phi on 100k transitions) and the small scale's RAC runs (500
 0.2 over `--seeds` >= 3, the sweep 0.1-0.5 one seed each); no IMPALA or IMPALA + RAE runs (they
 use no offline estimator: the small scale's page has them). Output in its own directory, e.g.
 `--out results/turf/paper_estimators`.
+
+Scale `paper_phi_coverage` (issue 21, after `paper_estimators`): that scale's psi kept, phi
+retrained on its 100k random episodes mixed half and half (`estimators.train --dataset_weights`)
+with short random episodes started on a random stone cell (`start=stone`, 20 steps): random
+walks from the start ruin grass before they reach the upper road, so phi had never seen the
+end of the road with the grass still fresh. It reads psi and the random episodes from the
+sibling directory `OUT/../paper_estimators` (run that scale first, e.g. `--out
+results/turf/paper_phi_coverage` beside `results/turf/paper_estimators`); then the same
+evaluation, probe and RAC runs (beta 0.2 over `--seeds`, 0.3 and 0.4 one seed each).
 """
 import os
 from typing import Dict, List, Sequence
@@ -39,6 +48,12 @@ TURF_SCALES = {
                              eval_transitions=10_000, min_seeds=3, sweep_seeds=1,
                              betas=(0.1, 0.2, 0.3, 0.4, 0.5), max_steps=500_000, actors=2,
                              envs_per_actor=8, run_seconds=200, rac_only=True),
+    # paper_estimators' psi; phi on its random episodes and start=stone ones (module docstring).
+    'paper_phi_coverage': dict(phi_transitions=100_000, eval_transitions=10_000, min_seeds=3,
+                               sweep_seeds=1, betas=(0.2, 0.3, 0.4), max_steps=500_000,
+                               actors=2, envs_per_actor=8, run_seconds=200, rac_only=True,
+                               phi_mix=dict(base='paper_estimators', episodes=20_000,
+                                            max_steps=20, share=0.5)),
 }
 # Thresholds of "phi < beta" in the per-kind split of the estimator evaluation (Fig. 7's range).
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)
@@ -48,22 +63,51 @@ def rac_group(beta: float) -> str:
   return f'IMPALA+RAC beta={beta:g}'
 
 
+def _phi_mix_steps(s: dict) -> List[Step]:
+  """Scale paper_phi_coverage: start=stone episodes, and phi on them and the base scale's
+  random episodes, with the base scale's psi."""
+  mix = s['phi_mix']
+  base = os.path.join('{out}', '..', mix['base'])
+  stone = f'data/stone{mix["max_steps"]}'
+  return [
+      Step('collect_stone', 'launch.collect',
+           ('--env', 'turf', '--env_option', 'start=stone', '--env_option',
+            f'max_steps={mix["max_steps"]}', '--episodes', str(mix['episodes']), '--out',
+            f'{{out}}/{stone}', '--nostore_states', '--resume', '--noprogress', '--seed', '1'),
+           done=f'{stone}/noturningback.json', est_seconds=mix['episodes'] * 0.01),
+      Step('train_phi', 'estimators.train',
+           ('--dataset', f'{base}/data/random', '--dataset', f'{{out}}/{stone}',
+            '--dataset_weights', f'{1 - mix["share"]:g},{mix["share"]:g}', '--psi_checkpoint',
+            f'{base}/estimators.ckpt', '--phi', '--phi_transitions', str(s['phi_transitions']),
+            '--network_preset', 'turf', '--out', '{out}/estimators.ckpt', '--noprogress'),
+           done='estimators.ckpt', est_seconds=600),
+  ]
+
+
 def turf_steps(scale: str, seeds: int) -> List[Step]:
   s = scale_settings(TURF_SCALES, scale, 'turf')
   n = max(seeds, s['min_seeds'])
-  steps = [
-      # The oracle evaluation collects its own transitions: the dataset needs no states.
-      Step('collect_random', 'launch.collect',
-           ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
-            '--nostore_states', '--resume', '--noprogress'),
-           done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
-      estimators_step('turf', s['pairs'], s['phi_transitions'], 30 + s['pairs'] / 4_000),
+  if 'phi_mix' in s:
+    steps = _phi_mix_steps(s)
+    # The base scale's transitions: their labels are the same.
+    labels = os.path.join('{out}', '..', s['phi_mix']['base'], 'oracle_labels')
+  else:
+    steps = [
+        # The oracle evaluation collects its own transitions: the dataset needs no states.
+        Step('collect_random', 'launch.collect',
+             ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
+              '--nostore_states', '--resume', '--noprogress'),
+             done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
+        estimators_step('turf', s['pairs'], s['phi_transitions'], 30 + s['pairs'] / 4_000),
+    ]
+    labels = '{out}/oracle_labels'
+  steps += [
       # psi and phi against the exact oracle on random transitions (App. C.6's estimators).
       Step('eval_estimators', 'estimators.evaluate',
            ('--checkpoint', '{out}/estimators.ckpt', '--env', 'turf', '--transitions',
             str(s['eval_transitions']), '--beta', '0.8', '--phi_beta', f'{TURF_RAC_BETA:g}',
             '--phi_betas', ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS),
-            '--labels_cache', '{out}/oracle_labels', '--out', '{out}/estimator_eval'),
+            '--labels_cache', labels, '--out', '{out}/estimator_eval'),
            done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),
       # Where the shield lets grass through: a random policy under RAC, steps sorted by kind.
       Step('rac_probe', 'bench.rac_probe',
