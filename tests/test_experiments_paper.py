@@ -102,7 +102,7 @@ def test_turf_paper_phi_coverage_scale_retrains_phi_on_a_mixture_with_the_base_p
   assert train[train.index('--dataset_weights') + 1] == '0.5,0.5'
   assert train[train.index('--psi_checkpoint') + 1] == \
       '/x/paper_phi_coverage/../paper_estimators/estimators.ckpt'
-  assert train[train.index('--phi_transitions') + 1] == '100000' and '--phi' in train
+  assert train[train.index('--phi_transitions') + 1] == '500000' and '--phi' in train
   evaluate = by_name['eval_estimators'].argv('/x/paper_phi_coverage')
   assert evaluate[evaluate.index('--labels_cache') + 1] == \
       '/x/paper_phi_coverage/../paper_estimators/oracle_labels'
