@@ -112,6 +112,21 @@ def test_turf_paper_phi_coverage_scale_retrains_phi_on_a_mixture_with_the_base_p
              for s in steps if s.is_training)
 
 
+def test_turf_comparison_puts_each_beta_of_the_base_beside_this_scale():
+  run = lambda total, goal: {'ruined_total': total, 'goal_last': goal}  # noqa: E731
+  base = {turf.rac_group(0.2): [run(9593.0, 0.99), run(9916.0, 0.95)],
+          turf.rac_group(0.5): [run(0.0, 0.0)]}
+  here = {turf.rac_group(0.2): [run(6991.0, 1.0)]}
+  probe = lambda ruined: {'results': [{'beta': 0.2, 'episodes': 1024, 'by_kind': {},  # noqa: E731
+                                       'episodes_with_ruin': ruined, 'ruined_grass_total': 2 * ruined,
+                                       'episodes_reaching_goal': 90}]}
+  md = turf.comparison_markdown('paper_estimators', here, base, probe(177), probe(126))
+  assert '| 0.2 | 2 / 1 | 9,593, 9,916 | 6,991 | 0.99, 0.95 | 1.00 |' in md
+  assert '| 0.5 |' not in md   # no run here at that beta
+  assert '| 0.2 | 1,024 / 1,024 | 126 / 177 | 252 / 354 | 90 / 90 |' in md
+  assert 'rac_probe' not in turf.comparison_markdown('paper_estimators', here, base, None, None)
+
+
 def test_length_stats_count_the_cap_and_the_unfinished_steps():
   s = cp.length_stats([10, 50_000, 30, 50_000], unfinished_steps=1234, cap=50_000)
   assert s == {'episodes': 4, 'median': 25_015.0, 'mean': 25_010.0, 'max': 50_000.0,

@@ -23,7 +23,7 @@ results/turf/paper_phi_coverage` beside `results/turf/paper_estimators`); then t
 evaluation, probe and RAC runs (beta 0.2 over `--seeds`, 0.3 and 0.4 one seed each).
 """
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from launch.experiments import pages
 from launch.experiments.spec import Step, estimators_step, train_step, scale_settings
@@ -222,7 +222,10 @@ def _estimator_section(out: str) -> str:
   if clean:
     text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
                                   f"ruined grass ({clean['transitions']} transitions)")
-  for name in ('rac_probe.md', 'coverage.md'):   # bench.rac_probe, bench.turf_coverage
+  # bench.rac_probe, bench.turf_coverage (coverage_*.md: of other collections, e.g. start=stone)
+  names = ['rac_probe.md', 'coverage.md'] + sorted(
+      n for n in os.listdir(out) if n.startswith('coverage_') and n.endswith('.md'))
+  for name in names:
     path = os.path.join(out, name)
     if os.path.exists(path):
       with open(path) as f:
@@ -230,11 +233,11 @@ def _estimator_section(out: str) -> str:
   return text
 
 
-def turf_markdown(table: dict, out: str) -> str:
+def _records(scale: str, seeds: int, out: str) -> Dict[str, List[Dict[str, float]]]:
+  """{group: [run_record of each run in `out` that has logs]}."""
   from launch.analysis import aggregate
-  groups = pages.runs_by_group(turf_steps(table['scale'], table['seeds']), out)
   records: Dict[str, List[Dict[str, float]]] = {}
-  for group, run_dirs in groups.items():
+  for group, run_dirs in pages.runs_by_group(turf_steps(scale, seeds), out).items():
     for run_dir in run_dirs:
       try:
         ret = aggregate.series(run_dir, 'episode_return', 'actor_steps')
@@ -242,5 +245,49 @@ def turf_markdown(table: dict, out: str) -> str:
         continue
       ruined = pages.episode_values(run_dir, 'ruined_grass')
       records.setdefault(group, []).append(run_record(ret.values, ruined, ret.xs))
-  return '\n'.join([side_effects_markdown(records), sweep_markdown(records),
-                    _estimator_section(out)])
+  return records
+
+
+def comparison_markdown(base: str, records: Dict[str, List[Dict[str, float]]],
+                        base_records: Dict[str, List[Dict[str, float]]],
+                        probe: Optional[dict], base_probe: Optional[dict]) -> str:
+  """A scale that retrains phi beside the scale `base` whose psi it keeps: the RAC runs and
+  the probe of both, per beta."""
+  lines = [f'## Against `{base}` (same psi, phi retrained)', '',
+           '| beta | runs (base / here) | ruined grass over training, per run: base | here | '
+           'goal, last 100 episodes: base | here |', '|---|---|---|---|---|---|']
+  for beta in TURF_BETAS:
+    ours, theirs = records.get(rac_group(beta), []), base_records.get(rac_group(beta), [])
+    if not ours:
+      continue
+    per_run = lambda runs: ', '.join(pages.fmt(r['ruined_total'], 0) for r in runs) or '–'  # noqa: E731
+    goal = lambda runs: ', '.join(pages.fmt(r['goal_last'], 2) for r in runs) or '–'  # noqa: E731
+    lines.append(f'| {beta:g} | {len(theirs)} / {len(ours)} | {per_run(theirs)} | '
+                 f'{per_run(ours)} | {goal(theirs)} | {goal(ours)} |')
+  if probe and base_probe:
+    lines += ['', '`bench.rac_probe` (a random policy under the shield), base / here:', '',
+              '| beta | episodes | episodes with ruined grass | ruined grass, total | reached goal |',
+              '|---|---|---|---|---|']
+    theirs = {r['beta']: r for r in base_probe.get('results', [])}
+    for r in probe.get('results', []):
+      b = theirs.get(r['beta'])
+      if b is None or 'by_kind' not in r or 'by_kind' not in b:
+        continue
+      lines.append(f"| {r['beta']:g} | {b['episodes']:,} / {r['episodes']:,} | "
+                   f"{b['episodes_with_ruin']:,} / {r['episodes_with_ruin']:,} | "
+                   f"{b['ruined_grass_total']:,} / {r['ruined_grass_total']:,} | "
+                   f"{b['episodes_reaching_goal']:,} / {r['episodes_reaching_goal']:,} |")
+  return '\n'.join(lines) + '\n'
+
+
+def turf_markdown(table: dict, out: str) -> str:
+  records = _records(table['scale'], table['seeds'], out)
+  parts = [side_effects_markdown(records), sweep_markdown(records)]
+  mix = TURF_SCALES[table['scale']].get('phi_mix')
+  if mix:
+    base_out = os.path.normpath(os.path.join(out, '..', mix['base']))
+    parts.append(comparison_markdown(
+        mix['base'], records, _records(mix['base'], table['seeds'], base_out),
+        pages.read_json(os.path.join(out, 'rac_probe.json')),
+        pages.read_json(os.path.join(base_out, 'rac_probe.json'))))
+  return '\n'.join(parts + [_estimator_section(out)])
