@@ -56,7 +56,8 @@ def markdown(scaled: np.ndarray, per: int, mean_clean: float, env_options=None) 
   layout = turf.LAYOUTS[turf.DEFAULT_LAYOUT]
   options = ', '.join(f'{k}={v}' for k, v in sorted(dict(env_options or {}).items()))
   lines = [f'# Random Turf episodes{f" ({options})" if options else ""}: steps taken from each '
-           f'cell with no grass ruined, per {per:,} episodes', '', f'Mean clean steps per episode: {mean_clean:.2f}. Cell: count '
+           f'cell with no grass ruined, per {per:,} episodes', '',
+           f'Mean clean steps per episode: {mean_clean:.2f}. Cell: count '
            '(`#` stone, `.` grass, `A` start, `*` goal).', '',
            '| row | ' + ' | '.join(str(c) for c in range(turf.SIZE)) + ' |',
            '|---|' + '---|' * turf.SIZE]

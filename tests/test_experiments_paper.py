@@ -117,9 +117,9 @@ def test_turf_comparison_puts_each_beta_of_the_base_beside_this_scale():
   base = {turf.rac_group(0.2): [run(9593.0, 0.99), run(9916.0, 0.95)],
           turf.rac_group(0.5): [run(0.0, 0.0)]}
   here = {turf.rac_group(0.2): [run(6991.0, 1.0)]}
-  probe = lambda ruined: {'results': [{'beta': 0.2, 'episodes': 1024, 'by_kind': {},  # noqa: E731
-                                       'episodes_with_ruin': ruined, 'ruined_grass_total': 2 * ruined,
-                                       'episodes_reaching_goal': 90}]}
+  probe = lambda ruined: {'results': [{  # noqa: E731
+      'beta': 0.2, 'episodes': 1024, 'by_kind': {}, 'episodes_with_ruin': ruined,
+      'ruined_grass_total': 2 * ruined, 'episodes_reaching_goal': 90}]}
   md = turf.comparison_markdown('paper_estimators', here, base, probe(177), probe(126))
   assert '| 0.2 | 2 / 1 | 9,593, 9,916 | 6,991 | 0.99, 0.95 | 1.00 |' in md
   assert '| 0.5 |' not in md   # no run here at that beta

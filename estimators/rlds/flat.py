@@ -279,8 +279,8 @@ def concat_flat(parts: Sequence[FlatData]) -> FlatData:
     return parts[0]
   shapes = {(p.observations.shape[1:], p.observations.dtype) for p in parts}
   if len(shapes) > 1:
-    raise ValueError('concat_flat: the datasets hold different observations: '
-                     + ', '.join(f'{list(s)} {np.dtype(d).name}' for s, d in sorted(shapes, key=str)))
+    raise ValueError('concat_flat: the datasets hold different observations: ' + ', '.join(
+        f'{list(s)} {np.dtype(d).name}' for s, d in sorted(shapes, key=str)))
   offsets = np.cumsum([0] + [len(p.last) for p in parts[:-1]])
   return FlatData(np.concatenate([p.observations for p in parts]),
                   np.concatenate([np.asarray(p.actions, np.int32) for p in parts]),

@@ -248,6 +248,10 @@ def _records(scale: str, seeds: int, out: str) -> Dict[str, List[Dict[str, float
   return records
 
 
+def _per_run(runs: List[Dict[str, float]], key: str, digits: int) -> str:
+  return ', '.join(pages.fmt(r[key], digits) for r in runs) or '–'
+
+
 def comparison_markdown(base: str, records: Dict[str, List[Dict[str, float]]],
                         base_records: Dict[str, List[Dict[str, float]]],
                         probe: Optional[dict], base_probe: Optional[dict]) -> str:
@@ -260,13 +264,13 @@ def comparison_markdown(base: str, records: Dict[str, List[Dict[str, float]]],
     ours, theirs = records.get(rac_group(beta), []), base_records.get(rac_group(beta), [])
     if not ours:
       continue
-    per_run = lambda runs: ', '.join(pages.fmt(r['ruined_total'], 0) for r in runs) or '–'  # noqa: E731
-    goal = lambda runs: ', '.join(pages.fmt(r['goal_last'], 2) for r in runs) or '–'  # noqa: E731
-    lines.append(f'| {beta:g} | {len(theirs)} / {len(ours)} | {per_run(theirs)} | '
-                 f'{per_run(ours)} | {goal(theirs)} | {goal(ours)} |')
+    lines.append(f'| {beta:g} | {len(theirs)} / {len(ours)} | '
+                 f'{_per_run(theirs, "ruined_total", 0)} | {_per_run(ours, "ruined_total", 0)} | '
+                 f'{_per_run(theirs, "goal_last", 2)} | {_per_run(ours, "goal_last", 2)} |')
   if probe and base_probe:
     lines += ['', '`bench.rac_probe` (a random policy under the shield), base / here:', '',
-              '| beta | episodes | episodes with ruined grass | ruined grass, total | reached goal |',
+              '| beta | episodes | episodes with ruined grass | ruined grass, total | '
+              'reached goal |',
               '|---|---|---|---|---|']
     theirs = {r['beta']: r for r in base_probe.get('results', [])}
     for r in probe.get('results', []):
