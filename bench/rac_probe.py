@@ -15,7 +15,8 @@ Turf (an env with transition kinds) adds which steps let grass through: how many
 grass and reached the goal; per kind (envs.turf.TRANSITION_KINDS: entering fresh grass is where
 a clean run first goes wrong) the steps taken, how many the fallback forced and the mean phi of
 the action taken; and the cells (and actions) from which fresh grass was entered, most frequent
-first, with phi of every action there on the clean map. Writes JSON (and a markdown table beside
+first, with phi of every action there on the clean map and the target phi was trained to
+(psi(x', x) of the checkpoint's psi, estimators.train). Writes JSON (and a markdown table beside
 it, same name with .md).
 """
 import collections
@@ -121,9 +122,17 @@ def probe(predictor, beta: float, episodes: int, num_envs: int = 64, mode: str =
   cells = []
   for (r, c, a, clean), n in entered_from.most_common(12):
     clean_env.set_state((r, c, 0))
-    phi_here = predictor.phi(np.asarray(clean_env.observation())[None])[0]
+    here = np.asarray(clean_env.observation())
+    phi_here = predictor.phi(here[None])[0]
+    after = []
+    for action in range(num_actions):
+      clean_env.set_state((r, c, 0))
+      after.append(np.asarray(clean_env.step(action).observation))
+    # phi's regression target (estimators.train): psi(x', x), x' the image after the action.
+    target = predictor.psi(np.stack(after), np.repeat(here[None], num_actions, axis=0))
     cells.append({'cell': [r, c], 'action': a, 'map_clean_before': bool(clean), 'count': n,
-                  'phi_clean_map': [float(v) for v in phi_here]})
+                  'phi_clean_map': [float(v) for v in phi_here],
+                  'target_clean_map': [float(v) for v in target]})
   result.update({
       'episodes_with_ruin': int(ruined_episodes),
       'ruined_grass_total': int(ruined_total), 'episodes_reaching_goal': int(goal_episodes),
@@ -160,12 +169,16 @@ def markdown(results: Sequence[Dict[str, Any]], checkpoint: str) -> str:
     if not r['fresh_grass_entered_from']:
       continue
     lines += ['', f"beta {r['beta']:g}: where fresh grass was entered (cell, action 0 up 1 down "
-              '2 left 3 right), and phi of each action there on the clean map:', '',
+              "2 left 3 right), and phi of each action there on the clean map (with phi's "
+              "target psi(x', x))):", '',
               '| cell | action | map clean before | times | phi up, down, left, right (clean map) |',
               '|---|---|---|---|---|']
     for c in r['fresh_grass_entered_from']:
+      target = c.get('target_clean_map') or [None] * len(c['phi_clean_map'])
+      phi = ', '.join(f'{v:.2f}' + ('' if t is None else f' ({t:.2f})')
+                      for v, t in zip(c['phi_clean_map'], target))
       lines.append(f"| {tuple(c['cell'])} | {c['action']} | {c['map_clean_before']} | "
-                   f"{c['count']:,} | {', '.join(f'{v:.2f}' for v in c['phi_clean_map'])} |")
+                   f"{c['count']:,} | {phi} |")
   return '\n'.join(lines) + '\n'
 
 

@@ -3,6 +3,7 @@ the states RAC must judge when it has ruined nothing yet, which phi only sees if
 reach them with the map still clean.
 
     python -m bench.turf_coverage --episodes 10000 --out results/turf/paper_estimators/coverage.json
+    python -m bench.turf_coverage --env_option start=stone --episodes 2000 --out stone.json
 
 Counts, per cell, the steps of uniformly random episodes (the real env, the collection's policy)
 taken with the agent on that cell and no grass ruined, scaled to --per_episodes (100k: the
@@ -22,14 +23,17 @@ def define_flags():
   flags.DEFINE_integer('episodes', 10_000, 'Random episodes to walk.')
   flags.DEFINE_integer('per_episodes', 100_000, 'Scale the counts to this many episodes.')
   flags.DEFINE_integer('seed', 1, 'Policy seed.')
+  flags.DEFINE_multi_string('env_option', [], 'Turf option key=value (repeatable), e.g. '
+                            'start=stone: the episodes a --env_option start=stone collection '
+                            'holds.')
   flags.DEFINE_string('out', None, 'JSON file to write.')
 
 
-def clean_visits(episodes: int, seed: int = 1):
+def clean_visits(episodes: int, seed: int = 1, env_options=None):
   """(counts [10, 10] of steps taken from a cell with no ruined grass, clean steps per episode)."""
   import envs
   from envs import turf
-  env = envs.make('turf')
+  env = envs.make('turf', seed=seed, **dict(env_options or {}))
   rng = np.random.default_rng(seed)
   counts = np.zeros((turf.SIZE, turf.SIZE), np.int64)
   per_episode = []
@@ -47,11 +51,13 @@ def clean_visits(episodes: int, seed: int = 1):
   return counts, np.asarray(per_episode)
 
 
-def markdown(scaled: np.ndarray, per: int, mean_clean: float) -> str:
+def markdown(scaled: np.ndarray, per: int, mean_clean: float, env_options=None) -> str:
   from envs import turf
   layout = turf.LAYOUTS[turf.DEFAULT_LAYOUT]
-  lines = [f'# Random Turf episodes: steps taken from each cell with no grass ruined, per {per:,} '
-           'episodes', '', f'Mean clean steps per episode: {mean_clean:.2f}. Cell: count '
+  options = ', '.join(f'{k}={v}' for k, v in sorted(dict(env_options or {}).items()))
+  lines = [f'# Random Turf episodes{f" ({options})" if options else ""}: steps taken from each '
+           f'cell with no grass ruined, per {per:,} episodes', '',
+           f'Mean clean steps per episode: {mean_clean:.2f}. Cell: count '
            '(`#` stone, `.` grass, `A` start, `*` goal).', '',
            '| row | ' + ' | '.join(str(c) for c in range(turf.SIZE)) + ' |',
            '|---|' + '---|' * turf.SIZE]
@@ -67,15 +73,21 @@ def main(argv):
     raise app.UsageError('--out is required')
   if FLAGS.episodes < 1 or FLAGS.per_episodes < 1:
     raise app.UsageError('--episodes and --per_episodes must be >= 1')
-  counts, per_episode = clean_visits(FLAGS.episodes, FLAGS.seed)
+  import envs
+  try:
+    options = envs.parse_options(FLAGS.env_option)
+    counts, per_episode = clean_visits(FLAGS.episodes, FLAGS.seed, options)
+  except envs.EnvError as e:
+    raise app.UsageError(f'bad --env_option: {e}') from e
   scaled = np.rint(counts * FLAGS.per_episodes / FLAGS.episodes).astype(np.int64)
   os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
   with open(FLAGS.out, 'w') as f:
-    json.dump({'episodes': FLAGS.episodes, 'per_episodes': FLAGS.per_episodes,
+    json.dump({'episodes': FLAGS.episodes, 'env_options': options,
+               'per_episodes': FLAGS.per_episodes,
                'clean_steps_per_cell': scaled.tolist(),
                'mean_clean_steps_per_episode': float(per_episode.mean())}, f, indent=1)
   with open(os.path.splitext(FLAGS.out)[0] + '.md', 'w') as f:
-    f.write(markdown(scaled, FLAGS.per_episodes, float(per_episode.mean())))
+    f.write(markdown(scaled, FLAGS.per_episodes, float(per_episode.mean()), options))
 
 
 if __name__ == '__main__':

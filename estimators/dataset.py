@@ -24,7 +24,7 @@ This module is the facade of the package estimators/rlds/ (schema, writer, reade
 flat): the names the tools use, from the module that defines each.
 """
 # pylint: disable=unused-import
-from estimators.rlds.flat import flat_states, flatten, load_flat  # noqa: F401
+from estimators.rlds.flat import concat_flat, flat_states, flatten, load_flat  # noqa: F401
 from estimators.rlds.reader import as_tf_dataset, iter_episodes, load_episodes, read_metadata  # noqa: F401
 from estimators.rlds.schema import (DATASET_NAME, METADATA_FILE, SPLIT, DamagedDatasetError,  # noqa: F401
                                     DatasetError, DatasetExistsError, Episode, FlatData,

@@ -6,6 +6,12 @@ from a stored episode dataset, with the same jitted update as the online precede
     python -m estimators.train --dataset data/turf_random --window 120 --num_pairs 300000 \
         --out ckpt/turf.ckpt
 
+Several --dataset (one environment; their options may differ) are concatenated: e.g. phi alone
+(--psi_checkpoint) on the paper's random episodes mixed with start=stone ones,
+
+    python -m estimators.train --dataset data/turf_random --dataset data/turf_stone \
+        --dataset_weights 0.5,0.5 --psi_checkpoint ckpt/turf.ckpt --phi --out ckpt/turf_mix.ckpt
+
 Recipe (Appendix C): psi is trained on ceil(num_pairs / batch_size) batches of windowed,
 shuffled pairs; with --phi, phi is then trained (psi frozen) on --phi_transitions (x, a, x')
 transitions of the same dataset, regressed onto psi(x', x) (L2, or --phi_loss bce).
@@ -38,7 +44,13 @@ def define_flags(flag_values=flags.FLAGS):
   """Defines the CLI flags (on the global FLAGS when run as a script, on a private
   FlagValues in tests; several CLIs share flag names, so none defines them at import)."""
   fv = flag_values
-  flags.DEFINE_string('dataset', None, 'Episode dataset directory (estimators.dataset / launch.collect).', flag_values=fv)
+  flags.DEFINE_multi_string('dataset', None, 'Episode dataset directory (estimators.dataset / '
+                            'launch.collect); repeat it to train on several datasets of one '
+                            'environment (options may differ), concatenated.', flag_values=fv)
+  flags.DEFINE_list('dataset_weights', None, 'With several --dataset: the share of the sampled '
+                    "transitions each gives (phi's transitions, the first observation of psi's "
+                    'pair proposals), e.g. 0.5,0.5 (normalised; default: in proportion to their '
+                    'transitions).', flag_values=fv)
   flags.DEFINE_string('out', None, 'Checkpoint file to write (estimators.checkpoint).', flag_values=fv)
   flags.DEFINE_integer('window', None, 'Precedence window w (default: the preset recipe: '
                        'cartpole 200, turf 120, sokoban 15, cliff 200).', flag_values=fv)
@@ -85,7 +97,8 @@ _SHORT = {'psi_loss': 'loss', 'psi_accuracy': 'acc', 'phi_loss': 'phi_loss'}
 class TrainOptions:
   """What `run` trains, one field per flag of the CLI (see `define_flags` for each meaning);
   `cli.options_from_flags(TrainOptions, FLAGS)` builds it from parsed flags."""
-  dataset: Optional[str] = None
+  dataset: Optional[Tuple[str, ...]] = None
+  dataset_weights: Optional[Tuple[str, ...]] = None
   out: Optional[str] = None
   window: Optional[int] = None
   num_pairs: Optional[int] = None
@@ -153,14 +166,37 @@ def network_config(preset: str, mlp_sizes=None, conv_channels=None, conv_strides
     raise TrainError(f'bad network: {e}') from e
 
 
-def flat_batch(flat):
-  """The whole flat dataset as one device-resident `training.Batch` (starts = transitions)."""
+def mixture_starts(last, segment_ends, shares):
+  """The transition starts of a flat dataset made of segments (one per source dataset, ending
+  at the flat positions `segment_ends`), each segment's starts repeated cyclically so that it
+  fills the fraction `shares[i]` of the result (to rounding): a uniform draw from it takes a
+  transition of segment i with probability shares[i], uniform within the segment up to one
+  repeat. Every transition appears at least once."""
+  import numpy as np
+  last = np.asarray(last)
+  starts = np.flatnonzero(last > np.arange(len(last)))
+  bounds = np.searchsorted(starts, np.asarray(segment_ends))
+  segments = np.split(starts, bounds[:-1])
+  shares = np.asarray(shares, np.float64) / np.sum(shares)
+  if any(len(seg) == 0 for seg in segments):
+    raise TrainError('a --dataset of the mixture has no transitions')
+  total = max(math.ceil(len(seg) / share) for seg, share in zip(segments, shares))
+  return np.concatenate([np.resize(seg, max(len(seg), int(round(share * total))))
+                         for seg, share in zip(segments, shares)]).astype(np.int32)
+
+
+def flat_batch(flat, segment_ends=None, shares=None):
+  """The whole flat dataset as one device-resident `training.Batch` (starts = transitions; with
+  `shares`, weighted per segment of the flat dataset, see `mixture_starts`)."""
   import jax
   import jax.numpy as jnp
   import numpy as np
   from estimators import training
   last = np.asarray(flat.last, np.int32)
-  starts = np.flatnonzero(last > np.arange(len(last))).astype(np.int32)
+  if shares is not None:
+    starts = mixture_starts(last, segment_ends, shares)
+  else:
+    starts = np.flatnonzero(last > np.arange(len(last))).astype(np.int32)
   if len(starts) == 0:
     raise TrainError('the dataset has no transitions (every episode has a single observation)')
   batch = training.Batch(jnp.asarray(flat.observations), jnp.asarray(flat.actions, jnp.int32),
@@ -257,9 +293,11 @@ def eval_psi_accuracy(est, psi_params, batch, window: int, num_pairs: int, seed:
 
 def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bool = False,
           phi_transitions: int = 100_000, phi_schedule: str = 'after', steps_per_call: int = 100,
-          progress: bool = True, eval_pairs: int = 0, psi_params=None):
+          progress: bool = True, eval_pairs: int = 0, psi_params=None, segment_ends=None,
+          shares=None):
   """Trains psi (and phi) on a `dataset.FlatData`. Returns (psi_params, phi_params, summary).
-  Given `psi_params` (a trained psi), psi is not trained: phi only."""
+  Given `psi_params` (a trained psi), psi is not trained: phi only. Given `shares`, the
+  segments of `flat` ending at `segment_ends` are sampled in those shares (`mixture_starts`)."""
   import jax
   import numpy as np
   from estimators import networks as nets
@@ -272,7 +310,7 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
   if steps_per_call < 1:
     raise TrainError(f'--steps_per_call must be >= 1, got {steps_per_call}')
   est = nets.make_estimators(network, num_actions)
-  batch = flat_batch(flat)
+  batch = flat_batch(flat, segment_ends, shares)
   joint = phi and phi_schedule == 'joint'
   psi_config = dataclasses.replace(train_config, train_psi=True, train_phi=joint)
   state = training.init_state(est, psi_config, np.asarray(flat.observations[0]))
@@ -286,7 +324,8 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
     keys = ('psi_loss', 'psi_accuracy') + (('phi_loss',) if joint else ())
     state, psi_stats = run_steps(est, psi_config, state, batch, psi_steps, steps_per_call,
                                  train_config.batch_size, 'psi', progress, keys)
-  summary = {'psi': psi_stats, 'num_transitions': int(jax.device_get(batch.num_starts)),
+  # The dataset's transitions (a mixture's starts repeat some of them).
+  summary = {'psi': psi_stats, 'num_transitions': int(len(flat.last) - len(flat.lengths)),
              'num_observations': int(len(flat.last))}
   if phi and not joint:
     phi_config = dataclasses.replace(train_config, train_psi=False, train_phi=True)
@@ -319,6 +358,9 @@ def check_flags(f):
   one-line TrainError before anything is loaded or trained."""
   if not f.dataset:
     raise TrainError('--dataset is required')
+  datasets = _datasets(f.dataset)
+  if f.dataset_weights:
+    _shares(f.dataset_weights, len(datasets))
   if not f.out:
     raise TrainError('--out is required (the checkpoint file to write)')
   at_least = (('window', 1), ('num_pairs', 1), ('batch_size', 1), ('phi_transitions', 1),
@@ -335,6 +377,25 @@ def check_flags(f):
     raise TrainError(f'--weight_decay must be >= 0, got {f.weight_decay}')
   if f.dropout is not None and not 0 <= f.dropout < 1:
     raise TrainError(f'--dropout must be in [0, 1), got {f.dropout}')
+
+
+def _datasets(value) -> Tuple[str, ...]:
+  return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _shares(weights, num_datasets: int) -> Tuple[float, ...]:
+  """--dataset_weights as shares summing to 1; TrainError for a bad one."""
+  text = ','.join(str(w) for w in weights)
+  if len(weights) != num_datasets:
+    raise TrainError(f'--dataset_weights needs one weight per --dataset ({num_datasets}), got '
+                     f'{len(weights)}: {text}')
+  try:
+    values = [float(w) for w in weights]
+  except ValueError as e:
+    raise TrainError(f'--dataset_weights expects comma-separated numbers, got {text}') from e
+  if not all(math.isfinite(v) and v > 0 for v in values):
+    raise TrainError(f'--dataset_weights must all be finite and > 0, got {text}')
+  return tuple(v / sum(values) for v in values)
 
 
 def check_network_fits(preset: str, network, obs_shape, obs_dtype, explicit: bool):
@@ -385,8 +446,17 @@ def run(options: TrainOptions) -> dict:
   check_flags(f)
   out = _check_output(f.out)
 
-  meta = dataset_lib.read_metadata(f.dataset)   # fails fast, before loading
+  datasets = _datasets(f.dataset)
+  metas = [dataset_lib.read_metadata(path) for path in datasets]   # fails fast, before loading
+  meta = metas[0]
   env_name = _env_name(meta)
+  for path, other in zip(datasets[1:], metas[1:]):
+    if _env_name(other) != env_name or other.get('num_actions') != meta.get('num_actions'):
+      raise TrainError(f'--dataset {path} holds {_env_name(other)!r} with '
+                       f"{other.get('num_actions')} actions, --dataset {datasets[0]} "
+                       f"{env_name!r} with {meta.get('num_actions')}: a mixture needs one "
+                       'environment')
+  shares = _shares(f.dataset_weights, len(datasets)) if f.dataset_weights else None
   preset = f.network_preset or (env_name if env_name in recipes.RECIPES else 'cartpole')
   recipe = recipes.recipe(preset)
   network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout,
@@ -398,7 +468,7 @@ def run(options: TrainOptions) -> dict:
     except (TypeError, ValueError) as e:
       if isinstance(e, TrainError):
         raise
-      raise dataset_lib.DatasetError(f'corrupt dataset at {f.dataset}: bad observation spec in '
+      raise dataset_lib.DatasetError(f'corrupt dataset at {datasets[0]}: bad observation spec in '
                                      f'{dataset_lib.METADATA_FILE}') from e
   window = f.window if f.window is not None else recipe.window
   lr = f.learning_rate if f.learning_rate is not None else recipe.learning_rate
@@ -426,16 +496,33 @@ def run(options: TrainOptions) -> dict:
                        f'{preset!r} with these overrides')
 
   t0 = time.time()
-  flat, meta = dataset_lib.load_flat(f.dataset)   # = flatten(load_episodes(...)), batched
-  if not len(flat.lengths):
-    raise TrainError(f'the dataset at {f.dataset} has no episodes')
+  parts = []
+  for path in datasets:
+    part, _ = dataset_lib.load_flat(path)   # = flatten(load_episodes(...)), batched
+    if not len(part.lengths):
+      raise TrainError(f'the dataset at {path} has no episodes')
+    parts.append(part)
+  sizes = [{'path': os.path.abspath(path), 'env_options': m.get('env_options', {}),
+            'episodes': int(len(p.lengths)), 'observations': int(len(p.last)),
+            'transitions': int(len(p.last) - len(p.lengths))}
+           for path, m, p in zip(datasets, metas, parts)]
+  segment_ends = np.cumsum([s['observations'] for s in sizes])
+  try:
+    flat = dataset_lib.concat_flat(parts)
+  except ValueError as e:
+    raise TrainError(f'--dataset: {e}') from e
+  del parts   # the concatenation is a copy: keep one
   load_s = time.time() - t0
   # Again on what was loaded: older datasets lack the spec in their metadata.
   check_network_fits(preset, network, flat.observations.shape[1:], flat.observations.dtype,
                      explicit=bool(f.network_preset))
   num_actions = int(meta['num_actions'])
   max_len = int(np.max(flat.lengths)) - 1
-  print(f'dataset {f.dataset}: env {env_name}, {len(flat.lengths):,} episodes, '
+  if len(datasets) > 1:
+    for i, s in enumerate(sizes):
+      print(f"  {s['path']}: {s['episodes']:,} episodes, {s['transitions']:,} transitions"
+            + (f', share {shares[i]:.3f}' if shares else ''), file=sys.stderr, flush=True)
+  print(f'dataset {" + ".join(datasets)}: env {env_name}, {len(flat.lengths):,} episodes, '
         f'{len(flat.last):,} observations {tuple(flat.observations.shape[1:])} '
         f'{flat.observations.dtype}, longest episode {max_len} steps (loaded in {load_s:.1f}s)',
         file=sys.stderr, flush=True)
@@ -447,12 +534,16 @@ def run(options: TrainOptions) -> dict:
       flat, network, num_actions, config, num_pairs, phi=f.phi,
       phi_transitions=phi_transitions, phi_schedule=f.phi_schedule,
       steps_per_call=f.steps_per_call, progress=f.progress, eval_pairs=f.eval_pairs,
-      psi_params=None if psi_from is None else psi_from.psi_params)
+      psi_params=None if psi_from is None else psi_from.psi_params,
+      segment_ends=segment_ends, shares=shares)
 
   psi = summary['psi']
   metadata = {
       'env_name': env_name, 'env_options': meta.get('env_options', {}),
-      'dataset': os.path.abspath(f.dataset), 'dataset_episodes': int(len(flat.lengths)),
+      # env_options and dataset: the first --dataset's; datasets: each, with its share.
+      'dataset': os.path.abspath(datasets[0]), 'dataset_episodes': int(len(flat.lengths)),
+      'datasets': [dict(s, share=None if shares is None else shares[i])
+                   for i, s in enumerate(sizes)],
       'dataset_observations': int(len(flat.last)), 'dataset_transitions': summary['num_transitions'],
       'network_preset': preset, 'window': int(window), 'pair_sampling': config.pair_sampling,
       'num_pairs': int(psi['items']),

@@ -101,6 +101,20 @@ def test_flatten_layout():
   assert len(states) == sum(lengths) and states[0] == eps[0].states[0]
 
 
+def test_concat_flat_is_the_flat_layout_of_all_episodes():
+  eps = _episodes('cartpole', 5)
+  whole = dataset.flatten(eps)
+  joined = dataset.concat_flat([dataset.flatten(eps[:2]), dataset.flatten(eps[2:3]),
+                                dataset.flatten(eps[3:])])
+  for a, b in zip(whole, joined):
+    np.testing.assert_array_equal(a, b)
+  assert joined.last.dtype == np.int32 and joined.actions.dtype == np.int32
+  other = dataset.FlatData(np.zeros((3, 2), np.float32), np.zeros(3, np.int32),
+                           np.full(3, 2, np.int32), np.array([3]))
+  with pytest.raises(ValueError, match='different observations'):
+    dataset.concat_flat([whole, other])
+
+
 def test_refuses_to_overwrite_and_keeps_old_data_on_failure(tmp_path):
   out = tmp_path / 'ds'
   eps = _episodes('cartpole', 3, store_states=False)

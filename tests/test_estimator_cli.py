@@ -152,6 +152,53 @@ def test_train_phi_only_from_a_psi_checkpoint(data_dir, turf_ckpt, tmp_path):
                            f'--psi_checkpoint={turf_ckpt}', '--conv_channels=8,8'))
 
 
+def test_mixture_starts_give_each_dataset_its_share_and_keep_every_transition():
+  # Segment A: episodes of 3 and 5 observations (6 transitions); segment B: one of 3 (2).
+  last = np.array([2, 2, 2, 7, 7, 7, 7, 7, 10, 10, 10], np.int32)
+  transitions = {0, 1, 3, 4, 5, 6, 8, 9}
+  starts = train.mixture_starts(last, [8, 11], [0.5, 0.5])
+  assert set(starts.tolist()) == transitions
+  counts = {k: int(np.sum(starts == k)) for k in transitions}
+  assert [counts[k] for k in (0, 1, 3, 4, 5, 6)] == [1] * 6 and counts[8] == counts[9] == 3
+  # Weights are normalised; the heavier segment is repeated.
+  starts = train.mixture_starts(last, [8, 11], [1, 9])
+  assert np.mean(starts >= 8) == pytest.approx(0.9, abs=0.01)
+  assert set(starts.tolist()) == transitions
+
+
+def test_train_phi_on_a_weighted_mixture_of_datasets(data_dir, turf_ckpt, tmp_path):
+  stone = _write(tmp_path / 'stone', 'turf', 30, max_steps=20, start='stone')
+  out = str(tmp_path / 'mix.ckpt')
+  meta = train.run(_train_flags(f'--dataset={data_dir["turf"]}', f'--dataset={stone}',
+                                '--dataset_weights=1,3', f'--out={out}', '--window=60',
+                                f'--psi_checkpoint={turf_ckpt}', '--phi',
+                                '--phi_transitions=256', '--steps_per_call=2'))
+  first, second = meta['datasets']
+  assert first['path'] == os.path.abspath(data_dir['turf']) and first['share'] == 0.25
+  assert second['env_options'] == {'max_steps': 20, 'start': 'stone'}
+  flat, _ = dataset.load_flat(stone)
+  stone_transitions = len(flat.last) - len(flat.lengths)
+  assert second['share'] == 0.75 and second['episodes'] == 30
+  assert second['transitions'] == stone_transitions and meta['dataset_episodes'] == 230
+  # The datasets' transitions, not the starts the mixture repeats.
+  assert meta['dataset_transitions'] == first['transitions'] + stone_transitions
+  assert checkpoint.load(out).phi_params is not None
+  # Without weights the datasets are plainly concatenated.
+  meta = train.run(_train_flags(f'--dataset={data_dir["turf"]}', f'--dataset={stone}',
+                                f'--out={out}', '--window=60', '--num_pairs=256',
+                                '--steps_per_call=2'))
+  assert [d['share'] for d in meta['datasets']] == [None, None]
+  with pytest.raises(train.TrainError, match='one weight per --dataset'):
+    train.run(_train_flags(f'--dataset={data_dir["turf"]}', f'--dataset={stone}',
+                           '--dataset_weights=1', f'--out={out}'))
+  with pytest.raises(train.TrainError, match='finite and > 0'):
+    train.run(_train_flags(f'--dataset={data_dir["turf"]}', f'--dataset={stone}',
+                           '--dataset_weights=1,0', f'--out={out}'))
+  with pytest.raises(train.TrainError, match='a mixture needs one environment'):
+    train.run(_train_flags(f'--dataset={data_dir["turf"]}', f'--dataset={data_dir["cartpole"]}',
+                           f'--out={out}'))
+
+
 def test_train_errors_are_one_line_and_keep_an_existing_checkpoint(data_dir, tmp_path):
   out = tmp_path / 'keep.ckpt'
   out.write_bytes(b'previous checkpoint')

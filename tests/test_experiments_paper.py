@@ -88,6 +88,45 @@ def test_turf_paper_estimators_scale_runs_rac_only_with_the_papers_recipe():
     registry.get('cliff').steps('paper_estimators', 1)
 
 
+def test_turf_paper_phi_coverage_scale_retrains_phi_on_a_mixture_with_the_base_psi():
+  steps = turf.turf_steps('paper_phi_coverage', 1)
+  by_name = {s.name: s for s in steps}
+  assert 'collect_random' not in by_name and 'train_estimators' not in by_name
+  collect = by_name['collect_stone'].argv('/x/paper_phi_coverage')
+  assert 'start=stone' in collect and 'max_steps=20' in collect
+  assert collect[collect.index('--out') + 1] == '/x/paper_phi_coverage/data/stone20'
+  train = by_name['train_phi'].argv('/x/paper_phi_coverage')
+  datasets = [train[i + 1] for i, a in enumerate(train) if a == '--dataset']
+  assert datasets == ['/x/paper_phi_coverage/../paper_estimators/data/random',
+                      '/x/paper_phi_coverage/data/stone20']
+  assert train[train.index('--dataset_weights') + 1] == '0.5,0.5'
+  assert train[train.index('--psi_checkpoint') + 1] == \
+      '/x/paper_phi_coverage/../paper_estimators/estimators.ckpt'
+  assert train[train.index('--phi_transitions') + 1] == '500000' and '--phi' in train
+  evaluate = by_name['eval_estimators'].argv('/x/paper_phi_coverage')
+  assert evaluate[evaluate.index('--labels_cache') + 1] == \
+      '/x/paper_phi_coverage/../paper_estimators/oracle_labels'
+  groups = [s.group for s in steps if s.is_training]
+  assert groups == ['IMPALA+RAC beta=0.2'] * 3 + ['IMPALA+RAC beta=0.3', 'IMPALA+RAC beta=0.4']
+  assert all('/x/paper_phi_coverage/estimators.ckpt' in s.argv('/x/paper_phi_coverage')
+             for s in steps if s.is_training)
+
+
+def test_turf_comparison_puts_each_beta_of_the_base_beside_this_scale():
+  run = lambda total, goal: {'ruined_total': total, 'goal_last': goal}  # noqa: E731
+  base = {turf.rac_group(0.2): [run(9593.0, 0.99), run(9916.0, 0.95)],
+          turf.rac_group(0.5): [run(0.0, 0.0)]}
+  here = {turf.rac_group(0.2): [run(6991.0, 1.0)]}
+  probe = lambda ruined: {'results': [{  # noqa: E731
+      'beta': 0.2, 'episodes': 1024, 'by_kind': {}, 'episodes_with_ruin': ruined,
+      'ruined_grass_total': 2 * ruined, 'episodes_reaching_goal': 90}]}
+  md = turf.comparison_markdown('paper_estimators', here, base, probe(177), probe(126))
+  assert '| 0.2 | 2 / 1 | 9,593, 9,916 | 6,991 | 0.99, 0.95 | 1.00 |' in md
+  assert '| 0.5 |' not in md   # no run here at that beta
+  assert '| 0.2 | 1,024 / 1,024 | 126 / 177 | 252 / 354 | 90 / 90 |' in md
+  assert 'rac_probe' not in turf.comparison_markdown('paper_estimators', here, base, None, None)
+
+
 def test_length_stats_count_the_cap_and_the_unfinished_steps():
   s = cp.length_stats([10, 50_000, 30, 50_000], unfinished_steps=1234, cap=50_000)
   assert s == {'episodes': 4, 'median': 25_015.0, 'mean': 25_010.0, 'max': 50_000.0,

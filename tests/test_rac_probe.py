@@ -50,8 +50,12 @@ def test_probe_sorts_turf_steps_by_kind(tmp_path):
   assert r['episodes'] == 2 and sum(k['taken'] for k in r['by_kind'].values()) == r['steps']
   # Unshielded random walks of 120 steps from the start ruin grass.
   assert r['episodes_with_ruin'] == 2 and r['by_kind']['enter_fresh_grass']['taken'] > 0
+  cell = r['fresh_grass_entered_from'][0]
+  assert len(cell['phi_clean_map']) == len(cell['target_clean_map']) == 4
+  assert all(0 <= v <= 1 for v in cell['target_clean_map'])
   md = rac_probe.markdown([r], 'turf.ckpt')
   assert '| 0 | 2 | 2 |' in md and 'where fresh grass was entered' in md
+  assert f"{cell['phi_clean_map'][0]:.2f} ({cell['target_clean_map'][0]:.2f})" in md
 
 
 def test_spread_table_gives_mean_range_and_the_check():

@@ -267,3 +267,23 @@ def flat_states(episodes: Sequence[Episode]) -> Optional[List[Any]]:
   if any(ep.states is None for ep in episodes):
     return None
   return [s for ep in episodes for s in ep.states]
+
+
+def concat_flat(parts: Sequence[FlatData]) -> FlatData:
+  """Several flat datasets back to back, as one (`last` shifted to the new positions): the
+  layout `flatten` gives their episodes concatenated in order. The parts must share one
+  observation shape and dtype (ValueError otherwise)."""
+  if not parts:
+    raise ValueError('concat_flat: no datasets')
+  if len(parts) == 1:
+    return parts[0]
+  shapes = {(p.observations.shape[1:], p.observations.dtype) for p in parts}
+  if len(shapes) > 1:
+    raise ValueError('concat_flat: the datasets hold different observations: ' + ', '.join(
+        f'{list(s)} {np.dtype(d).name}' for s, d in sorted(shapes, key=str)))
+  offsets = np.cumsum([0] + [len(p.last) for p in parts[:-1]])
+  return FlatData(np.concatenate([p.observations for p in parts]),
+                  np.concatenate([np.asarray(p.actions, np.int32) for p in parts]),
+                  np.concatenate([np.asarray(p.last, np.int64) + o
+                                  for p, o in zip(parts, offsets)]).astype(np.int32),
+                  np.concatenate([np.asarray(p.lengths, np.int64) for p in parts]))

@@ -11,9 +11,19 @@ episodes, 3M pairs, phi on 100k transitions) and the small scale's RAC runs (500
 0.2 over `--seeds` >= 3, the sweep 0.1-0.5 one seed each); no IMPALA or IMPALA + RAE runs (they
 use no offline estimator: the small scale's page has them). Output in its own directory, e.g.
 `--out results/turf/paper_estimators`.
+
+Scale `paper_phi_coverage` (issue 21, after `paper_estimators`): that scale's psi kept, phi
+retrained (500k transitions) on its 100k random episodes mixed half and half
+(`estimators.train --dataset_weights`)
+with short random episodes started on a random stone cell (`start=stone`, 20 steps): random
+walks from the start ruin grass before they reach the upper road, so phi had never seen the
+end of the road with the grass still fresh. It reads psi and the random episodes from the
+sibling directory `OUT/../paper_estimators` (run that scale first, e.g. `--out
+results/turf/paper_phi_coverage` beside `results/turf/paper_estimators`); then the same
+evaluation, probe and RAC runs (beta 0.2 over `--seeds`, 0.3 and 0.4 one seed each).
 """
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from launch.experiments import pages
 from launch.experiments.spec import Step, estimators_step, train_step, scale_settings
@@ -39,6 +49,14 @@ TURF_SCALES = {
                              eval_transitions=10_000, min_seeds=3, sweep_seeds=1,
                              betas=(0.1, 0.2, 0.3, 0.4, 0.5), max_steps=500_000, actors=2,
                              envs_per_actor=8, run_seconds=200, rac_only=True),
+    # paper_estimators' psi; phi on its random episodes and start=stone ones (module docstring).
+    # phi on 500k transitions, not 100k: on the mixture, 100k left phi far from its target psi(x',
+    # x) on the clean map (e.g. 0.38 vs 0.02 stepping onto the grass from the start); 500k fits it.
+    'paper_phi_coverage': dict(phi_transitions=500_000, eval_transitions=10_000, min_seeds=3,
+                               sweep_seeds=1, betas=(0.2, 0.3, 0.4), max_steps=500_000,
+                               actors=2, envs_per_actor=8, run_seconds=200, rac_only=True,
+                               phi_mix=dict(base='paper_estimators', episodes=20_000,
+                                            max_steps=20, share=0.5)),
 }
 # Thresholds of "phi < beta" in the per-kind split of the estimator evaluation (Fig. 7's range).
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)
@@ -48,22 +66,51 @@ def rac_group(beta: float) -> str:
   return f'IMPALA+RAC beta={beta:g}'
 
 
+def _phi_mix_steps(s: dict) -> List[Step]:
+  """Scale paper_phi_coverage: start=stone episodes, and phi on them and the base scale's
+  random episodes, with the base scale's psi."""
+  mix = s['phi_mix']
+  base = os.path.join('{out}', '..', mix['base'])
+  stone = f'data/stone{mix["max_steps"]}'
+  return [
+      Step('collect_stone', 'launch.collect',
+           ('--env', 'turf', '--env_option', 'start=stone', '--env_option',
+            f'max_steps={mix["max_steps"]}', '--episodes', str(mix['episodes']), '--out',
+            f'{{out}}/{stone}', '--nostore_states', '--resume', '--noprogress', '--seed', '1'),
+           done=f'{stone}/noturningback.json', est_seconds=mix['episodes'] * 0.01),
+      Step('train_phi', 'estimators.train',
+           ('--dataset', f'{base}/data/random', '--dataset', f'{{out}}/{stone}',
+            '--dataset_weights', f'{1 - mix["share"]:g},{mix["share"]:g}', '--psi_checkpoint',
+            f'{base}/estimators.ckpt', '--phi', '--phi_transitions', str(s['phi_transitions']),
+            '--network_preset', 'turf', '--out', '{out}/estimators.ckpt', '--noprogress'),
+           done='estimators.ckpt', est_seconds=600),
+  ]
+
+
 def turf_steps(scale: str, seeds: int) -> List[Step]:
   s = scale_settings(TURF_SCALES, scale, 'turf')
   n = max(seeds, s['min_seeds'])
-  steps = [
-      # The oracle evaluation collects its own transitions: the dataset needs no states.
-      Step('collect_random', 'launch.collect',
-           ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
-            '--nostore_states', '--resume', '--noprogress'),
-           done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
-      estimators_step('turf', s['pairs'], s['phi_transitions'], 30 + s['pairs'] / 4_000),
+  if 'phi_mix' in s:
+    steps = _phi_mix_steps(s)
+    # The base scale's transitions: their labels are the same.
+    labels = os.path.join('{out}', '..', s['phi_mix']['base'], 'oracle_labels')
+  else:
+    steps = [
+        # The oracle evaluation collects its own transitions: the dataset needs no states.
+        Step('collect_random', 'launch.collect',
+             ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
+              '--nostore_states', '--resume', '--noprogress'),
+             done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
+        estimators_step('turf', s['pairs'], s['phi_transitions'], 30 + s['pairs'] / 4_000),
+    ]
+    labels = '{out}/oracle_labels'
+  steps += [
       # psi and phi against the exact oracle on random transitions (App. C.6's estimators).
       Step('eval_estimators', 'estimators.evaluate',
            ('--checkpoint', '{out}/estimators.ckpt', '--env', 'turf', '--transitions',
             str(s['eval_transitions']), '--beta', '0.8', '--phi_beta', f'{TURF_RAC_BETA:g}',
             '--phi_betas', ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS),
-            '--labels_cache', '{out}/oracle_labels', '--out', '{out}/estimator_eval'),
+            '--labels_cache', labels, '--out', '{out}/estimator_eval'),
            done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),
       # Where the shield lets grass through: a random policy under RAC, steps sorted by kind.
       Step('rac_probe', 'bench.rac_probe',
@@ -175,7 +222,10 @@ def _estimator_section(out: str) -> str:
   if clean:
     text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
                                   f"ruined grass ({clean['transitions']} transitions)")
-  for name in ('rac_probe.md', 'coverage.md'):   # bench.rac_probe, bench.turf_coverage
+  # bench.rac_probe, bench.turf_coverage (coverage_*.md: of other collections, e.g. start=stone)
+  names = ['rac_probe.md', 'coverage.md'] + sorted(
+      n for n in os.listdir(out) if n.startswith('coverage_') and n.endswith('.md'))
+  for name in names:
     path = os.path.join(out, name)
     if os.path.exists(path):
       with open(path) as f:
@@ -183,11 +233,11 @@ def _estimator_section(out: str) -> str:
   return text
 
 
-def turf_markdown(table: dict, out: str) -> str:
+def _records(scale: str, seeds: int, out: str) -> Dict[str, List[Dict[str, float]]]:
+  """{group: [run_record of each run in `out` that has logs]}."""
   from launch.analysis import aggregate
-  groups = pages.runs_by_group(turf_steps(table['scale'], table['seeds']), out)
   records: Dict[str, List[Dict[str, float]]] = {}
-  for group, run_dirs in groups.items():
+  for group, run_dirs in pages.runs_by_group(turf_steps(scale, seeds), out).items():
     for run_dir in run_dirs:
       try:
         ret = aggregate.series(run_dir, 'episode_return', 'actor_steps')
@@ -195,5 +245,53 @@ def turf_markdown(table: dict, out: str) -> str:
         continue
       ruined = pages.episode_values(run_dir, 'ruined_grass')
       records.setdefault(group, []).append(run_record(ret.values, ruined, ret.xs))
-  return '\n'.join([side_effects_markdown(records), sweep_markdown(records),
-                    _estimator_section(out)])
+  return records
+
+
+def _per_run(runs: List[Dict[str, float]], key: str, digits: int) -> str:
+  return ', '.join(pages.fmt(r[key], digits) for r in runs) or '–'
+
+
+def comparison_markdown(base: str, records: Dict[str, List[Dict[str, float]]],
+                        base_records: Dict[str, List[Dict[str, float]]],
+                        probe: Optional[dict], base_probe: Optional[dict]) -> str:
+  """A scale that retrains phi beside the scale `base` whose psi it keeps: the RAC runs and
+  the probe of both, per beta."""
+  lines = [f'## Against `{base}` (same psi, phi retrained)', '',
+           '| beta | runs (base / here) | ruined grass over training, per run: base | here | '
+           'goal, last 100 episodes: base | here |', '|---|---|---|---|---|---|']
+  for beta in TURF_BETAS:
+    ours, theirs = records.get(rac_group(beta), []), base_records.get(rac_group(beta), [])
+    if not ours:
+      continue
+    lines.append(f'| {beta:g} | {len(theirs)} / {len(ours)} | '
+                 f'{_per_run(theirs, "ruined_total", 0)} | {_per_run(ours, "ruined_total", 0)} | '
+                 f'{_per_run(theirs, "goal_last", 2)} | {_per_run(ours, "goal_last", 2)} |')
+  if probe and base_probe:
+    lines += ['', '`bench.rac_probe` (a random policy under the shield), base / here:', '',
+              '| beta | episodes | episodes with ruined grass | ruined grass, total | '
+              'reached goal |',
+              '|---|---|---|---|---|']
+    theirs = {r['beta']: r for r in base_probe.get('results', [])}
+    for r in probe.get('results', []):
+      b = theirs.get(r['beta'])
+      if b is None or 'by_kind' not in r or 'by_kind' not in b:
+        continue
+      lines.append(f"| {r['beta']:g} | {b['episodes']:,} / {r['episodes']:,} | "
+                   f"{b['episodes_with_ruin']:,} / {r['episodes_with_ruin']:,} | "
+                   f"{b['ruined_grass_total']:,} / {r['ruined_grass_total']:,} | "
+                   f"{b['episodes_reaching_goal']:,} / {r['episodes_reaching_goal']:,} |")
+  return '\n'.join(lines) + '\n'
+
+
+def turf_markdown(table: dict, out: str) -> str:
+  records = _records(table['scale'], table['seeds'], out)
+  parts = [side_effects_markdown(records), sweep_markdown(records)]
+  mix = TURF_SCALES[table['scale']].get('phi_mix')
+  if mix:
+    base_out = os.path.normpath(os.path.join(out, '..', mix['base']))
+    parts.append(comparison_markdown(
+        mix['base'], records, _records(mix['base'], table['seeds'], base_out),
+        pages.read_json(os.path.join(out, 'rac_probe.json')),
+        pages.read_json(os.path.join(base_out, 'rac_probe.json'))))
+  return '\n'.join(parts + [_estimator_section(out)])
