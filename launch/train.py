@@ -285,8 +285,7 @@ def main(argv):
   if FLAGS.resume:
     nothing_to_do = lifecycle.already_done(cfg)
     if nothing_to_do:
-      if not os.path.exists(os.path.join(cfg.run_dir, 'summary.json')):
-        lifecycle.write_summary(cfg.run_dir, lifecycle.end_status(cfg.run_dir))
+      lifecycle.rebuild_lost_summary(cfg.run_dir)
       print(nothing_to_do)
       return
   else:

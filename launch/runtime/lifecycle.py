@@ -92,9 +92,18 @@ def end_status(run_dir: str, status: str = None) -> str:
           or (f"failed: {failure['reason']}" if failure.get('reason') else None) or run_state.STOPPED)
 
 
+def rebuild_lost_summary(run_dir: str) -> None:
+  """A run the coordinator recorded as completed but whose launcher died before writing
+  summary.json (an experiment marks a run done only from its summary) gets it back; any other
+  run is left untouched."""
+  final = run_state.read_json(os.path.join(run_dir, run_state.FINAL_STATE), {}) or {}
+  if (final.get('status') == run_state.COMPLETED
+      and not os.path.exists(os.path.join(run_dir, 'summary.json'))):
+    write_summary(run_dir, run_state.COMPLETED)
+
+
 def write_summary(run_dir: str, status: str) -> dict:
-  """summary.json from the run's logs and records (also rebuilt for a finished run that lost
-  it: a launcher killed after its segment was closed)."""
+  """summary.json from the run's logs and records."""
   summary = summary_lib.summarize(run_dir, wall_time=run_state.total_wall_time(run_dir))
   summary['status'] = status
   summary['launches'] = len(run_state.segments(run_dir))
