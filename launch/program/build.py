@@ -90,12 +90,8 @@ def make_tables(cfg: RunConfig) -> List[reverb.Table]:
   if cfg.agent == 'impala':
     tables.append(make_impala_table(cfg.impala, adders.impala_signature(spec, cfg.impala.sequence_length)))
     if cfg.impala.uses_self_imitation:
-      # MinHeap remover: when full, the steps of the lowest-return episode go first.
-      tables.append(reverb.Table(
-          adders.SELF_IMITATION_TABLE, sampler=reverb.selectors.Uniform(),
-          remover=reverb.selectors.MinHeap(), max_size=cfg.impala.self_imitation_steps,
-          rate_limiter=reverb.rate_limiters.MinSize(1),
-          signature=adders.self_imitation_signature(spec)))
+      tables.append(make_self_imitation_table(cfg.impala.self_imitation_steps,
+                                              adders.self_imitation_signature(spec)))
   if cfg.online_estimators:
     tables.append(reverb.Table(
         adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
@@ -120,6 +116,15 @@ def make_impala_table(impala, signature) -> reverb.Table:
           samples_per_insert=impala.samples_per_insert,
           min_size_to_sample=2 * impala.batch_size, error_buffer=error_buffer),
       signature=signature)
+
+
+def make_self_imitation_table(max_steps: int, signature) -> reverb.Table:
+  """The best terminated episodes' steps, sampled uniformly; a MinHeap remover: when full, the
+  steps of the lowest-return episode (their priority) go first."""
+  return reverb.Table(
+      adders.SELF_IMITATION_TABLE, sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.MinHeap(), max_size=max_steps,
+      rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
 
 
 def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Estimators:
