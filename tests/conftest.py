@@ -36,3 +36,22 @@ def read_only_dir(tmp_path):
   if immutable:
     subprocess.run(['chattr', '-i', str(path)], check=True)
   path.chmod(0o755)
+
+
+@pytest.fixture
+def untrained_estimator_checkpoint(tmp_path):
+  """A factory: make(env, obs_shape, dtype, num_actions=4) writes a real, untrained psi+phi
+  checkpoint of `env`'s default network under tmp_path and returns its path."""
+  def make(env, obs_shape, dtype, num_actions=4):
+    import jax
+    import numpy as np
+    from estimators import checkpoint
+    from estimators import networks as nets
+    config = nets.default_config(env)
+    est = nets.make_estimators(config, num_actions)
+    x = np.zeros((2, *obs_shape), dtype)
+    path = str(tmp_path / f'{env}.ckpt')
+    checkpoint.save(path, config, num_actions, tuple(obs_shape), dtype,
+                    est.psi_init(jax.random.PRNGKey(0), x), est.phi_init(jax.random.PRNGKey(1), x))
+    return path
+  return make

@@ -1,28 +1,17 @@
 """bench.rac_probe (a random policy under RAC's shield in one process) on a real, untrained
 cliff checkpoint: whole episodes per environment, no shield at beta 0, only fallbacks at beta 1;
 and bench.cliff_spread's table."""
-import jax
 import numpy as np
 
 from bench import cliff_spread
 from bench import rac_probe
 from estimators import checkpoint
-from estimators import networks as nets
 from estimators import predict
 
 
-def _untrained_cliff_predictor(tmp_path):
-  config = nets.default_config('cliff')
-  est = nets.make_estimators(config, 4)
-  x = np.zeros((2, 48), np.float32)
-  path = str(tmp_path / 'cliff.ckpt')
-  checkpoint.save(path, config, 4, (48,), np.float32, est.psi_init(jax.random.PRNGKey(0), x),
-                  est.phi_init(jax.random.PRNGKey(1), x))
-  return predict.Predictor(checkpoint.load(path), batch=8)
-
-
-def test_probe_counts_whole_episodes_and_the_shield(tmp_path):
-  predictor = _untrained_cliff_predictor(tmp_path)
+def test_probe_counts_whole_episodes_and_the_shield(untrained_estimator_checkpoint):
+  path = untrained_estimator_checkpoint('cliff', (48,), np.float32)
+  predictor = predict.Predictor(checkpoint.load(path), batch=8)
   free = rac_probe.probe(predictor, 0.0, episodes=10, num_envs=4, env_name='cliff',
                          env_options={'wind': 0.0})
   # ceil(10 / 4) = 3 whole episodes in each of the 4 environments.
@@ -38,13 +27,8 @@ def test_probe_counts_whole_episodes_and_the_shield(tmp_path):
   assert forced['return_se'] == 0.0 and 'by_kind' not in forced
 
 
-def test_probe_sorts_turf_steps_by_kind(tmp_path):
-  config = nets.default_config('turf')
-  est = nets.make_estimators(config, 4)
-  x = np.zeros((2, 10, 10, 3), np.uint8)
-  path = str(tmp_path / 'turf.ckpt')
-  checkpoint.save(path, config, 4, (10, 10, 3), np.uint8, est.psi_init(jax.random.PRNGKey(0), x),
-                  est.phi_init(jax.random.PRNGKey(1), x))
+def test_probe_sorts_turf_steps_by_kind(untrained_estimator_checkpoint):
+  path = untrained_estimator_checkpoint('turf', (10, 10, 3), np.uint8)
   predictor = predict.Predictor(checkpoint.load(path), batch=8)
   r = rac_probe.probe(predictor, 0.0, episodes=2, num_envs=2)
   assert r['episodes'] == 2 and sum(k['taken'] for k in r['by_kind'].values()) == r['steps']

@@ -143,15 +143,9 @@ def test_supervisor_reports_the_last_error_line(tmp_path):
   assert [e['node'] for e in events] == ['actor_0']
 
 
-def test_estimator_checkpoint_of_another_env_is_refused_before_launch(tmp_path):
-  from estimators import checkpoint
-  from estimators import networks as nets
-  config = nets.default_config('turf')
-  est = nets.make_estimators(config, 4)
-  x = np.zeros((1, 10, 10, 3), np.uint8)
-  path = str(tmp_path / 'turf.ckpt')
-  checkpoint.save(path, config, 4, (10, 10, 3), np.uint8, est.psi_init(jax.random.PRNGKey(0), x),
-                  est.phi_init(jax.random.PRNGKey(1), x))
+def test_estimator_checkpoint_of_another_env_is_refused_before_launch(
+    tmp_path, untrained_estimator_checkpoint):
+  path = untrained_estimator_checkpoint('turf', (10, 10, 3), np.uint8)
   r = _train('--env', 'cartpole', '--mode', 'rac', '--estimator_checkpoint', path,
              '--run_dir', str(tmp_path / 'run'))
   assert r.returncode == 2
