@@ -285,3 +285,10 @@ def test_steps_to_and_area_over_a_budget(tmp_path):
   area = aggregate.mean_over_budget(run, 'solved', 1000.0, num_points=100, smooth=0.0)
   assert area == pytest.approx(0.5, abs=0.02)
   assert math.isnan(aggregate.mean_over_budget(run, 'solved', 2000.0))
+
+
+def test_a_killed_launch_does_not_run_on_through_the_next(tmp_path):
+  # The first launch was killed (no end); its last episode at 1100 ends it.
+  segments = [{'start': 1000.0, 'end': None}, {'start': 1500.0, 'end': 1600.0}]
+  np.testing.assert_allclose(
+      aggregate.wall_time([1050, 1100, 1550, 1600], segments), [50, 100, 150, 200])

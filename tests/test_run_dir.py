@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -201,3 +202,28 @@ def test_a_finished_run_that_lost_its_summary_gets_it_back_on_resume(tmp_path):
   assert 'nothing to do' in r.stdout
   summary = json.loads((run_dir / 'summary.json').read_text())
   assert summary['status'] == run_state.COMPLETED
+
+
+def test_a_launch_left_open_ends_at_its_last_sign_of_life():
+  """A segment with no end (its launcher was killed) must not count as running ever after."""
+  segs = [{'start': 100.0, 'end': None}, {'start': 500.0, 'end': 600.0},
+          {'start': 900.0, 'end': None}, {'start': 1000.0, 'end': None}]
+  seen = [150.0, 180.0, 550.0, 950.0, 1020.0]
+  assert run_state.segment_spans(segs, seen) == [(100.0, 180.0), (500.0, 600.0), (900.0, 950.0),
+                                                 (1000.0, 1020.0)]
+  assert run_state.segment_spans(segs[:1], []) == [(100.0, 100.0)]   # no evidence: no time
+
+
+def test_a_new_launch_closes_the_killed_one_where_counts_were_last_saved(tmp_path):
+  run_dir = str(tmp_path)
+  start = time.time() - 1000
+  run_state.write_json(os.path.join(run_dir, run_state.RUN_STATE), {'segments': [
+      {'start': start, 'end': None, 'status': 'running', 'resumed_from_steps': 0}]})
+  run_state.save_counts(run_dir, {'actor_steps': 1234})
+  os.utime(os.path.join(run_dir, run_state.COUNTS), (start + 60, start + 60))
+  run_state.begin_segment(run_dir, 1234)   # the first launch was killed: nothing closed it
+  first, second = run_state.segments(run_dir)
+  assert (first['end'], first['status'], first['actor_steps']) == (
+      start + 60, run_state.UNRECORDED_END, 1234)
+  assert second['end'] is None and second['resumed_from_steps'] == 1234
+  assert run_state.total_wall_time(run_dir, [second['start'] + 5]) == pytest.approx(65)

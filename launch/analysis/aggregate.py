@@ -102,13 +102,15 @@ def metric_names(run: RunLike) -> set:
   return names
 
 
-def wall_time(unix_times, segments: Sequence[Dict[str, Any]]) -> np.ndarray:
+def wall_time(unix_times, segments: Sequence[Dict[str, Any]], seen=None) -> np.ndarray:
   """Seconds of the run's launches elapsed at each unix time: the part of each segment before t,
-  summed. A segment without an end (still running, or killed) counts as open-ended."""
-  t = np.asarray(unix_times, float)[..., None]
-  starts = np.array([s['start'] for s in segments], float)
-  ends = np.array([np.inf if s.get('end') is None else s['end'] for s in segments], float)
-  return np.clip(np.minimum(t, ends) - starts, 0.0, None).sum(-1)
+  summed. A segment without an end (still running, or killed) ends at the last time in `seen`
+  inside it (default: `unix_times`), as in run_state.segment_spans."""
+  t = np.asarray(unix_times, float)
+  spans = run_state.segment_spans(segments, np.ravel(t if seen is None else seen).tolist())
+  starts = np.array([start for start, _ in spans], float)
+  ends = np.array([end for _, end in spans], float)
+  return np.clip(np.minimum(t[..., None], ends) - starts, 0.0, None).sum(-1)
 
 
 def _column(rows, name) -> np.ndarray:
@@ -147,7 +149,9 @@ def series(run: RunLike, metric: str, x: str = 'actor_steps') -> Series:
     raise ValueError(f'run {run.run_dir} has no segments in {run_state.RUN_STATE}: '
                      'its wall time is unknown')
   if x == 'wall_time' and has('unix_time'):
-    out = _sorted_finite(wall_time(_column(rows, 'unix_time'), run.segments), values, x)
+    times = _column(rows, 'unix_time')
+    seen = np.concatenate([times, _column(run.episodes, 'unix_time')])
+    out = _sorted_finite(wall_time(times, run.segments, seen[np.isfinite(seen)]), values, x)
   elif x == 'wall_time' and has('actor_steps'):
     steps, walls = _episode_wall_times(run)
     out = _sorted_finite(np.interp(_column(rows, 'actor_steps'), steps, walls), values, x)

@@ -13,6 +13,7 @@ from typing import Dict, List, Sequence
 
 from launch.experiments.spec import AnyStep, Experiment
 from launch.runtime import run_state
+from launch.runtime import summary as summary_lib
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -118,7 +119,7 @@ def report(exp: Experiment, scale: str, seeds: int, out: str) -> dict:
   for group, run_dirs in groups.items():
     row = {'group': group, 'runs': len(run_dirs),
            'env_steps': [run_state.load_counts(d).get('actor_steps', 0) for d in run_dirs],
-           'wall_time_s': [run_state.total_wall_time(d) for d in run_dirs],
+           'wall_time_s': [summary_lib.wall_time(d) for d in run_dirs],
            'completed': [os.path.exists(os.path.join(d, 'done')) for d in run_dirs]}
     for metric in exp.table_metrics:
       values = [_final_value(aggregate, d, metric, exp.table_last_n) for d in run_dirs]

@@ -11,11 +11,12 @@ of it ended, and a stop request. Every file is JSON, written to a temporary file
 Event logs (supervisor.jsonl, replay.jsonl) are the exception: one timestamped JSON line appended
 per event (`append_record` / `read_records`), a line cut by a kill skipped on reading.
 """
+import bisect
 import json
 import os
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from envs import paths
 
@@ -142,8 +143,21 @@ def segments(run_dir: str) -> List[Dict[str, Any]]:
   return read_json(os.path.join(run_dir, RUN_STATE), {}).get('segments', [])
 
 
+UNRECORDED_END = 'ended unrecorded'   # its launcher was killed before it could close the segment
+
+
 def begin_segment(run_dir: str, resumed_from_steps: float) -> None:
+  """Opens a launch's segment. A previous launch killed before it could close its own (SIGKILL,
+  the machine's session ending) is closed first, at the last time the coordinator saved the
+  counts: otherwise that launch would count as running ever after."""
   segs = segments(run_dir)
+  if segs and segs[-1].get('end') is None:
+    try:
+      last_saved = os.path.getmtime(os.path.join(run_dir, COUNTS))
+    except OSError:
+      last_saved = segs[-1]['start']
+    segs[-1].update(end=min(max(last_saved, segs[-1]['start']), time.time()),
+                    status=UNRECORDED_END, actor_steps=load_counts(run_dir).get('actor_steps', 0))
   segs.append({'start': time.time(), 'end': None, 'status': 'running',
                'resumed_from_steps': resumed_from_steps})
   write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
@@ -157,5 +171,24 @@ def end_segment(run_dir: str, status: str, actor_steps: float) -> None:
   write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
 
 
-def total_wall_time(run_dir: str) -> float:
-  return sum((s['end'] or time.time()) - s['start'] for s in segments(run_dir))
+def segment_spans(segs: Sequence[Dict[str, Any]], seen: Iterable[float]) -> List[Tuple[float, float]]:
+  """(start, end) of each launch. A segment without an end (still running, or from before
+  begin_segment closed killed launches) ends at the last of the times in `seen` (unix times at
+  which the run's nodes logged) that falls inside it, never after the next launch began, and
+  at its own start when none does."""
+  seen = sorted(seen)
+  spans = []
+  for i, seg in enumerate(segs):
+    start, end = seg['start'], seg.get('end')
+    if end is None:
+      limit = segs[i + 1]['start'] if i + 1 < len(segs) else float('inf')
+      inside = seen[bisect.bisect_left(seen, start):bisect.bisect_left(seen, limit)]
+      end = inside[-1] if inside else start
+    spans.append((start, end))
+  return spans
+
+
+def total_wall_time(run_dir: str, seen: Iterable[float] = ()) -> float:
+  """Seconds the run's launches lasted (the gaps between launches left out); `seen` as in
+  segment_spans."""
+  return sum(end - start for start, end in segment_spans(segments(run_dir), seen))

@@ -6,6 +6,8 @@ from typing import Dict, List
 
 import numpy as np
 
+from launch.runtime import run_state
+
 
 def read_log(run_dir: str, label: str) -> List[Dict[str, float]]:
   path = os.path.join(run_dir, 'logs', label, 'logs.csv')
@@ -30,6 +32,12 @@ def actor_episodes(run_dir: str) -> List[Dict[str, float]]:
   for d in sorted(glob.glob(os.path.join(run_dir, 'logs', 'actor_*'))):
     rows += read_log(run_dir, os.path.basename(d))
   return sorted(rows, key=lambda r: r.get('actor_steps', 0))
+
+
+def wall_time(run_dir: str) -> float:
+  """Seconds the run's launches lasted; a launch left open ends at its last logged episode."""
+  seen = [e['unix_time'] for e in actor_episodes(run_dir) if 'unix_time' in e]
+  return run_state.total_wall_time(run_dir, seen)
 
 
 def summarize(run_dir: str, wall_time: float = None, last_n: int = 50) -> Dict[str, float]:
