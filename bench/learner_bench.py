@@ -1,9 +1,12 @@
 r"""IMPALA learner update speed on this machine: frames/s of `agents.learning.IMPALALearner` at
 a given batch x unroll, for an environment's network (the real learner step, fed a fixed batch
-so only the update is timed).
+so only the update is timed), and optionally what one self-imitation update
+(`IMPALALearner.imitate`, as --self_imitation_updates 1 adds after each V-trace update) costs.
 
     python -m bench.learner_bench --env sokoban --batch_size 256 --sequence_length 20 \
         --out results/learner_bench_sokoban.json
+    python -m bench.learner_bench --env sokoban --batch_size 16 --sequence_length 20 \
+        --self_imitation_batch 256 --out results/sokoban/learner_bench_self_imitation.json
 """
 import json
 import time
@@ -25,6 +28,8 @@ flags.DEFINE_string('env', 'sokoban', 'Environment (its network preset).')
 flags.DEFINE_integer('batch_size', 256, 'Sequences per update.')
 flags.DEFINE_integer('sequence_length', 20, 'Unroll length.')
 flags.DEFINE_integer('updates', 10, 'Timed updates (after one compiling update).')
+flags.DEFINE_integer('self_imitation_batch', 0, 'Also time self-imitation updates on this many '
+                     'steps (0: not measured).')
 flags.DEFINE_string('out', 'results/learner_bench.json', 'JSON output.')
 
 
@@ -46,7 +51,7 @@ def fixed_batch(spec, batch, length, rng):
   return types.SimpleNamespace(data=data)
 
 
-def measure(env_name, batch, length, updates):
+def measure(env_name, batch, length, updates, self_imitation_batch=0):
   import envs
   options = {'reward_free': False} if env_name == 'cartpole' else {}
   spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=0, **options)))
@@ -67,14 +72,30 @@ def measure(env_name, batch, length, updates):
   for _ in range(updates):
     learner.step()
   per_update = (time.perf_counter() - t0) / updates
-  return {'env': env_name, 'batch_size': batch, 'sequence_length': length,
-          'first_update_s': compile_s, 'seconds_per_update': per_update,
-          'frames_per_s': batch * length / per_update, 'backend': jax.default_backend()}
+  out = {'env': env_name, 'batch_size': batch, 'sequence_length': length,
+         'first_update_s': compile_s, 'seconds_per_update': per_update,
+         'frames_per_s': batch * length / per_update, 'backend': jax.default_backend()}
+  if self_imitation_batch:
+    steps = self_imitation_batch
+    observations = sample.data.observation.reshape((-1,) + spec.observations.shape)
+    observations = observations[np.arange(steps) % len(observations)]
+    actions = np.arange(steps, dtype=np.int32) % spec.actions.num_values
+    returns = np.linspace(-1.0, 10.0, steps, dtype=np.float32)
+    learner.imitate(observations, actions, returns)   # compiles
+    t0 = time.perf_counter()
+    for _ in range(updates):
+      learner.imitate(observations, actions, returns)
+    per_imitation = (time.perf_counter() - t0) / updates
+    out.update(self_imitation_batch=steps, seconds_per_self_imitation_update=per_imitation,
+               # learner time per V-trace update with one self-imitation update after each
+               learner_work_with_self_imitation=(per_update + per_imitation) / per_update)
+  return out
 
 
 def main(argv):
   del argv
-  out = measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length, FLAGS.updates)
+  out = measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length, FLAGS.updates,
+                FLAGS.self_imitation_batch)
   common.write_json(FLAGS.out, out)
   print(json.dumps(out, indent=2))
 
