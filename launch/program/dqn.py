@@ -149,7 +149,7 @@ def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
     run_state.write_json(os.path.join(cfg.run_dir, EVAL_FILE),
                          {'algorithm': cfg.agent.algorithm, 'eval_every': cfg.eval_every,
                           'actor_steps': steps[0], 'policies': {'greedy': evals}})
-    summary = summary_lib.summarize(cfg.run_dir, wall_time=summary_lib.wall_time(cfg.run_dir))
+    summary = summary_lib.summarize(cfg.run_dir, with_wall_time=True)
     summary['actor_steps'] = steps[0]  # also when no training episode has ended yet
     summary.update({'status': status, 'algorithm': cfg.agent.algorithm,
                     **{f'eval_{k}': v for k, v in evals.items()}})

@@ -104,7 +104,7 @@ def rebuild_lost_summary(run_dir: str) -> None:
 
 def write_summary(run_dir: str, status: str) -> dict:
   """summary.json from the run's logs and records."""
-  summary = summary_lib.summarize(run_dir, wall_time=summary_lib.wall_time(run_dir))
+  summary = summary_lib.summarize(run_dir, with_wall_time=True)
   summary['status'] = status
   summary['launches'] = len(run_state.segments(run_dir))
   summary.update(summary_lib.restarts(run_dir))

@@ -2,7 +2,7 @@
 import csv
 import glob
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -34,13 +34,14 @@ def actor_episodes(run_dir: str) -> List[Dict[str, float]]:
   return sorted(rows, key=lambda r: r.get('actor_steps', 0))
 
 
-def wall_time(run_dir: str) -> float:
-  """Seconds the run's launches lasted; a launch left open ends at its last logged episode."""
-  seen = [e['unix_time'] for e in actor_episodes(run_dir) if 'unix_time' in e]
-  return run_state.total_wall_time(run_dir, seen)
+def wall_time(run_dir: str, episodes: Optional[List[Dict[str, float]]] = None) -> float:
+  """Seconds the run's launches lasted; a launch left open ends at its last logged episode
+  (`episodes`: the run's actor_episodes, when already read)."""
+  episodes = actor_episodes(run_dir) if episodes is None else episodes
+  return run_state.total_wall_time(run_dir, [e['unix_time'] for e in episodes if 'unix_time' in e])
 
 
-def summarize(run_dir: str, wall_time: float = None, last_n: int = 50) -> Dict[str, float]:
+def summarize(run_dir: str, with_wall_time: bool = False, last_n: int = 50) -> Dict[str, float]:
   episodes = actor_episodes(run_dir)
   learner = read_log(run_dir, 'learner')
   precedence = read_log(run_dir, 'precedence')
@@ -61,8 +62,8 @@ def summarize(run_dir: str, wall_time: float = None, last_n: int = 50) -> Dict[s
   if precedence:
     out['precedence_steps'] = max(r.get('precedence_steps', 0) for r in precedence)
     out['psi_accuracy_last'] = precedence[-1].get('psi_accuracy', float('nan'))
-  if wall_time is not None:
-    out['wall_time_s'] = wall_time
+  if with_wall_time:
+    out['wall_time_s'] = wall_time(run_dir, episodes)
   return out
 
 
