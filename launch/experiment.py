@@ -47,11 +47,12 @@ def main(argv=None):
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   if args.list:
+    width = max(len(step.name) for step in selected)
     for step in selected:
       state = 'done' if step_done(step, out, args.max_steps) else (
           'started' if step.is_training and run_state.holds_run(os.path.join(out, step.run_dir))
           else 'to do')
-      print(f'{state:8s} {step.name:24s} python {" ".join(step_argv(step, out, args.max_steps))}')
+      print(f'{state:8s} {step.name:{width}s} python {" ".join(step_argv(step, out, args.max_steps))}')
     return
   ok = True
   if not args.report_only:

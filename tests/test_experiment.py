@@ -27,18 +27,22 @@ def test_list_shows_every_step_and_runs_nothing(tmp_path):
   runs = [f'{r}-s{i}' for i in (0, 1)
           for r in ('impala', 'impala_rae', 'impala_rae_paper_psi', 'impala_rae_lam1')]
   psi = ['train_psi{}', 'eval_psi{}_train_levels', 'eval_psi{}_boxoban', 'psi_trace{}']
+  evals = ('eval_train', 'eval_boxoban', 'eval_irreversible')
+  # Each run is followed by its evaluations.
   assert names == (['collect_random'] + [p.format('') for p in psi] +
-                   [p.format('_paper') for p in psi] + runs + [
-                       f'{r}-{e}' for r in runs for e in (
-                           'eval_train', 'eval_boxoban', 'eval_irreversible')])
+                   [p.format('_paper') for p in psi] +
+                   [n for r in runs for n in [r] + [f'{r}-{e}' for e in evals]])
   assert all(l.startswith('to do') for l in lines)
   assert '--network_preset sokoban ' in lines[1] and '--network_preset sokoban_paper ' in lines[5]
-  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in lines[10]
-  assert '--estimator_checkpoint ' + str(tmp_path / 'psi_paper.ckpt') in lines[11]
-  assert '--lam 1.0' in lines[12] and '--lam' not in lines[10] + lines[11]
+  run_lines = {name: line for name, line in zip(names, lines) if name in runs}
+  assert '--estimator_checkpoint ' + str(tmp_path / 'psi.ckpt') in run_lines['impala_rae-s0']
+  assert ('--estimator_checkpoint ' + str(tmp_path / 'psi_paper.ckpt')
+          in run_lines['impala_rae_paper_psi-s0'])
+  assert '--lam 1.0' in run_lines['impala_rae_lam1-s0']
+  assert '--lam' not in run_lines['impala_rae-s0'] + run_lines['impala_rae_paper_psi-s0']
   # Every arm's agent settings are the same.
   agent = lambda line: line[line.index('--env sokoban'):line.index('--mode')]
-  assert len({agent(lines[i]) for i in range(9, 17)}) == 1
+  assert len({agent(line) for line in run_lines.values()}) == 1
   assert os.listdir(tmp_path) == []
 
 
@@ -47,9 +51,9 @@ def test_only_selects_steps_by_pattern_and_list_shows_the_budget(tmp_path):
            '--only', 'impala-s*,psi_trace', '--list')
   assert r.returncode == 0, r.stderr
   lines = r.stdout.strip().splitlines()
-  assert [l[9:].split()[0] for l in lines] == [
-      'psi_trace', 'impala-s0', 'impala-s1'] + [f'impala-s{i}-{e}' for i in (0, 1) for e in (
-          'eval_train', 'eval_boxoban', 'eval_irreversible')]
+  assert [l[9:].split()[0] for l in lines] == ['psi_trace'] + [
+      n for i in (0, 1) for n in [f'impala-s{i}'] + [f'impala-s{i}-{e}' for e in (
+          'eval_train', 'eval_boxoban', 'eval_irreversible')]]
   assert '--max_steps 12345 ' in lines[1]
   r = _cli('sokoban', '--out', str(tmp_path), '--only', 'impala-x*', '--list')
   assert r.returncode == 2 and r.stderr.strip() == (

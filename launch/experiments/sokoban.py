@@ -107,10 +107,12 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
       runs.append(train_step(f'{name}-s{seed}', group, seed, s['max_steps'], s['run_seconds'],
                              *common, '--mode', 'rae', '--estimator_checkpoint', f'{{out}}/{ckpt}',
                              '--beta', str(SOKOBAN_BETA), *lam_flags))
-  steps += runs
-  # The final policies, greedy and sampled, on the 1k training levels, on Boxoban levels they
-  # never saw, and (oracle-counted irreversible actions, expensive) on the first levels.
+  # Each run is followed by the evaluations of its final policy, so that a budget reached over
+  # several sessions shows every finished run whole: greedy and sampled, on the 1k training
+  # levels, on Boxoban levels it never saw, and (oracle-counted irreversible actions, expensive)
+  # on the first levels.
   for run in runs:
+    steps.append(run)
     for name, levels, n, extra in (
         ('eval_train', 'default', s['eval_levels'], ()),
         ('eval_boxoban', BOXOBAN_LEVELS, s['eval_boxoban_levels'], ()),
