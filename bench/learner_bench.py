@@ -17,6 +17,7 @@ import numpy as np
 import optax
 from absl import app, flags
 from acme import specs, wrappers
+from acme.utils import loggers
 from acme.adders.reverb.base import Trajectory
 
 from agents import learning
@@ -63,8 +64,9 @@ def measure(env_name, batch, length, updates, self_imitation_batch=0):
     while True:
       yield sample
 
+  # No log files: Acme's default logger would write a CSV under ~/acme at every update.
   learner = learning.IMPALALearner(nets, forever(), optax.adam(5e-4, b1=0.0, b2=0.99),
-                                   jax.random.PRNGKey(0))
+                                   jax.random.PRNGKey(0), logger=loggers.NoOpLogger())
   t0 = time.perf_counter()
   learner.step()
   compile_s = time.perf_counter() - t0
