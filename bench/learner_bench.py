@@ -25,13 +25,17 @@ from agents import networks as agent_networks
 from bench import common
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('env', 'sokoban', 'Environment (its network preset).')
-flags.DEFINE_integer('batch_size', 256, 'Sequences per update.')
-flags.DEFINE_integer('sequence_length', 20, 'Unroll length.')
-flags.DEFINE_integer('updates', 10, 'Timed updates (after one compiling update).')
-flags.DEFINE_integer('self_imitation_batch', 0, 'Also time self-imitation updates on this many '
-                     'steps (0: not measured).')
-flags.DEFINE_string('out', 'results/learner_bench.json', 'JSON output.')
+
+
+def define_flags():
+  """Only when run as a script (a test imports `measure` beside other modules' flags)."""
+  flags.DEFINE_string('env', 'sokoban', 'Environment (its network preset).')
+  flags.DEFINE_integer('batch_size', 256, 'Sequences per update.')
+  flags.DEFINE_integer('sequence_length', 20, 'Unroll length.')
+  flags.DEFINE_integer('updates', 10, 'Timed updates (after one compiling update).')
+  flags.DEFINE_integer('self_imitation_batch', 0, 'Also time self-imitation updates on this many '
+                       'steps (0: not measured).')
+  flags.DEFINE_string('out', 'results/learner_bench.json', 'JSON output.')
 
 
 def fixed_batch(spec, batch, length, rng):
@@ -103,4 +107,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)
