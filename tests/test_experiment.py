@@ -123,7 +123,7 @@ def test_report_aggregates_seeds_with_intervals(tmp_path):
   assert '| IMPALA | 3 (0) |' in md and '2.000 ± 2.484' in md
   # 120 episodes per run: no run has the 1,000 a milestone is judged on.
   milestones = md[md.index('## Milestones'):]
-  assert '| IMPALA | – (0/3) | – (0/3) | – (0/3) | – (0/3) |' in milestones
+  assert '| IMPALA | – (0/3) | – (0/3) | – (0/3) | – (0/3) | – (0/3) | – (0/3) |' in milestones
   assert json.loads((tmp_path / 'table.json').read_text())['rows'] == table['rows']
   for name in ('curves_steps.png', 'curves_wall.png'):
     assert (tmp_path / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
