@@ -23,7 +23,9 @@ Per policy: fraction solved, mean boxes on target, mean episode length and retur
 (`envs.oracle.check`, on the states actually visited, cached by (state, action)) judges
 irreversible. The oracle counts the push that solves a level as irreversible (a terminal state
 cannot be left), so `mean_irreversible_excl_solving` leaves it out; checks that hit
---max_expansions are 'unknown', counted apart and not as irreversible.
+--max_expansions are 'unknown', counted apart and not as irreversible. It also counts the
+pushes (steps that moved a box; only those can be irreversible): `mean_pushes`, and
+`irreversible_per_push`, the fraction of the pushes outside a solution that were irreversible.
 
 Bad input (no run directory, no checkpoint, a run that is not Sokoban/IMPALA, an unreadable
 level file, impossible numbers, an --out that cannot be written) is one line on stderr, exit 2.

@@ -48,6 +48,15 @@ CORNER = """\
 #####
 """
 
+# Pushed right three times: twice reversibly, the third time against the wall, for good.
+RUNWAY = """\
+#######
+#     #
+#@$   #
+#    .#
+#######
+"""
+
 
 def _config(run_dir, env='sokoban', options=None):
   return cfg_lib.RunConfig(env=env, env_options=dict(options or {}), run_dir=str(run_dir),
@@ -92,7 +101,7 @@ def runs(tmp_path_factory):
   cfg = _config(root / 'random', options={'max_steps': MAX_STEPS})
   state = _learner_state(cfg)
   levels = root / 'levels.txt'
-  levels.write_text(f'; 0\n{ONE_PUSH}\n; 1\n{CORNER}\n')
+  levels.write_text(f'; 0\n{ONE_PUSH}\n; 1\n{CORNER}\n; 2\n{RUNWAY}\n')
   return {
       'random': _write_run(root / 'random', cfg, state),
       'right': _write_run(root / 'right', cfg, _always(state, RIGHT)),
@@ -158,6 +167,19 @@ def test_fixed_action_policy_solves_one_push_level_and_irreversible_count_matche
   assert result['oracle_unique_checks'] == 3
 
 
+def test_pushes_are_counted_and_the_per_push_fraction_leaves_out_the_solving_push(runs):
+  result = ev.evaluate(runs['right'], runs['levels'], num_levels=3, policies=['greedy'],
+                       count_irreversible=True, max_expansions=10_000)
+  one_push, corner, runway = result['episodes']['greedy']
+  # Pushes against a wall that do not move the box are not pushes.
+  assert [r['pushes'] for r in (one_push, corner, runway)] == [1, 1, 3]
+  assert runway['irreversible'] == _oracle_count(RUNWAY) == 1 and not runway['solved']
+  s = result['policies']['greedy']
+  assert s['mean_pushes'] == pytest.approx(5 / 3)
+  # Outside the solving push: the corner's 1 of 1 pushes and the runway's 1 of 3.
+  assert s['irreversible_per_push'] == pytest.approx(2 / 4)
+
+
 def test_sampled_policy_follows_the_logits(runs):
   result = ev.evaluate(runs['right'], runs['levels'], num_levels=2, policies=['sampled'])
   assert [r['actions'] for r in result['episodes']['sampled']] == ['3', '3' * MAX_STEPS]
@@ -201,8 +223,8 @@ def test_cli_prints_table_and_writes_json(runs, tmp_path):
      ['cannot read levels', 'not found']),
     ('bad level file', ['--run_dir', '{right}', '--levels', '{root}/bad.txt'],
      ['cannot read levels', 'bad.txt']),
-    ('too many levels', ['--run_dir', '{right}', '--levels', '{levels}', '--num_levels', 3],
-     ['exceeds the 2 levels']),
+    ('too many levels', ['--run_dir', '{right}', '--levels', '{levels}', '--num_levels', 4],
+     ['exceeds the 3 levels']),
     ('no levels', ['--run_dir', '{right}', '--num_levels', 0], ['--num_levels must be >= 1']),
 ])
 def test_cli_bad_input_is_one_line_exit_2(runs, case, args, words):

@@ -63,7 +63,7 @@ def play(act, params, level_envs: List[Any], levels: List[int], greedy: List[boo
   records = [{'level': int(level), 'length': 0, 'return': 0.0, 'actions': ''} for level in levels]
   if judge is not None:
     for r in records:
-      r.update(irreversible=0, oracle_unknown=0)
+      r.update(irreversible=0, oracle_unknown=0, pushes=0)
   running = list(range(len(level_envs)))
   while running:
     batch = padded_batch(running, obs, keys, greedy)
@@ -91,13 +91,18 @@ def padded_batch(running: List[int], obs: List[np.ndarray], keys: np.ndarray, gr
 def take_step(env, record: Dict[str, Any], action: int,
               judge: Optional[IrreversibilityJudge]) -> np.ndarray:
   """Steps one episode, judging the action first (the oracle needs the state before it); at
-  the episode's end records its outcome. Returns the new observation."""
+  the episode's end records its outcome. Returns the new observation. A judged episode also
+  counts its pushes (steps that moved a box): only a push can be irreversible, so
+  irreversible / pushes says how careful the pushing was, apart from how much of it there was."""
   from envs import oracle
   if judge is not None:
-    verdict = judge.check(record['level'], env.get_state(), action)
+    before = env.get_state()
+    verdict = judge.check(record['level'], before, action)
     record['irreversible'] += int(verdict.irreversible)
     record['oracle_unknown'] += int(verdict.status == oracle.UNKNOWN)
   ts = env.step(action)
+  if judge is not None:
+    record['pushes'] += int(env.get_state()[2] != before[2])
   record['length'] += 1
   record['actions'] += str(action)
   record['return'] += float(ts.reward)
@@ -114,9 +119,15 @@ def summarize(records: List[Dict[str, Any]], count_irreversible: bool) -> Dict[s
          'mean_boxes_on_target': mean('boxes_on_target'), 'mean_episode_length': mean('length'),
          'mean_return': mean('return')}
   if count_irreversible:
-    # The oracle counts the solving push (terminal) as irreversible: one per solved episode.
+    # The oracle counts the solving push (terminal) as irreversible: one per solved episode,
+    # left out of both counts of the per-push fraction too.
+    outside_solution = sum(r['pushes'] - r['solved'] for r in records)
+    irreversible = sum(r['irreversible'] - r['solved'] for r in records)
     out.update(mean_irreversible=mean('irreversible'),
                mean_irreversible_excl_solving=mean('irreversible') - mean('solved'),
+               mean_pushes=mean('pushes'),
+               irreversible_per_push=(irreversible / outside_solution if outside_solution
+                                      else None),
                oracle_checks=int(sum(r['length'] for r in records)),
                oracle_unknown=int(sum(r['oracle_unknown'] for r in records)))
   return out

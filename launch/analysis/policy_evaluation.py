@@ -163,14 +163,16 @@ def format_table(result: Dict[str, Any]) -> str:
   irr = result['count_irreversible']
   head = f"{'policy':<8} {'levels':>6} {'solved':>7} {'boxes':>6} {'length':>7} {'return':>7}"
   if irr:
-    head += f" {'irrev':>6} {'w/o solve':>9} {'unknown':>7}"
+    head += f" {'irrev':>6} {'w/o solve':>9} {'pushes':>6} {'per push':>8} {'unknown':>7}"
   lines = [f"{result['run_dir']} at learner step {result['checkpoint_steps']}; levels "
            f"{result['levels']} (first {result['num_levels']})", head]
   for name, s in result['policies'].items():
     row = (f"{name:<8} {s['episodes']:>6} {s['solved_fraction']:>7.3f} "
            f"{s['mean_boxes_on_target']:>6.2f} {s['mean_episode_length']:>7.1f} {s['mean_return']:>7.2f}")
     if irr:
+      per_push = s['irreversible_per_push']
       row += (f" {s['mean_irreversible']:>6.2f} {s['mean_irreversible_excl_solving']:>9.2f} "
+              f"{s['mean_pushes']:>6.2f} {'-' if per_push is None else f'{per_push:.3f}':>8} "
               f"{s['oracle_unknown']:>7}")
     lines.append(row)
   return '\n'.join(lines)

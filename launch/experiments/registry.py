@@ -38,6 +38,11 @@ EXPERIMENTS: Dict[str, Experiment] = {
              'mean_irreversible_excl_solving'),
             ('irreversible/episode sampled', 'eval_irreversible.json', 'sampled',
              'mean_irreversible_excl_solving'),
+            # Only a push can be irreversible: per push, apart from how much an agent pushes.
+            ('irreversible/push greedy', 'eval_irreversible.json', 'greedy',
+             'irreversible_per_push'),
+            ('irreversible/push sampled', 'eval_irreversible.json', 'sampled',
+             'irreversible_per_push'),
         ),
         extra_markdown=sokoban_markdown,
     ),
