@@ -129,6 +129,34 @@ def test_report_aggregates_seeds_with_intervals(tmp_path):
     assert (tmp_path / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
+def test_page_pairs_each_rae_arm_with_impala_of_the_same_seed(tmp_path):
+  out = str(tmp_path)
+  # Episodes before the first solve; every later one solves. 1,100 episodes, 100 steps each.
+  first_solve = {('IMPALA', 0): 1005, ('IMPALA', 1): 1010, ('IMPALA+RAE', 0): 1002,
+                 ("IMPALA+RAE (paper's psi)", 0): 1100}
+  per_push = {'IMPALA': 0.25, 'IMPALA+RAE': 0.125, "IMPALA+RAE (paper's psi)": 0.5}
+  for step in registry.sokoban_steps('tiny', 2):
+    k = first_solve.get((step.group, step.seed)) if step.is_training else None
+    if k is None:
+      continue
+    run_dir = os.path.join(out, step.run_dir)
+    _fake_run(run_dir, [-1.0] * 1100, [0] * k + [1] * (1100 - k))
+    run_state.write_json(os.path.join(run_dir, 'done'), {})
+    run_state.write_json(os.path.join(run_dir, 'eval_irreversible.json'), {'policies': {
+        'sampled': {'irreversible_per_push': per_push[step.group]}}})
+  md = registry.get('sokoban').extra_markdown({'scale': 'tiny', 'seeds': 2}, out)
+  rows = md[md.index('## Each RAE arm against IMPALA'):].splitlines()
+  assert '| RAE arm | measure | seed 0 | seed 1 | mean difference |' in rows
+  # Seed 0 only: RAE's 5% solved (50 of the last 1,000) came 3 episodes (300 steps) sooner.
+  assert '| IMPALA+RAE | env steps to 5% solved | -300 | – | -300 |' in rows
+  assert not any('10% solved' in row for row in rows)  # neither arm got there
+  assert "| IMPALA+RAE (paper's psi) | env steps to 1% solved | IMPALA only | – | – |" in rows
+  assert '| IMPALA+RAE | irreversible per push, sampled | -0.125 | – | -0.125 |' in rows
+  assert '| IMPALA+RAE | irreversible per push, greedy | – | – | – |' in rows
+  # Arms without a completed run are left out.
+  assert not any('(lambda 1)' in row for row in rows)
+
+
 @pytest.mark.slow
 def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
   r = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',

@@ -160,7 +160,7 @@ def sokoban_milestones_markdown(table: dict, out: str) -> str:
       hit = [v for v in steps if v == v]
       cells.append(f'{mean_ci_text(hit, 0)} ({len(hit)}/{len(run_dirs)})')
     areas = [_safe(aggregate.mean_over_budget, d, 'solved', budget) for d in run_dirs]
-    cells.append(mean_ci_text(areas, 3))
+    cells.append(mean_ci_text(areas, 4))
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
 
@@ -172,8 +172,84 @@ def _safe(fn, *args) -> float:
     return float('nan')
 
 
+# The final-policy measures of the paired comparison: (label, eval file, policy, key, digits).
+SOKOBAN_PAIRED_EVALS = (
+    ('solved, 1k set, sampled', 'eval_train.json', 'sampled', 'solved_fraction', 3),
+    ('irreversible pushes per episode, greedy', 'eval_irreversible.json', 'greedy',
+     'mean_irreversible_excl_solving', 2),
+    ('irreversible pushes per episode, sampled', 'eval_irreversible.json', 'sampled',
+     'mean_irreversible_excl_solving', 2),
+    ('irreversible per push, greedy', 'eval_irreversible.json', 'greedy',
+     'irreversible_per_push', 3),
+    ('irreversible per push, sampled', 'eval_irreversible.json', 'sampled',
+     'irreversible_per_push', 3),
+)
+
+
+def sokoban_paired_markdown(table: dict, out: str) -> str:
+  """Each RAE arm against IMPALA of the same seed, over the completed runs: the arms share
+  every setting but the RAE flags, seed included, so the per-seed difference (RAE minus IMPALA)
+  takes out what a seed does to both. Negative steps to a milestone: RAE got there sooner."""
+  from launch.analysis import aggregate
+  from launch.runtime import run_state
+  from launch.experiments.pages import fmt, mean_ci_text, read_json
+  steps = [st for st in sokoban_steps(table['scale'], table['seeds']) if st.is_training]
+  done = {(st.group, st.seed): os.path.join(out, st.run_dir) for st in steps
+          if os.path.exists(os.path.join(out, st.run_dir, 'done'))}
+  seeds = sorted({seed for group, seed in done if group == 'IMPALA'})
+  arms = [(group, [seed for seed in seeds if (group, seed) in done])
+          for _, group, _, _ in SOKOBAN_RAE_ARMS]
+  arms = [(group, paired) for group, paired in arms if paired]
+  if not arms:
+    return ''
+  logs = {key: aggregate.load(d) for key, d in done.items()
+          if key[0] == 'IMPALA' or any(key[0] == g for g, _ in arms)}
+  budget = min(run_state.load_counts(done[key]).get('actor_steps', 0) for key in logs)
+  n = SOKOBAN_MILESTONE_EPISODES
+
+  def evaluation(file, policy, key):
+    return lambda k: ((read_json(os.path.join(done[k], file)) or {})
+                      .get('policies', {}).get(policy, {}).get(key))
+  measures = [(f'env steps to {m:.0%} solved', 0,
+               lambda k, m=m: _safe(aggregate.steps_to, logs[k], 'solved', m, n))
+              for m in SOKOBAN_MILESTONES]
+  measures += [(f'solved, last {n:,} episodes', 3,
+                lambda k: _safe(aggregate.final_value, logs[k], 'solved', n)),
+               ('area under the solved curve', 4,
+                lambda k: _safe(aggregate.mean_over_budget, logs[k], 'solved', budget))]
+  measures += [(label, digits, evaluation(file, policy, key))
+               for label, file, policy, key, digits in SOKOBAN_PAIRED_EVALS]
+  lines = ['## Each RAE arm against IMPALA, seed by seed', '',
+           'RAE minus IMPALA on the same seed, over the completed runs (the arms share every '
+           'setting but the RAE flags); last column: mean ± 95% t-interval of the differences. '
+           'Negative env steps: RAE reached the milestone sooner. "RAE only" / "IMPALA only": '
+           f'one of the two never got there. Area: over the first {budget:,.0f} env steps.', '',
+           '| RAE arm | measure | ' + ' | '.join(f'seed {s}' for s in seeds) +
+           ' | mean difference |', '|' + '---|' * (len(seeds) + 3)]
+  for group, paired in arms:
+    for label, digits, value in measures:
+      cells, diffs = [], []
+      for seed in seeds:
+        if seed not in paired:
+          cells.append('–')
+          continue
+        rae, base = value((group, seed)), value(('IMPALA', seed))
+        reached = [v is not None and v == v for v in (rae, base)]
+        if all(reached):
+          diffs.append(rae - base)
+          cells.append(fmt(rae - base, digits))
+        else:
+          cells.append('RAE only' if reached[0] else 'IMPALA only' if reached[1] else '–')
+      if label.startswith('env steps') and not diffs and all(c == '–' for c in cells):
+        continue  # a milestone neither arm reached on any seed
+      lines.append(f'| {group} | {label} | ' + ' | '.join(cells) +
+                   f' | {mean_ci_text(diffs, digits)} |')
+  return '\n'.join(lines) + '\n'
+
+
 def sokoban_markdown(table: dict, out: str) -> str:
   return '\n'.join(part for part in (sokoban_milestones_markdown(table, out),
+                                      sokoban_paired_markdown(table, out),
                                       sokoban_psi_markdown(table, out)) if part)
 
 
