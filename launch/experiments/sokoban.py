@@ -1,5 +1,6 @@
 """Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline; its
 steps per scale and its page (milestones, psi accuracy against the oracle, the psi trace)."""
+import functools
 import os
 from typing import List
 
@@ -202,13 +203,14 @@ def sokoban_paired_markdown(table: dict, out: str) -> str:
   arms = [(group, paired) for group, paired in arms if paired]
   if not arms:
     return ''
-  logs = {key: aggregate.load(d) for key, d in done.items()
-          if key[0] == 'IMPALA' or any(key[0] == g for g, _ in arms)}
+  compared = {'IMPALA'} | {group for group, _ in arms}
+  logs = {key: aggregate.load(d) for key, d in done.items() if key[0] in compared}
   budget = min(run_state.load_counts(done[key]).get('actor_steps', 0) for key in logs)
   n = SOKOBAN_MILESTONE_EPISODES
+  read = functools.lru_cache(maxsize=None)(read_json)  # IMPALA's files serve every arm
 
   def evaluation(file, policy, key):
-    return lambda k: ((read_json(os.path.join(done[k], file)) or {})
+    return lambda k: ((read(os.path.join(done[k], file)) or {})
                       .get('policies', {}).get(policy, {}).get(key))
   measures = [(f'env steps to {m:.0%} solved', 0,
                lambda k, m=m: _safe(aggregate.steps_to, logs[k], 'solved', m, n))
