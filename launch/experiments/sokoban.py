@@ -1,5 +1,6 @@
 """Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline; its
-steps per scale and its page (milestones, each RAE arm against IMPALA seed by seed, psi accuracy against the oracle, the psi trace)."""
+steps per scale and its page (milestones, each RAE arm against IMPALA seed by seed, psi
+accuracy against the oracle, the psi trace)."""
 import functools
 import os
 from typing import List
