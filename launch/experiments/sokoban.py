@@ -134,11 +134,13 @@ SOKOBAN_MILESTONES = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50)
 SOKOBAN_MILESTONE_EPISODES = 1000   # the trailing training episodes a milestone is judged on
 
 
-def sokoban_milestones_markdown(table: dict, out: str) -> str:
+def sokoban_milestones_markdown(table: dict, out: str, load=None) -> str:
   """Per group: env steps at which the trailing 1,000 training episodes first solved each of
   SOKOBAN_MILESTONES (mean ± 95% t-interval over the seeds that got there, and how many did), and the
-  area under the solved curve over the budget every run has reached."""
+  area under the solved curve over the budget every run has reached. `load`: run dir -> its
+  logs (`aggregate.load`, or a cache of it shared by the page's sections)."""
   from launch.analysis import aggregate
+  load = load or aggregate.load
   from launch.runtime import run_state
   from launch.experiments.pages import mean_ci_text, runs_by_group
   groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
@@ -157,11 +159,12 @@ def sokoban_milestones_markdown(table: dict, out: str) -> str:
            ' | area under the solved curve |', '|' + '---|' * (len(SOKOBAN_MILESTONES) + 2)]
   for group, run_dirs in groups.items():
     cells = [group]
+    logs = [load(d) for d in run_dirs]
     for m in SOKOBAN_MILESTONES:
-      steps = [_safe(aggregate.steps_to, d, 'solved', m, n) for d in run_dirs]
+      steps = [_safe(aggregate.steps_to, run, 'solved', m, n) for run in logs]
       hit = [v for v in steps if v == v]
       cells.append(f'{mean_ci_text(hit, 0)} ({len(hit)}/{len(run_dirs)})')
-    areas = [_safe(aggregate.mean_over_budget, d, 'solved', budget) for d in run_dirs]
+    areas = [_safe(aggregate.mean_over_budget, run, 'solved', budget) for run in logs]
     cells.append(mean_ci_text(areas, 4))
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
@@ -188,11 +191,13 @@ SOKOBAN_PAIRED_EVALS = (
 )
 
 
-def sokoban_paired_markdown(table: dict, out: str) -> str:
+def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   """Each RAE arm against IMPALA of the same seed, over the completed runs: the arms share
   every setting but the RAE flags, seed included, so the per-seed difference (RAE minus IMPALA)
-  takes out what a seed does to both. Negative steps to a milestone: RAE got there sooner."""
+  takes out what a seed does to both. Negative steps to a milestone: RAE got there sooner.
+  `load` as in `sokoban_milestones_markdown`."""
   from launch.analysis import aggregate
+  load = load or aggregate.load
   from launch.runtime import run_state
   from launch.experiments.pages import fmt, mean_ci_text, read_json
   steps = [st for st in sokoban_steps(table['scale'], table['seeds']) if st.is_training]
@@ -205,7 +210,7 @@ def sokoban_paired_markdown(table: dict, out: str) -> str:
   if not arms:
     return ''
   compared = {'IMPALA'} | {group for group, _ in arms}
-  logs = {key: aggregate.load(d) for key, d in done.items() if key[0] in compared}
+  logs = {key: load(d) for key, d in done.items() if key[0] in compared}
   budget = min(run_state.load_counts(done[key]).get('actor_steps', 0) for key in logs)
   n = SOKOBAN_MILESTONE_EPISODES
   read = functools.lru_cache(maxsize=None)(read_json)  # IMPALA's files serve every arm
@@ -251,8 +256,10 @@ def sokoban_paired_markdown(table: dict, out: str) -> str:
 
 
 def sokoban_markdown(table: dict, out: str) -> str:
-  return '\n'.join(part for part in (sokoban_milestones_markdown(table, out),
-                                      sokoban_paired_markdown(table, out),
+  from launch.analysis import aggregate
+  load = functools.lru_cache(maxsize=None)(aggregate.load)  # each run's logs read once
+  return '\n'.join(part for part in (sokoban_milestones_markdown(table, out, load),
+                                      sokoban_paired_markdown(table, out, load),
                                       sokoban_psi_markdown(table, out)) if part)
 
 
