@@ -140,9 +140,9 @@ def sokoban_milestones_markdown(table: dict, out: str, load=None) -> str:
   area under the solved curve over the budget every run has reached. `load`: run dir -> its
   logs (`aggregate.load`, or a cache of it shared by the page's sections)."""
   from launch.analysis import aggregate
-  load = load or aggregate.load
   from launch.runtime import run_state
   from launch.experiments.pages import mean_ci_text, runs_by_group
+  load = load or aggregate.load
   groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
   if not groups:
     return ''
@@ -197,19 +197,18 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   takes out what a seed does to both. Negative steps to a milestone: RAE got there sooner.
   `load` as in `sokoban_milestones_markdown`."""
   from launch.analysis import aggregate
-  load = load or aggregate.load
   from launch.runtime import run_state
   from launch.experiments.pages import fmt, mean_ci_text, read_json
+  load = load or aggregate.load
   steps = [st for st in sokoban_steps(table['scale'], table['seeds']) if st.is_training]
   done = {(st.group, st.seed): os.path.join(out, st.run_dir) for st in steps
           if os.path.exists(os.path.join(out, st.run_dir, 'done'))}
   seeds = sorted({seed for group, seed in done if group == 'IMPALA'})
-  arms = [(group, [seed for seed in seeds if (group, seed) in done])
-          for _, group, _, _ in SOKOBAN_RAE_ARMS]
-  arms = [(group, paired) for group, paired in arms if paired]
+  arms = [group for _, group, _, _ in SOKOBAN_RAE_ARMS
+          if any((group, seed) in done for seed in seeds)]
   if not arms:
     return ''
-  compared = {'IMPALA'} | {group for group, _ in arms}
+  compared = {'IMPALA', *arms}
   logs = {key: load(d) for key, d in done.items() if key[0] in compared}
   budget = min(run_state.load_counts(done[key]).get('actor_steps', 0) for key in logs)
   n = SOKOBAN_MILESTONE_EPISODES
@@ -234,11 +233,11 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
            f'one of the two never got there. Area: over the first {budget:,.0f} env steps.', '',
            '| RAE arm | measure | ' + ' | '.join(f'seed {s}' for s in seeds) +
            ' | mean difference |', '|' + '---|' * (len(seeds) + 3)]
-  for group, paired in arms:
+  for group in arms:
     for label, digits, value in measures:
       cells, diffs = [], []
       for seed in seeds:
-        if seed not in paired:
+        if (group, seed) not in done:
           cells.append('–')
           continue
         rae, base = value((group, seed)), value(('IMPALA', seed))
