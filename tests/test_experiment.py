@@ -214,3 +214,11 @@ def test_cliff_smallest_configuration_runs_end_to_end(tmp_path):
   table = json.loads((tmp_path / 'table.json').read_text())
   assert len(table['rows']) == 2 * 3  # 2 winds x (random + 2 thresholds)
   assert '## Tables 1-2' in (tmp_path / 'table.md').read_text()
+
+
+@pytest.mark.parametrize('value, digits, text', [(-0.0004, 3, '0.000'), (-0.0006, 3, '-0.001'),
+                                                 (1234567.4, 0, '1,234,567'), (0.25, 1, '0.2'),
+                                                 (float('nan'), 2, '–'), (None, 2, '–')])
+def test_page_numbers_round_without_a_negative_zero(value, digits, text):
+  from launch.experiments.pages import fmt
+  assert fmt(value, digits) == text

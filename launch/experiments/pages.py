@@ -38,7 +38,8 @@ def episode_values(run_dir: str, metric: str) -> List[float]:
 def fmt(value, digits: int = 1) -> str:
   if value is None or (isinstance(value, float) and math.isnan(value)):
     return '–'
-  return f'{value:,.{digits}f}'
+  # + 0.0 turns the -0.0 that a small negative rounds to into 0.0, so no '-0.000' is printed.
+  return f'{round(value, digits) + 0.0:,.{digits}f}'
 
 
 def mean_ci_text(values: Sequence[float], digits: int = 1) -> str:
