@@ -1,0 +1,179 @@
+r"""Where the CPU goes in the whole running program: per node (Launchpad process) and per thread
+kind inside it, in cores and in CPU microseconds per env step, measured over a window of a real
+`launch.train` run (nothing mocked, nothing in-process).
+
+    python -m bench.program_profile --out results/bench/profile_sokoban.json -- \
+        --env sokoban --mode none --num_actors 2 --envs_per_actor 16 --batch_size 16 \
+        --samples_per_insert 4 --max_gradient_norm 1 --self_imitation_updates 0
+
+Everything after `--` goes to `launch.train` unchanged (its --max_steps is set from the window).
+The run starts in a temp directory; after `--warmup_steps` env steps, every process of the run
+(the nodes named by RUN_DIR/pids, the launcher and anything else in its process tree) is read
+from /proc twice, `--window_s` apart: per process and per thread (grouped by the thread's name
+with digits dropped: XLA's Eigen pool, TensorFlow's, gRPC's, Python's main thread, ...) its CPU
+seconds over the window. Beside it, from the nodes' own logs over the same run: the learner's
+seconds per update (its jitted step only) and the actors' loop timers (environment, inference,
+writes). Then the run is stopped.
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+from bench import common
+from launch.runtime import run_state, summary
+
+
+def _thread_kind(name: str) -> str:
+  return re.sub(r'[\d_\-:.]+$', '', re.sub(r'\d+', '#', name)) or name
+
+
+def process_tree(root: int):
+  try:
+    p = psutil.Process(root)
+    return [p] + p.children(recursive=True)
+  except psutil.NoSuchProcess:
+    return []
+
+
+def snapshot(procs, names):
+  """{pid: (node name, process CPU s, {thread kind: CPU s}, thread count)}."""
+  out = {}
+  for p in procs:
+    try:
+      cpu = p.cpu_times()
+      threads = collections.Counter()
+      for t in p.threads():
+        try:
+          with open(f'/proc/{p.pid}/task/{t.id}/comm') as f:
+            kind = _thread_kind(f.read().strip())
+        except OSError:
+          kind = '?'
+        threads[kind] += t.user_time + t.system_time
+      out[p.pid] = (names.get(p.pid) or ' '.join(p.cmdline()[:3])[-60:],
+                    cpu.user + cpu.system, dict(threads), p.num_threads())
+    except psutil.NoSuchProcess:
+      pass
+  return out
+
+
+def node_names(run_dir: str) -> dict:
+  d = os.path.join(run_dir, 'pids')
+  names = {}
+  for f in os.listdir(d) if os.path.isdir(d) else ():
+    try:
+      with open(os.path.join(d, f)) as fh:
+        names[int(fh.read().strip())] = f[:-len('.pid')]
+    except (OSError, ValueError):
+      pass
+  return names
+
+
+def env_steps(run_dir: str) -> int:
+  return int(run_state.load_counts(run_dir).get('actor_steps', 0))
+
+
+def learner_update_seconds(run_dir: str, start_steps: int, end_steps: int) -> dict:
+  """Mean seconds of the learner's jitted update over the rows logged between two env-step
+  counts (its `learner_time_elapsed` is the update's own time, data wait excluded)."""
+  rows = [r for r in summary.read_log(run_dir, 'learner')
+          if start_steps <= r.get('actor_steps', -1) <= end_steps]
+  if len(rows) < 2:
+    return {}
+  updates = rows[-1]['learner_steps'] - rows[0]['learner_steps']
+  seconds = rows[-1]['learner_time_elapsed'] - rows[0]['learner_time_elapsed']
+  return {'updates': updates, 'update_s_mean': seconds / max(updates, 1),
+          'updates_per_env_step': updates / max(end_steps - start_steps, 1)}
+
+
+def actor_loop_us(run_dir: str) -> dict:
+  """Wall microseconds per env step in each part of the actors' loops, over the whole run."""
+  totals, steps = collections.Counter(), 0
+  for d in sorted(os.listdir(os.path.join(run_dir, 'logs'))):
+    if d.startswith('actor_'):
+      rows = summary.read_log(run_dir, d)
+      if rows and 'loop_steps' in rows[-1]:
+        steps += rows[-1]['loop_steps']
+        for k, v in rows[-1].items():
+          if k.startswith('loop_s_'):
+            totals[k[len('loop_s_'):]] += v
+  return {k: 1e6 * v / steps for k, v in totals.items()} if steps else {}
+
+
+def profile(train_args, warmup_steps: int, window_s: float, workdir: str) -> dict:
+  run_dir = os.path.join(workdir, 'run')
+  # Enough steps that the run outlasts the window at any speed this machine reaches.
+  cmd = [sys.executable, '-m', 'launch.train', *train_args, '--run_dir', run_dir,
+         '--max_steps', str(warmup_steps + int(window_s * 20_000) + 100_000)]
+  proc = subprocess.Popen(cmd, stdout=open(os.path.join(workdir, 'train.log'), 'w'),
+                          stderr=subprocess.STDOUT, start_new_session=True)
+  try:
+    while env_steps(run_dir) < warmup_steps:
+      if proc.poll() is not None:
+        raise RuntimeError(f'the run ended before {warmup_steps} steps: see {workdir}/train.log')
+      time.sleep(1.0)
+    names = node_names(run_dir)
+    procs = process_tree(proc.pid)
+    s0, t0, before = env_steps(run_dir), time.time(), snapshot(procs, names)
+    time.sleep(window_s)
+    s1, t1, after = env_steps(run_dir), time.time(), snapshot(procs, names)
+  finally:
+    run_state.request_stop(run_dir)
+    try:
+      proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+  wall, steps = t1 - t0, s1 - s0
+  nodes = {}
+  for pid, (name, cpu1, threads1, nthreads) in after.items():
+    if pid not in before:
+      continue
+    _, cpu0, threads0, _ = before[pid]
+    threads = {k: v - threads0.get(k, 0.0) for k, v in threads1.items()}
+    nodes[name] = {
+        'cores': (cpu1 - cpu0) / wall,
+        'cpu_us_per_env_step': 1e6 * (cpu1 - cpu0) / max(steps, 1),
+        'threads': nthreads,
+        'cpu_us_per_env_step_by_thread': {k: round(1e6 * v / max(steps, 1), 1) for k, v in
+                                          sorted(threads.items(), key=lambda kv: -kv[1])
+                                          if v > 0}}
+  total = sum(n['cores'] for n in nodes.values())
+  return {'train_args': train_args, 'window_s': wall, 'env_steps': steps,
+          'env_steps_per_s': steps / wall, 'cores_used': total,
+          'cpu_us_per_env_step': 1e6 * total * wall / max(steps, 1),
+          'processes': len(nodes), 'threads': sum(n['threads'] for n in nodes.values()),
+          'nodes': dict(sorted(nodes.items(), key=lambda kv: -kv[1]['cores'])),
+          'learner': learner_update_seconds(run_dir, s0, s1),
+          'actor_loop_wall_us_per_env_step': actor_loop_us(run_dir)}
+
+
+def main():
+  argv = sys.argv[1:]
+  train_args = []
+  if '--' in argv:
+    i = argv.index('--')
+    argv, train_args = argv[:i], argv[i + 1:]
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--warmup_steps', type=int, default=100_000,
+                      help='Env steps before the window opens (start-up and compiling excluded).')
+  parser.add_argument('--window_s', type=float, default=60.0, help='Seconds measured.')
+  parser.add_argument('--out', default='results/bench/program_profile.json', help='JSON output.')
+  parser.add_argument('--workdir', default=None, help='Where the run goes (default: a temp dir).')
+  args = parser.parse_args(argv)
+  workdir = args.workdir or tempfile.mkdtemp(prefix='bench-profile-')
+  os.makedirs(workdir, exist_ok=True)
+  result = profile(train_args, args.warmup_steps, args.window_s, workdir)
+  common.write_json(args.out, result)
+  print(json.dumps(result, indent=2))
+
+
+if __name__ == '__main__':
+  main()
