@@ -46,6 +46,10 @@ class PolicyNetConfig:
   # whole room stays in view, and what lies next to the agent always reaches the same inputs
   # of the dense layers (they are not translation-invariant, the convs are).
   centre_on: Tuple[Tuple[int, int, int], ...] = ()
+  # With centre_on: the canvas's side (odd). 0: 2H-1, every cell of an HxW image in view
+  # wherever the agent stands. A room whose outer ring is always wall (zeros, as the canvas's
+  # fill) loses nothing at 2H-3: Sokoban's 10x10 rooms on 15x15 show what 19x19 shows.
+  canvas_size: int = 0
 
   def __post_init__(self):
     if self.torso not in ('mlp', 'conv'):
@@ -57,6 +61,10 @@ class PolicyNetConfig:
                        'of equal, non-zero length')
     if self.init not in INITS:
       raise ValueError(f'policy init must be one of {INITS}, got {self.init!r}')
+    if self.canvas_size and (self.canvas_size < 1 or self.canvas_size % 2 == 0):
+      raise ValueError(f'canvas_size must be odd (the agent at its centre), got {self.canvas_size}')
+    if self.canvas_size and not self.centre_on:
+      raise ValueError('canvas_size applies only with centre_on (a canvas centred on the agent)')
     if any(p not in ('VALID', 'SAME') for p in self.conv_paddings):
       raise ValueError(f"conv_paddings must be 'VALID' or 'SAME', got {self.conv_paddings}")
 
@@ -74,11 +82,14 @@ POLICY_DEFAULTS = {
     # agent (19x19 canvas -> 10x10x16 = 1600 features). With the room as drawn, the dense layers
     # must learn "box ahead, target beyond" once per agent position, and on the 1k set the
     # agent stayed at random play for 9M steps; centred, it left it within 1M (BUILD_NOTES.md).
+    # The canvas is 15x15 (8x8x16 = 1024 features): a room's outer ring is wall, which the
+    # canvas's zeros already show, so it holds what 19x19 held at 0.65x the learner's CPU per
+    # frame (BUILD_NOTES.md, "Sokoban throughput").
     'sokoban': PolicyNetConfig(torso='conv', conv_channels=(8, 16, 16), conv_strides=(2, 1, 1),
                                conv_paddings=('SAME',) * 3,
                                relu_after_last_conv=False, shared_hidden=(64, 64),
                                head_hidden=(64,), init='orthogonal',
-                               centre_on=sokoban_env.PLAYER_COLOURS),
+                               centre_on=sokoban_env.PLAYER_COLOURS, canvas_size=15),
     # C.2 (Turf PPO agent): convs 32/64/64, flatten, FC 512, ReLU after every layer, linear
     # policy and value. The observation is a 10x10x3 image: 3x3 stride-1 VALID convs give
     # 8x8 -> 6x6 -> 4x4 (1024 features), the same convs as the Turf psi/phi encoder; SAME would
@@ -94,6 +105,21 @@ POLICY_DEFAULTS = {
 }
 
 
+# What runs used before their config.json named the policy network (RunConfig.policy_network):
+# their checkpoints and --resume need it back. Sokoban's canvas was then 2H-1 (19x19).
+LEGACY_POLICY_DEFAULTS = {
+    'sokoban': dataclasses.replace(POLICY_DEFAULTS['sokoban'], canvas_size=0),
+}
+
+
+def legacy_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
+  """The policy network of a run saved before config.json recorded it."""
+  config = LEGACY_POLICY_DEFAULTS.get(env_name)
+  if config is None or (config.torso == 'conv') != image:
+    return default_policy_config(env_name, image)
+  return config
+
+
 def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
   """The paper's agent network for `env_name`; unknown envs: Sokoban's for images, else
   Cartpole's."""
@@ -107,18 +133,24 @@ def is_image_spec(env_spec: specs.EnvironmentSpec) -> bool:
   return len(env_spec.observations.shape) == 3
 
 
-def centre_on_agent(images: jnp.ndarray, colours) -> jnp.ndarray:
-  """[B, H, W, C] -> [B, 2H-1, 2W-1, C]: each image on a zero canvas, shifted so that its first
-  pixel of one of `colours` is at (H-1, W-1). An image without such a pixel keeps (0, 0) there."""
+def centre_on_agent(images: jnp.ndarray, colours, size: int = 0) -> jnp.ndarray:
+  """[B, H, W, C] -> [B, S, S, C] (S = `size`, 0: 2H-1 by 2W-1): each image on a zero canvas,
+  shifted so that its first pixel of one of `colours` is at the canvas's centre. An image without
+  such a pixel keeps (0, 0) there."""
   _, h, w, ch = images.shape
   marks = jnp.asarray(colours, images.dtype)                       # [K, C]
   is_agent = jnp.any(jnp.all(images[..., None, :] == marks, axis=-1), axis=-1)   # [B, H, W]
   flat = jnp.argmax(is_agent.reshape(is_agent.shape[0], -1), axis=-1)
   rows, cols = flat // w, flat % w
 
+  rows_out, cols_out = (size, size) if size else (2 * h - 1, 2 * w - 1)
+  # Padded so that every window of the output's size centred on a pixel of the image fits.
+  ph, pw = max(h - 1, rows_out // 2), max(w - 1, cols_out // 2)
+
   def shift(image, r, c):
-    canvas = jnp.pad(image, ((h - 1, h - 1), (w - 1, w - 1), (0, 0)))
-    return jax.lax.dynamic_slice(canvas, (r, c, 0), (2 * h - 1, 2 * w - 1, ch))
+    canvas = jnp.pad(image, ((ph, ph), (pw, pw), (0, 0)))
+    return jax.lax.dynamic_slice(canvas, (r + ph - rows_out // 2, c + pw - cols_out // 2, 0),
+                                 (rows_out, cols_out, ch))
 
   return jax.vmap(shift)(images, rows, cols)
 
@@ -143,7 +175,7 @@ class PolicyValueNet(hk.Module):
     x = obs.astype(jnp.float32)
     if c.torso == 'conv':
       if c.centre_on:
-        x = centre_on_agent(x, c.centre_on)
+        x = centre_on_agent(x, c.centre_on, c.canvas_size)
       x = x / 255.0  # image observations are RGB bytes
       n = len(c.conv_channels)
       for i, (ch, st, pad) in enumerate(zip(c.conv_channels, c.conv_strides, c.conv_paddings)):

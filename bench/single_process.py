@@ -126,7 +126,8 @@ def main(argv):
   if FLAGS.centre_on_agent is not None:
     from envs import sokoban as sokoban_env
     net_config = dataclasses.replace(
-        net_config, centre_on=sokoban_env.PLAYER_COLOURS if FLAGS.centre_on_agent else ())
+        net_config, centre_on=sokoban_env.PLAYER_COLOURS if FLAGS.centre_on_agent else (),
+        canvas_size=net_config.canvas_size if FLAGS.centre_on_agent else 0)
   networks = agent_networks.make_networks(spec, net_config)
   preset = presets.agent('sokoban')
   impala = ImpalaConfig(

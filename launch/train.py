@@ -14,6 +14,7 @@ learners save their final checkpoints. A RUN_DIR that holds a run is refused unl
     python -m launch.train --run_dir runs/rae --resume                     # continue where it stopped
     python -m launch.train --run_dir runs/rae --resume --max_steps 2000000 # ... and go further
 """
+import dataclasses
 import json
 import os
 import sys
@@ -39,6 +40,8 @@ flags.DEFINE_integer('envs_per_actor', 1, 'Environments each actor steps togethe
 flags.DEFINE_bool('vectorised_env', True, "Step each actor's environments with the environment's "
                   'vectorised batch where it has one (sokoban: numpy over the K rooms, the same '
                   'episodes as K single environments); --novectorised_env steps them one by one.')
+flags.DEFINE_integer('actor_threads', 0, "XLA threads per actor process (local launches): 1, or "
+                     "0 for XLA's default, one per core.")
 flags.DEFINE_integer('max_steps', 1_200_000, 'Total actor (environment) steps; the run stops there.')
 flags.DEFINE_float('goal_mean_length', None, 'End the run early, with final checkpoints, once the '
                    'mean episode length of the last 100 episodes reaches this; 0: never. Default: '
@@ -53,7 +56,7 @@ flags.DEFINE_float('replay_checkpoint_every_s', 120.0, 'Seconds between checkpoi
 flags.DEFINE_integer('max_node_failures', 3, 'A node process that dies is restarted; '
                      'this many deaths of one node within 60 s stop the run.')
 flags.DEFINE_bool('resume', False, 'Continue the run in --run_dir from its checkpoints and counters '
-                  '(its saved flags are the defaults; only --max_steps, --num_actors, '
+                  '(its saved flags are the defaults; only --max_steps, --num_actors, --actor_threads, '
                   '--envs_per_actor, --vectorised_env, --launch_type and the checkpoint periods may '
                   'change).')
 flags.DEFINE_enum('launch_type', 'local_mp', ['local_mp', 'local_mt', 'cluster', 'vertex_ai'],
@@ -112,6 +115,9 @@ flags.DEFINE_integer('replay_size', None, 'IMPALA replay size in sequences when 
 flags.DEFINE_integer('self_imitation_updates', None, 'IMPALA + self-imitation (Oh et al. 2018): '
                      'updates on the best terminated episodes after each V-trace update; 0 = '
                      'none (default: preset).')
+flags.DEFINE_integer('canvas_size', None, "Image envs whose policy centres the room on the agent "
+                     "(sokoban): the canvas's side, odd; 0: 2H-1 (19x19, the canvas before 15x15) "
+                     '(default: preset, 15).')
 flags.DEFINE_integer('self_imitation_batch', None, 'Steps per self-imitation update (default: 256).')
 flags.DEFINE_integer('self_imitation_episodes', None, 'Best episodes each actor forwards to the '
                      'self-imitation table (default: 64).')
@@ -161,6 +167,11 @@ def config_from_flags():
       raise ValueError(f'{FLAGS.estimator_checkpoint} holds no phi (train it with --phi) '
                        'and --mode rac needs phi')
     network = ckpt.network
+  from agents import networks as agent_networks
+  policy_network = agent_networks.default_policy_config(
+      FLAGS.env, len(env.observation_spec().shape) == 3)
+  if FLAGS.canvas_size is not None and policy_network.centre_on:
+    policy_network = dataclasses.replace(policy_network, canvas_size=FLAGS.canvas_size)
   run_dir = FLAGS.run_dir or os.path.join('runs', f'{FLAGS.env}-{FLAGS.agent}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')
   batch_size = pick('batch_size', agent_preset.batch_size)
   psi_lr = pick('psi_learning_rate', recipe.learning_rate)
@@ -198,7 +209,9 @@ def config_from_flags():
                                   weight_decay=pick('psi_weight_decay', recipe.weight_decay),
                                   pair_sampling=pick('pair_sampling', recipe.pair_sampling),
                                   train_phi=(mode == 'rac'), phi_loss=FLAGS.phi_loss, seed=FLAGS.seed),
-      network=network, estimator_checkpoint=FLAGS.estimator_checkpoint,
+      network=network, policy_network=policy_network,
+      estimator_checkpoint=FLAGS.estimator_checkpoint,
+      actor_threads=FLAGS.actor_threads,
       checkpoint_period_s=FLAGS.checkpoint_every_s, max_node_failures=FLAGS.max_node_failures,
       replay_checkpoint_period_s=FLAGS.replay_checkpoint_every_s)
 
@@ -241,7 +254,8 @@ def goal_mean_length() -> float:
 
 # Flags added after runs were saved, with the value that reproduces such a run on --resume (a
 # Sokoban run saved before self-imitation existed resumes without it, not with today's preset).
-FLAGS_ADDED_LATER = {'self_imitation_updates': 0}
+# Likewise a Sokoban run saved before the 15x15 canvas resumes on its 19x19 one (0: 2H-1).
+FLAGS_ADDED_LATER = {'self_imitation_updates': 0, 'canvas_size': 0}
 
 
 def _train_flags():

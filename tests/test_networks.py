@@ -171,8 +171,8 @@ def test_sokoban_impala_shares_two_64_layers_then_separate_64_heads():
   w = _impala('sokoban', IMAGE)
   assert w == {
       'conv_0': (3, 3, 3, 8), 'conv_1': (3, 3, 8, 16), 'conv_2': (3, 3, 16, 16),
-      # 10x10 centred on the agent -> 19x19 -stride 2 SAME-> 10x10 -SAME-> 10x10 -SAME-> 10x10.
-      'shared_0': (10 * 10 * 16, 64), 'shared_1': (64, 64),
+      # 10x10 centred on the agent -> 15x15 -stride 2 SAME-> 8x8 -SAME-> 8x8 -SAME-> 8x8.
+      'shared_0': (8 * 8 * 16, 64), 'shared_1': (64, 64),
       'policy_hidden_0': (64, 64), 'value_hidden_0': (64, 64),
       'policy': (64, 4), 'value': (64, 1)}
 
@@ -185,7 +185,8 @@ def test_orthogonal_init_keeps_the_signal_and_starts_near_uniform():
 
   def features_and_logits(init):
     # Random pixels mark no agent: the room as drawn, without the centring canvas.
-    config = dataclasses.replace(agent_nets.POLICY_DEFAULTS['sokoban'], init=init, centre_on=())
+    config = dataclasses.replace(agent_nets.POLICY_DEFAULTS['sokoban'], init=init, centre_on=(),
+                                 canvas_size=0)
 
     def forward(x):
       logits, _ = agent_nets.PolicyValueNet(4, config)(x)
@@ -242,3 +243,34 @@ def test_centre_on_agent_puts_the_agent_cell_at_the_canvas_centre():
   np.testing.assert_array_equal(out[1, 3, 5], (7, 7, 7))       # its right-hand neighbour
   assert out[0].sum() == images[0].astype(int).sum()          # nothing lost off the canvas
   np.testing.assert_array_equal(out[2], 0)
+
+
+def test_a_15x15_canvas_shows_what_the_19x19_one_showed_on_sokoban_rooms():
+  """A room's outer ring is wall (zeros, the canvas's fill): the 15x15 canvas is the centre of
+  the 19x19 one, and nothing non-zero lies outside it, wherever the agent stands."""
+  import envs
+  from envs import sokoban
+  env = envs.make('sokoban', seed=3)
+  rng = np.random.default_rng(0)
+  frames, ts = [], env.reset()
+  for _ in range(300):
+    frames.append(ts.observation)
+    ts = env.reset() if ts.last() else env.step(int(rng.integers(env.action_spec().num_values)))
+  frames = jnp.asarray(np.stack(frames))
+  full = np.asarray(agent_nets.centre_on_agent(frames, sokoban.PLAYER_COLOURS))
+  small = np.asarray(agent_nets.centre_on_agent(frames, sokoban.PLAYER_COLOURS, 15))
+  assert full.shape[1:3] == (19, 19) and small.shape[1:3] == (15, 15)
+  np.testing.assert_array_equal(full[:, 2:17, 2:17], small)
+  assert full.astype(int).sum() == small.astype(int).sum()
+  # The agent stood in many places, so every part of the canvas was tried.
+  assert len({tuple(np.argwhere(np.all(f == sokoban.PLAYER_COLOURS[0], -1))[0]) for f in
+              np.asarray(frames) if np.all(f == sokoban.PLAYER_COLOURS[0], -1).any()}) >= 10
+
+
+@pytest.mark.parametrize('kwargs, words', [
+    (dict(canvas_size=14), 'odd'),
+    (dict(canvas_size=15, centre_on=()), 'only with centre_on'),
+])
+def test_canvas_size_is_checked(kwargs, words):
+  with pytest.raises(ValueError, match=words):
+    dataclasses.replace(agent_nets.POLICY_DEFAULTS['sokoban'], **kwargs)

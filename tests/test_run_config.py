@@ -1,4 +1,5 @@
 """launch.runtime.run_config: the one loader of a run's config.json."""
+import dataclasses
 import json
 import os
 
@@ -52,6 +53,25 @@ def test_unknown_fields_are_ignored_and_missing_ones_take_defaults(tmp_path):
 def test_a_moved_run_directory_names_itself(tmp_path):
   raw = lifecycle.jsonable(RunConfig(run_dir='/somewhere/else'))
   assert run_config.load(_write(tmp_path / 'moved', raw)).run_dir == str(tmp_path / 'moved')
+
+
+def test_sokoban_runs_saved_before_the_policy_network_was_recorded_keep_their_19x19_canvas(tmp_path):
+  from agents import networks as agent_nets
+  raw = lifecycle.jsonable(RunConfig(env='sokoban', run_dir=str(tmp_path / 'old'),
+                                     policy_network=agent_nets.POLICY_DEFAULTS['sokoban']))
+  del raw['policy_network']
+  old = run_config.load(_write(tmp_path / 'old', raw))
+  assert old.policy_network.canvas_size == 0 and old.policy_network.centre_on
+  assert agent_nets.POLICY_DEFAULTS['sokoban'].canvas_size == 15   # today's runs differ
+  # Such a run resumes as what it was: its saved config, filled, equals the legacy config ...
+  lifecycle.check_resume(old)
+  # ... and a resume that would switch it to today's canvas is refused, naming the field.
+  with pytest.raises(ValueError, match='policy_network.canvas_size'):
+    lifecycle.check_resume(dataclasses.replace(old, policy_network=agent_nets.POLICY_DEFAULTS['sokoban']))
+  # Environments whose network did not change load with none recorded (their default).
+  raw = lifecycle.jsonable(RunConfig(env='cartpole', run_dir=str(tmp_path / 'cp')))
+  del raw['policy_network']
+  assert run_config.load(_write(tmp_path / 'cp', raw)).policy_network is None
 
 
 def test_networks_written_before_phi_encoder_keep_the_old_phi(tmp_path):

@@ -77,8 +77,7 @@ def load_policy(cfg, run_dir: str):
     spec = program.environment_spec(cfg)
   except ValueError as e:  # e.g. the run's level file has moved
     raise EvaluateError(f"cannot rebuild the run's environment: {e}") from None
-  networks = agent_networks.make_networks(spec, agent_networks.default_policy_config(
-      cfg.env, agent_networks.is_image_spec(spec)))
+  networks = program.policy_networks(cfg, spec)
   # The template only fixes structure and shapes; the values are replaced by the checkpoint's.
   params = networks.unroll_init_fn(jax.random.PRNGKey(0), agent_networks.DUMMY_CORE_STATE)
   template = learning.TrainingState(params, program.make_optimizer(cfg.impala).init(params))

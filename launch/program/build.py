@@ -35,6 +35,11 @@ from launch.program.config import RunConfig
 from launch.program.precedence_learner import PrecedenceLearner, make_window_iterator
 
 IMPALA_TABLE = adders.IMPALA_TABLE
+# The IMPALA learner adds its updates to the counter node at most this often. Syncing at every
+# update made each update wait for an RPC round trip to the counter's process: 14% of the learner
+# thread's time on the busy 2-core machine (py-spy, BUILD_NOTES.md "Sokoban throughput"). Its log
+# rows then place themselves on env steps read up to this long ago.
+LEARNER_COUNTS_SYNC_S = 0.5
 
 
 def make_environment(cfg: RunConfig, seed: int) -> dm_env.Environment:
@@ -52,6 +57,12 @@ def make_environments(cfg: RunConfig, seeds: List[int]) -> env_batch.BatchedEnvi
 
 def environment_spec(cfg: RunConfig) -> specs.EnvironmentSpec:
   return specs.make_environment_spec(make_environment(cfg, 0))
+
+
+def policy_networks(cfg: RunConfig, spec: specs.EnvironmentSpec):
+  """The IMPALA networks of the run: its recorded policy network, else the env's default."""
+  return agent_networks.make_networks(spec, cfg.policy_network or agent_networks.default_policy_config(
+      cfg.env, agent_networks.is_image_spec(spec)))
 
 
 class AppendingCSVLogger(loggers.CSVLogger):
@@ -229,8 +240,7 @@ def _throttled(check, period_s: float):
 def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
   supervisor.write_pid(cfg.run_dir, 'learner')
   spec = environment_spec(cfg)
-  networks = agent_networks.make_networks(spec, agent_networks.default_policy_config(
-      cfg.env, agent_networks.is_image_spec(spec)))
+  networks = policy_networks(cfg, spec)
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=replay.server_address, table=IMPALA_TABLE,
       max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
@@ -256,7 +266,8 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter):
       self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
       imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
       imitation_ready=imitation_ready,
-      counter=counting.Counter(counter, 'learner', time_delta=0.0), logger=make_logger(cfg, 'learner', 1.0))
+      counter=counting.Counter(counter, 'learner', time_delta=LEARNER_COUNTS_SYNC_S),
+      logger=make_logger(cfg, 'learner', 1.0))
   return checkpointing.CheckpointedLearner(
       learner, os.path.join(cfg.run_dir, 'checkpoints', 'learner'), period_s=cfg.checkpoint_period_s)
 
@@ -292,8 +303,7 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
   calls = lambda period: max(1, period // cfg.envs_per_actor)
   forward, policy_source = None, None
   if cfg.agent == 'impala':
-    forward = agent_networks.make_networks(spec, agent_networks.default_policy_config(
-        cfg.env, agent_networks.is_image_spec(spec))).forward_fn
+    forward = policy_networks(cfg, spec).forward_fn
     policy_source = acting.VersionedPolicy(variable_utils.VariableClient(
         learner, key=['policy', learning.POLICY_VERSION],
         update_period=calls(cfg.impala.policy_update_period), device='cpu'))

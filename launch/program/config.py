@@ -4,6 +4,7 @@ import os
 from typing import Any, Dict, Optional
 
 from agents.acting import ReversibilityConfig
+from agents.networks import PolicyNetConfig
 from estimators.networks import NetworkConfig
 from estimators.training import TrainConfig as EstimatorTrainConfig
 
@@ -131,6 +132,9 @@ class RunConfig:
   precedence: PrecedenceConfig = PrecedenceConfig()
   estimator_train: EstimatorTrainConfig = EstimatorTrainConfig()
   network: NetworkConfig = NetworkConfig()
+  # The IMPALA policy/value network; None: the environment's default
+  # (agents.networks.default_policy_config). launch.train always records it.
+  policy_network: Optional[PolicyNetConfig] = None
   estimator_checkpoint: Optional[str] = None   # frozen psi/phi instead of the online node
   # Supervision: a node process that dies is restarted; one that dies this many
   # times within the window stops the run (launch.runtime.supervisor).
@@ -140,6 +144,9 @@ class RunConfig:
   # The replay's tables (launch.program.replay), written by the coordinator; a restarted replay
   # node loses what came after the last one.
   replay_checkpoint_period_s: float = 120.0
+  # XLA threads per actor process (local launches): 1, or 0 for XLA's default of one per core
+  # (launch.program.threads).
+  actor_threads: int = 0
 
   def __post_init__(self):
     if self.agent not in AGENTS:
@@ -156,6 +163,8 @@ class RunConfig:
       raise ValueError(f'checkpoint period must be > 0 s, got {self.checkpoint_period_s}')
     if self.replay_checkpoint_period_s <= 0:
       raise ValueError(f'replay checkpoint period must be > 0 s, got {self.replay_checkpoint_period_s}')
+    if self.actor_threads not in (0, 1):
+      raise ValueError(f'actor_threads must be 0 (XLA default) or 1, got {self.actor_threads}')
     if self.max_node_failures < 1 or self.node_failure_window_s <= 0:
       raise ValueError('max_node_failures must be >= 1 and node_failure_window_s > 0')
     if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):

@@ -8,6 +8,7 @@ import os
 import time
 from typing import Any, Callable, Dict, Iterable, Optional
 
+from launch.runtime import run_config
 from launch.runtime import run_state
 from launch.runtime import summary as summary_lib
 from launch.runtime.processes import RunFailed
@@ -47,7 +48,7 @@ def apply_saved_flags(flag_values, run_dir: str, keep: Iterable[str] = ('resume'
 def with_added_defaults(saved: Dict[str, Any], cfg) -> Dict[str, Any]:
   """`saved` (a config.json) with the fields its nested configs gained since it was written at
   their defaults: a run made before an option existed resumes as what it was, the option off."""
-  saved = dict(saved)
+  saved = run_config.with_legacy_fields(dict(saved))
   for field in dataclasses.fields(cfg):
     value = getattr(cfg, field.name)
     if dataclasses.is_dataclass(value) and isinstance(saved.get(field.name), dict):

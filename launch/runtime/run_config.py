@@ -54,10 +54,21 @@ def _build(kind, value):
   return value
 
 
+def with_legacy_fields(raw: Dict[str, Any]) -> Dict[str, Any]:
+  """config.json's dict with the fields its version did not write, set to what that run used
+  where today's default differs: the policy network (Sokoban's canvas was then 19x19)."""
+  if 'policy_network' in raw:
+    return raw
+  from agents import networks as agent_networks  # pylint: disable=g-import-not-at-top
+  legacy = agent_networks.LEGACY_POLICY_DEFAULTS.get(raw.get('env'))
+  return dict(raw, policy_network=dataclasses.asdict(legacy) if legacy else None)
+
+
 def from_dict(raw: Dict[str, Any], run_dir: str = None):
   """A RunConfig from config.json's dict; `run_dir` (where it was read) replaces the recorded
   one, so a run directory that was moved still names itself."""
   from launch.program.config import RunConfig  # pylint: disable=g-import-not-at-top
+  raw = with_legacy_fields(raw)
   if run_dir is not None:
     raw = dict(raw, run_dir=os.path.abspath(run_dir))
   try:
