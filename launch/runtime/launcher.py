@@ -135,7 +135,12 @@ def _child_main(cfg_path: str):
     cfg = pickle.load(f)
   program = program_lib.build_program(cfg)
   if cfg.launch_type == 'local_mp':
-    manager = lp.launch(program, launch_type='local_mp', terminal='current_terminal')
+    from launchpad.nodes.python import local_multi_processing
+    from launch.program import threads
+    resources = {group: local_multi_processing.PythonProcess(env=env) for group, env in
+                 threads.node_environment(cfg.actor_threads).items()}
+    manager = lp.launch(program, launch_type='local_mp', terminal='current_terminal',
+                        local_resources=resources)
   else:
     manager = lp.launch(program, launch_type='local_mt', serialize_py_nodes=False)
   manager.wait()

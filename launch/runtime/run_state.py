@@ -31,7 +31,7 @@ FINAL_STATE = 'final_state.json'  # written by the coordinator just before it st
 # What --resume may change: how much longer and on how many workers, not what is learned.
 RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',
                      'checkpoint_period_s', 'max_node_failures', 'node_failure_window_s',
-                     'vectorised_env', 'replay_checkpoint_period_s', 'run_dir')
+                     'vectorised_env', 'replay_checkpoint_period_s', 'actor_threads', 'run_dir')
 
 COMPLETED = 'completed'
 STOPPED = 'stopped by user'
