@@ -38,6 +38,15 @@ SOKOBAN_SCALES = {
                   eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                   eval_oracle_levels=100),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
+    # long: where the paper's curves separate (Fig. 5b: flat to ~15M, apart by 25-30M), with the
+    # 15x15 canvas (bench.sokoban_speed). Two arms: IMPALA and IMPALA + RAE with the preset psi.
+    # ~3.5k env steps/s here: 30M steps is ~2.4 h a run, reached over several launches; a
+    # shorter budget first (--max_steps 10000000, then 20M, 30M) keeps the arms level.
+    'long': dict(episodes=20_000, pairs=5_000_000, max_steps=30_000_000, actors=2,
+                 envs_per_actor=16, batch=16, samples_per_insert=4, max_gradient_norm=1,
+                 self_imitation=0, run_seconds=8600, rae_arms=('impala_rae',),
+                 eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
+                 eval_oracle_levels=100),
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
                   envs_per_actor=1, batch=256, samples_per_insert=0, max_gradient_norm=40,
                   self_imitation=0, run_seconds=0,
@@ -52,6 +61,7 @@ SOKOBAN_RAE_ARMS = (
     ('impala_rae_paper_psi', "IMPALA+RAE (paper's psi)", 'psi_paper.ckpt', None),
     ('impala_rae_lam1', 'IMPALA+RAE (lambda 1)', 'psi.ckpt', 1.0),
 )
+_ALL_ARMS = tuple(arm[0] for arm in SOKOBAN_RAE_ARMS)   # a scale's default 'rae_arms'
 SOKOBAN_BETA = 0.9   # Sec. 5.3
 # Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
 BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared',
@@ -92,8 +102,10 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   ]
   # Two psi: the Sokoban preset (the best of bench.psi_ablation) drives IMPALA+RAE; the paper's
   # network (App. C.3) drives a second RAE group, so the page shows what the better psi changes.
+  arms = [arm for arm in SOKOBAN_RAE_ARMS if arm[0] in s.get('rae_arms', _ALL_ARMS)]
   steps += _sokoban_psi_steps(s, '', 'sokoban')
-  steps += _sokoban_psi_steps(s, '_paper', 'sokoban_paper')
+  if any(ckpt == 'psi_paper.ckpt' for _, _, ckpt, _ in arms):
+    steps += _sokoban_psi_steps(s, '_paper', 'sokoban_paper')
   # Every arm gets the same agent settings; only the RAE flags differ.
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']), '--batch_size', str(s['batch']),
@@ -104,7 +116,7 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],
                        *common, '--mode', 'none'))
-    for name, group, ckpt, lam in SOKOBAN_RAE_ARMS:
+    for name, group, ckpt, lam in arms:
       lam_flags = () if lam is None else ('--lam', str(lam))
       runs.append(train_step(f'{name}-s{seed}', group, seed, s['max_steps'], s['run_seconds'],
                              *common, '--mode', 'rae', '--estimator_checkpoint', f'{{out}}/{ckpt}',

@@ -15,8 +15,9 @@ from typing import Callable, ClassVar, List, Optional, Tuple, Union
 # tiny: a smoke test of every step (tests, a first try). paper_estimators: the paper's offline
 # estimator recipe with the small scale's runs (Turf only, issue 21: 100k random episodes and 3M
 # pairs are affordable here, 10 seeds of 1M-step runs are not). paper_phi_coverage: Turf only,
-# paper_estimators' psi with phi retrained on more coverage (launch.experiments.turf).
-SCALES = ('tiny', 'small', 'paper', 'paper_estimators', 'paper_phi_coverage')
+# paper_estimators' psi with phi retrained on more coverage (launch.experiments.turf). long:
+# Sokoban only, the small scale's agent to 30M env steps (launch.experiments.sokoban).
+SCALES = ('tiny', 'small', 'long', 'paper', 'paper_estimators', 'paper_phi_coverage')
 # Modules whose steps are training runs: they take --run_dir/--seed/--max_steps and --resume,
 # and write RUN_DIR/summary.json (status), counts.json, run_state.json and logs/<node>/logs.csv.
 TRAINING_MODULES = ('launch.train', 'launch.train_dqn')
