@@ -9,9 +9,9 @@ kind inside it, in cores and in CPU microseconds per env step, measured over a w
 Everything after `--` goes to `launch.train` unchanged (its --max_steps is set from the window).
 The run starts in a temp directory; after `--warmup_steps` env steps, every process of the run
 (the nodes named by RUN_DIR/pids, the launcher and anything else in its process tree) is read
-from /proc twice, `--window_s` apart: per process and per thread (grouped by the thread's name
-with digits dropped: XLA's Eigen pool, TensorFlow's, gRPC's, Python's main thread, ...) its CPU
-seconds over the window. Beside it, from the nodes' own logs over the same run: the learner's
+from /proc twice, `--window_s` apart: per process its CPU seconds over the window, and those of
+its busiest threads (Python's main thread, then the pools': XLA's Eigen threads, TensorFlow's,
+gRPC's). Beside it, from the nodes' own logs over the same run: the learner's
 seconds per update (its jitted step only) and the actors' loop timers (environment, inference,
 writes). Then the run is stopped.
 """
@@ -19,7 +19,6 @@ import argparse
 import collections
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -32,8 +31,16 @@ from bench import common
 from launch.runtime import run_state, summary
 
 
-def _thread_kind(name: str) -> str:
-  return re.sub(r'[\d_\-:.]+$', '', re.sub(r'\d+', '#', name)) or name
+def _thread_label(pid: int, tid: int) -> str:
+  """'main' for the process's first thread, else its name (most threads keep the process's
+  name: XLA's and TensorFlow's pools do not rename theirs) and id."""
+  if tid == pid:
+    return 'main'
+  try:
+    with open(f'/proc/{pid}/task/{tid}/comm') as f:
+      return f'{f.read().strip()}/{tid}'
+  except OSError:
+    return f'?/{tid}'
 
 
 def process_tree(root: int):
@@ -44,22 +51,20 @@ def process_tree(root: int):
     return []
 
 
-def snapshot(procs, names):
-  """{pid: (node name, process CPU s, {thread kind: CPU s}, thread count)}."""
+def snapshot(procs, names, xla_flags=None):
+  """{pid: (node name, process CPU s, {thread: CPU s}, thread count)}; `xla_flags`, if given,
+  gets each process's XLA_FLAGS."""
   out = {}
+  xla_flags = {} if xla_flags is None else xla_flags
   for p in procs:
     try:
       cpu = p.cpu_times()
-      threads = collections.Counter()
+      threads = {}
       for t in p.threads():
-        try:
-          with open(f'/proc/{p.pid}/task/{t.id}/comm') as f:
-            kind = _thread_kind(f.read().strip())
-        except OSError:
-          kind = '?'
-        threads[kind] += t.user_time + t.system_time
+        threads[_thread_label(p.pid, t.id)] = t.user_time + t.system_time
       out[p.pid] = (names.get(p.pid) or ' '.join(p.cmdline()[:3])[-60:],
-                    cpu.user + cpu.system, dict(threads), p.num_threads())
+                    cpu.user + cpu.system, threads, p.num_threads())
+      xla_flags[p.pid] = p.environ().get('XLA_FLAGS', '')
     except psutil.NoSuchProcess:
       pass
   return out
@@ -124,7 +129,8 @@ def profile(train_args, warmup_steps: int, window_s: float, workdir: str) -> dic
     procs = process_tree(proc.pid)
     s0, t0, before = env_steps(run_dir), time.time(), snapshot(procs, names)
     time.sleep(window_s)
-    s1, t1, after = env_steps(run_dir), time.time(), snapshot(procs, names)
+    xla_flags = {}
+    s1, t1, after = env_steps(run_dir), time.time(), snapshot(procs, names, xla_flags)
   finally:
     run_state.request_stop(run_dir)
     try:
@@ -137,19 +143,23 @@ def profile(train_args, warmup_steps: int, window_s: float, workdir: str) -> dic
     if pid not in before:
       continue
     _, cpu0, threads0, _ = before[pid]
+    if cpu1 - cpu0 <= 0:   # idle helpers (Launchpad's output decorators, its entry shells)
+      continue
     threads = {k: v - threads0.get(k, 0.0) for k, v in threads1.items()}
     nodes[name] = {
         'cores': (cpu1 - cpu0) / wall,
         'cpu_us_per_env_step': 1e6 * (cpu1 - cpu0) / max(steps, 1),
-        'threads': nthreads,
+        'threads': nthreads, 'xla_flags': xla_flags.get(pid, ''),
+        # The busiest threads: how a node's work spreads over its pools.
         'cpu_us_per_env_step_by_thread': {k: round(1e6 * v / max(steps, 1), 1) for k, v in
-                                          sorted(threads.items(), key=lambda kv: -kv[1])
+                                          sorted(threads.items(), key=lambda kv: -kv[1])[:6]
                                           if v > 0}}
   total = sum(n['cores'] for n in nodes.values())
   return {'train_args': train_args, 'window_s': wall, 'env_steps': steps,
           'env_steps_per_s': steps / wall, 'cores_used': total,
           'cpu_us_per_env_step': 1e6 * total * wall / max(steps, 1),
-          'processes': len(nodes), 'threads': sum(n['threads'] for n in nodes.values()),
+          'processes': len(after), 'busy_processes': len(nodes),
+          'threads': sum(t for _, _, _, t in after.values()),
           'nodes': dict(sorted(nodes.items(), key=lambda kv: -kv[1]['cores'])),
           'learner': learner_update_seconds(run_dir, s0, s1),
           'actor_loop_wall_us_per_env_step': actor_loop_us(run_dir)}

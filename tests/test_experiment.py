@@ -46,6 +46,18 @@ def test_list_shows_every_step_and_runs_nothing(tmp_path):
   assert os.listdir(tmp_path) == []
 
 
+def test_sokoban_long_scale_is_the_small_agent_to_30m_steps_with_two_arms():
+  def runs(scale):
+    return {st.name: st for st in registry.sokoban_steps(scale, 2) if st.is_training}
+  long, small = runs('long'), runs('small')
+  assert sorted(long) == ['impala-s0', 'impala-s1', 'impala_rae-s0', 'impala_rae-s1']
+  assert all(st.max_steps == 30_000_000 for st in long.values())
+  # The arms it keeps have the small scale's flags: the same agent, the same RAE settings.
+  assert all(long[name].flags == small[name].flags for name in long)
+  names = [st.name for st in registry.sokoban_steps('long', 2)]
+  assert 'train_psi' in names and 'train_psi_paper' not in names
+
+
 def test_only_selects_steps_by_pattern_and_list_shows_the_budget(tmp_path):
   r = _cli('sokoban', '--seeds', '2', '--out', str(tmp_path), '--max_steps', '12345',
            '--only', 'impala-s*,psi_trace', '--list')
