@@ -79,12 +79,12 @@ POLICY_DEFAULTS = {
     # each of the 6 ReLU layers, every state got nearly the same value and policy, and no level
     # was learned; orthogonal weights with ReLU gain (and a near-uniform first policy) learn
     # them (BUILD_NOTES.md, "Sokoban learning"). Not in C.3: the room is first centred on the
-    # agent (19x19 canvas -> 10x10x16 = 1600 features). With the room as drawn, the dense layers
-    # must learn "box ahead, target beyond" once per agent position, and on the 1k set the
-    # agent stayed at random play for 9M steps; centred, it left it within 1M (BUILD_NOTES.md).
-    # The canvas is 15x15 (8x8x16 = 1024 features): a room's outer ring is wall, which the
-    # canvas's zeros already show, so it holds what 19x19 held at 0.65x the learner's CPU per
-    # frame (BUILD_NOTES.md, "Sokoban throughput").
+    # agent, on a 15x15 canvas (-> 8x8x16 = 1024 features). With the room as drawn, the dense
+    # layers must learn "box ahead, target beyond" once per agent position, and on the 1k set
+    # the agent stayed at random play for 9M steps; centred, it left it within 1M. The canvas
+    # was 19x19 (2H-1) until a room's outer ring, always wall, was seen to be what the canvas's
+    # zeros already show: 15x15 holds the same cells at 0.65x the learner's CPU per frame
+    # (BUILD_NOTES.md, "Sokoban learning" and "Sokoban throughput").
     'sokoban': PolicyNetConfig(torso='conv', conv_channels=(8, 16, 16), conv_strides=(2, 1, 1),
                                conv_paddings=('SAME',) * 3,
                                relu_after_last_conv=False, shared_hidden=(64, 64),

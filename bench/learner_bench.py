@@ -8,6 +8,7 @@ so only the update is timed), and optionally what one self-imitation update
     python -m bench.learner_bench --env sokoban --batch_size 16 --sequence_length 20 \
         --self_imitation_batch 256 --out results/sokoban/learner_bench_self_imitation.json
 """
+import dataclasses
 import json
 import time
 import types
@@ -35,6 +36,8 @@ def define_flags():
   flags.DEFINE_integer('updates', 10, 'Timed updates (after one compiling update).')
   flags.DEFINE_integer('self_imitation_batch', 0, 'Also time self-imitation updates on this many '
                        'steps (0: not measured).')
+  flags.DEFINE_list('canvas_sizes', [], "Policies centred on the agent (sokoban): time each of "
+                    "these canvas sides in one invocation (0: 2H-1); default: the preset's.")
   flags.DEFINE_string('out', 'results/learner_bench.json', 'JSON output.')
 
 
@@ -56,12 +59,14 @@ def fixed_batch(spec, batch, length, rng):
   return types.SimpleNamespace(data=data)
 
 
-def measure(env_name, batch, length, updates, self_imitation_batch=0):
+def measure(env_name, batch, length, updates, self_imitation_batch=0, canvas_size=None):
   import envs
   options = {'reward_free': False} if env_name == 'cartpole' else {}
   spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=0, **options)))
-  nets = agent_networks.make_networks(spec, agent_networks.default_policy_config(
-      env_name, agent_networks.is_image_spec(spec)))
+  config = agent_networks.default_policy_config(env_name, agent_networks.is_image_spec(spec))
+  if canvas_size is not None:
+    config = dataclasses.replace(config, canvas_size=canvas_size)
+  nets = agent_networks.make_networks(spec, config)
   sample = fixed_batch(spec, batch, length, np.random.default_rng(0))
 
   def forever():
@@ -74,13 +79,20 @@ def measure(env_name, batch, length, updates, self_imitation_batch=0):
   t0 = time.perf_counter()
   learner.step()
   compile_s = time.perf_counter() - t0
-  t0 = time.perf_counter()
+  t0, c0 = time.perf_counter(), time.process_time()
   for _ in range(updates):
     learner.step()
   per_update = (time.perf_counter() - t0) / updates
+  # CPU of every thread of this process (XLA's pool included): what the update takes from the
+  # other nodes of a run sharing the cores.
+  cpu_per_update = (time.process_time() - c0) / updates
   out = {'env': env_name, 'batch_size': batch, 'sequence_length': length,
+         'canvas_size': config.canvas_size,
          'first_update_s': compile_s, 'seconds_per_update': per_update,
-         'frames_per_s': batch * length / per_update, 'backend': jax.default_backend()}
+         'frames_per_s': batch * length / per_update,
+         'cpu_seconds_per_update': cpu_per_update,
+         'cpu_us_per_frame': 1e6 * cpu_per_update / (batch * length),
+         'backend': jax.default_backend()}
   if self_imitation_batch:
     steps = self_imitation_batch
     observations = sample.data.observation.reshape((-1,) + spec.observations.shape)
@@ -100,8 +112,13 @@ def measure(env_name, batch, length, updates, self_imitation_batch=0):
 
 def main(argv):
   del argv
-  out = measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length, FLAGS.updates,
-                FLAGS.self_imitation_batch)
+  if FLAGS.canvas_sizes:
+    out = {'canvas_size_' + c: measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length,
+                                        FLAGS.updates, FLAGS.self_imitation_batch, int(c))
+           for c in FLAGS.canvas_sizes}
+  else:
+    out = measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length, FLAGS.updates,
+                  FLAGS.self_imitation_batch)
   common.write_json(FLAGS.out, out)
   print(json.dumps(out, indent=2))
 
