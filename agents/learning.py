@@ -151,6 +151,13 @@ class IMPALALearner(acme.Learner):
     counts.setdefault('actor_steps', 0)
     self._logger.write({**metrics, **lag, **counts})
 
+  def flush_counts(self) -> None:
+    """Sends the counts not yet passed to the parent counter (it syncs at most every
+    `time_delta`; at a run's end the last ones must reach the counter node)."""
+    if hasattr(self._counter, '_last_sync_time'):   # Acme's Counter: sync on the next read
+      self._counter._last_sync_time = float('-inf')
+    self._counter.get_counts()
+
   def imitate(self, observations, actions, returns) -> dict:
     """One self-imitation update on past steps (`agents.self_imitation`); its diagnostics."""
     self._state, metrics = self._imitation_step(self._state, observations, actions, returns)

@@ -113,13 +113,17 @@ def actor_loop_us(run_dir: str) -> dict:
   return {k: 1e6 * v / steps for k, v in totals.items()} if steps else {}
 
 
-def profile(train_args, warmup_steps: int, window_s: float, workdir: str) -> dict:
+def profile(train_args, warmup_steps: int, window_s: float, workdir: str,
+            tree: str = None) -> dict:
   run_dir = os.path.join(workdir, 'run')
   # Enough steps that the run outlasts the window at any speed this machine reaches.
   cmd = [sys.executable, '-m', 'launch.train', *train_args, '--run_dir', run_dir,
          '--max_steps', str(warmup_steps + int(window_s * 20_000) + 100_000)]
+  # Another version of the code (a checkout at `tree`): PYTHONPATH comes before site-packages,
+  # so the launcher and every node process import that tree's modules.
+  env = dict(os.environ, PYTHONPATH=tree) if tree else None
   proc = subprocess.Popen(cmd, stdout=open(os.path.join(workdir, 'train.log'), 'w'),
-                          stderr=subprocess.STDOUT, start_new_session=True)
+                          stderr=subprocess.STDOUT, start_new_session=True, cwd=tree, env=env)
   try:
     while env_steps(run_dir) < warmup_steps:
       if proc.poll() is not None:
@@ -155,7 +159,7 @@ def profile(train_args, warmup_steps: int, window_s: float, workdir: str) -> dic
                                           sorted(threads.items(), key=lambda kv: -kv[1])[:6]
                                           if v > 0}}
   total = sum(n['cores'] for n in nodes.values())
-  return {'train_args': train_args, 'window_s': wall, 'env_steps': steps,
+  return {'train_args': train_args, 'tree': tree or os.getcwd(), 'window_s': wall, 'env_steps': steps,
           'env_steps_per_s': steps / wall, 'cores_used': total,
           'cpu_us_per_env_step': 1e6 * total * wall / max(steps, 1),
           'processes': len(after), 'busy_processes': len(nodes),
@@ -177,10 +181,13 @@ def main():
   parser.add_argument('--window_s', type=float, default=60.0, help='Seconds measured.')
   parser.add_argument('--out', default='results/bench/program_profile.json', help='JSON output.')
   parser.add_argument('--workdir', default=None, help='Where the run goes (default: a temp dir).')
+  parser.add_argument('--tree', default=None, help='Profile the code of this checkout (e.g. a git '
+                      'worktree of an earlier commit) instead of this one.')
   args = parser.parse_args(argv)
   workdir = args.workdir or tempfile.mkdtemp(prefix='bench-profile-')
   os.makedirs(workdir, exist_ok=True)
-  result = profile(train_args, args.warmup_steps, args.window_s, workdir)
+  result = profile(train_args, args.warmup_steps, args.window_s, workdir,
+                   args.tree and os.path.abspath(args.tree))
   common.write_json(args.out, result)
   print(json.dumps(result, indent=2))
 

@@ -181,6 +181,7 @@ def test_a_sokoban_run_saved_before_self_imitation_resumes_without_it(tmp_path):
   assert config['impala']['self_imitation_updates'] == 1   # today's preset
   for key in [k for k in config['impala'] if k.startswith('self_imitation')]:
     del config['impala'][key]
+  del config['policy_network']   # nor this later field
   (run_dir / 'config.json').write_text(json.dumps(config))
   shown = _train('--run_dir', str(run_dir), '--resume', '--show_config')
   assert shown.returncode == 0, shown.stderr[-2000:]
@@ -188,6 +189,23 @@ def test_a_sokoban_run_saved_before_self_imitation_resumes_without_it(tmp_path):
   r = _train('--run_dir', str(run_dir), '--resume', '--self_imitation_updates', '1')
   assert r.returncode == 2
   assert 'differs in impala.self_imitation_updates' in r.stderr.strip().splitlines()[-1]
+
+
+def test_a_sokoban_run_saved_before_the_15x15_canvas_resumes_on_its_19x19_one(tmp_path):
+  """A run saved before config.json recorded the policy network (and before --canvas_size)
+  resumes on the canvas it was made with; today's runs record theirs and keep it."""
+  run_dir = _saved_run(tmp_path, '--env', 'sokoban', '--max_steps', '5000',
+                       '--self_imitation_updates', '1')   # only the canvas is older
+  config = json.loads((run_dir / 'config.json').read_text())
+  assert config['policy_network']['canvas_size'] == 15   # today's preset
+  del config['policy_network']
+  (run_dir / 'config.json').write_text(json.dumps(config))
+  shown = _train('--run_dir', str(run_dir), '--resume', '--show_config')
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  assert json.loads(shown.stdout[shown.stdout.index('{'):])['policy_network']['canvas_size'] == 0
+  r = _train('--run_dir', str(run_dir), '--resume', '--canvas_size', '15')
+  assert r.returncode == 2
+  assert 'differs in policy_network.canvas_size' in r.stderr.strip().splitlines()[-1]
 
 
 def test_a_finished_run_that_lost_its_summary_gets_it_back_on_resume(tmp_path):

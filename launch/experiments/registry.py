@@ -12,7 +12,8 @@ from typing import Dict
 from launch.experiments import cartpole_plus, cartpole_reward_free
 from launch.experiments import turf as turf_exps
 from launch.experiments.cliff import cliff_grid_markdown, cliff_steps
-from launch.experiments.sokoban import SOKOBAN_MILESTONE_EPISODES, sokoban_markdown, sokoban_steps
+from launch.experiments.sokoban import sokoban_steps
+from launch.experiments.sokoban_page import SOKOBAN_MILESTONE_EPISODES, sokoban_markdown
 from launch.experiments.spec import Experiment
 
 

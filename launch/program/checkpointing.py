@@ -129,6 +129,9 @@ class CheckpointedLearner(core.Worker):
     # one consistent state; at worst a step that was waiting for data completes after it.
     got = self._step_lock.acquire(timeout=self._finish_timeout_s)
     try:
+      flush = getattr(self._learner, 'flush_counts', None)
+      if flush is not None:   # counts synced periodically: the last steps reach the counter
+        flush()
       return self.save()
     finally:
       if got:
