@@ -1,0 +1,192 @@
+r"""What a Sokoban user waits for: env steps per second of the Sokoban comparison's exact runs
+(`launch.experiment sokoban`: IMPALA, and IMPALA + RAE with a frozen psi), this checkout against
+another version of the code, in one invocation, and the wall time each needs to reach a learning
+milestone on the 1k set.
+
+    git worktree add --detach /tmp/before e4e1932
+    python -m bench.sokoban_speed --baseline_tree /tmp/before --max_steps 1000000 \
+        --learning_runs 'before=results/sokoban/runs/impala-s0,results/sokoban/runs/impala-s1' \
+        --learning_runs 'after=runs/impala-c15-s0' --out results/bench/sokoban_speed.json
+
+Each code version runs its *own* comparison configuration: the flags of its experiment's
+'impala-s0' and 'impala_rae-s0' steps at `--scale` (so a version whose comparison uses other
+settings is measured with those), read by asking that tree's `launch.experiments.sokoban`. RAE's
+psi is an untrained checkpoint of the Sokoban preset network (its cost does not depend on its
+values). Runs alternate between the versions (before/none, after/none, before/rae, after/rae,
+and again with --repeats), each a full `launch.train` program under PYTHONPATH=<tree>, so every
+node imports that tree's code. Env steps/s are taken from the actors' episode logs between the
+first episode ending after --warmup_steps and the last.
+
+Milestones: for each --learning_runs group (runs of the 1k set trained with that version), the
+env steps at which the trailing 1,000 training episodes first reached each milestone (mean over
+the runs), and that divided by the version's measured IMPALA env steps/s: the wall time of a
+run on a quiet machine like this one.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from bench import common
+
+MILESTONES = (('boxes_on_target', 1.0), ('solved', 0.01))
+MILESTONE_EPISODES = 1000
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tree_flags(tree: str, scale: str) -> dict:
+  """{step name: launch.train flags} of `tree`'s Sokoban comparison at `scale`."""
+  code = ('import json; from launch.experiments import sokoban as s; '
+          f'print(json.dumps({{x.name: list(x.flags) for x in s.sokoban_steps({scale!r}, 1) '
+          "if hasattr(x, 'flags')}))")
+  out = subprocess.run([sys.executable, '-c', code], cwd=tree, env=_env(tree), check=True,
+                       capture_output=True, text=True).stdout
+  return json.loads(out.strip().splitlines()[-1])
+
+
+def _env(tree: str) -> dict:
+  # PYTHONPATH comes before site-packages (where the editable install points at this checkout),
+  # so every process of the run, Launchpad's node processes included, imports `tree`'s code.
+  return dict(os.environ, PYTHONPATH=tree)
+
+
+def _with(flags, name, value):
+  """`flags` with --name set to value (replaced if present)."""
+  out, skip = [], False
+  for f in flags:
+    if skip:
+      skip = False
+      continue
+    if f == f'--{name}':
+      skip = True
+      continue
+    if not f.startswith(f'--{name}='):
+      out.append(f)
+  return out + [f'--{name}', str(value)]
+
+
+def untrained_psi(path: str) -> str:
+  """An untrained psi/phi checkpoint of the Sokoban preset network."""
+  from acme import specs
+  from acme import wrappers
+  import envs
+  from estimators import checkpoint, training
+  from estimators import networks as nets
+  spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make('sokoban', seed=0)))
+  network = nets.default_config('sokoban')
+  est = nets.make_estimators(network, spec.actions.num_values)
+  obs = np.zeros(spec.observations.shape, spec.observations.dtype)
+  state = training.init_state(est, training.TrainConfig(), obs)
+  checkpoint.save(path, network, spec.actions.num_values, obs.shape, obs.dtype, state.psi_params,
+                  state.phi_params, {'purpose': 'throughput benchmark (untrained)'})
+  return path
+
+
+def run_once(tree: str, flags, run_dir: str, max_steps: int, warmup: int) -> dict:
+  from bench import throughput
+  flags = _with(_with(_with(flags, 'max_steps', max_steps), 'run_dir', run_dir), 'seed', 0)
+  start = time.time()
+  with open(run_dir + '.log', 'w') as log:
+    subprocess.run([sys.executable, '-m', 'launch.train', *flags], cwd=tree, env=_env(tree),
+                   stdout=log, stderr=subprocess.STDOUT, check=True)
+  out = throughput.steps_per_second(throughput.actor_rows(run_dir), warmup)
+  out['total_wall_s'] = time.time() - start
+  out['actor_breakdown'] = throughput.actor_breakdown(run_dir)
+  from launch.runtime import summary
+  rows = summary.read_log(run_dir, 'learner')
+  if rows and rows[-1].get('learner_time_elapsed'):
+    last = rows[-1]
+    out['learner_updates'] = last['learner_steps']
+    out['learner_update_s_mean'] = last['learner_time_elapsed'] / last['learner_steps']
+  out['flags'] = flags
+  return out
+
+
+def milestones(groups) -> dict:
+  from launch.analysis import aggregate
+  out = {}
+  for spec in groups:
+    name, dirs = spec.split('=', 1)
+    runs = [d for d in dirs.split(',') if d]
+    per = {}
+    for metric, target in MILESTONES:
+      steps = [aggregate.steps_to(aggregate.load(d), metric, target, MILESTONE_EPISODES)
+               for d in runs]
+      reached = [s for s in steps if s == s]
+      per[f'{metric}>={target:g}'] = {
+          'env_steps_per_run': steps,
+          'env_steps_mean': float(np.mean(reached)) if reached else None,
+          'runs_reaching': len(reached), 'runs': len(runs)}
+    out[name] = per
+  return out
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--baseline_tree', required=True,
+                      help='A checkout of the code to compare against (e.g. a git worktree).')
+  parser.add_argument('--scale', default='small', help="The comparison's scale whose runs are timed.")
+  parser.add_argument('--max_steps', type=int, default=1_000_000, help='Env steps per run.')
+  parser.add_argument('--warmup_steps', type=int, default=50_000,
+                      help='Env steps excluded from the measurement (start-up, compiling).')
+  parser.add_argument('--modes', default='none,rae', help="Arms: 'none' (IMPALA), 'rae'.")
+  parser.add_argument('--repeats', type=int, default=1, help='Rounds of all runs.')
+  parser.add_argument('--learning_runs', action='append', default=[],
+                      help="'before=DIR,DIR' / 'after=DIR': 1k-set runs of each version, for "
+                           'the milestones (repeatable).')
+  parser.add_argument('--out', default='results/bench/sokoban_speed.json', help='JSON output.')
+  parser.add_argument('--workdir', default=None, help='Where runs go (default: a temp dir).')
+  args = parser.parse_args()
+  workdir = args.workdir or tempfile.mkdtemp(prefix='bench-sokoban-speed-')
+  os.makedirs(workdir, exist_ok=True)
+  ckpt = untrained_psi(os.path.join(workdir, 'untrained_psi.ckpt'))
+  trees = {'before': os.path.abspath(args.baseline_tree), 'after': HERE}
+  steps = {'none': 'impala-s0', 'rae': 'impala_rae-s0'}
+  flags = {}
+  for version, tree in trees.items():
+    all_flags = tree_flags(tree, args.scale)
+    flags[version] = {}
+    for mode in args.modes.split(','):
+      f = [x.replace('{out}/psi.ckpt', ckpt) for x in all_flags[steps[mode]]]
+      flags[version][mode] = f
+  result = {'scale': args.scale, 'max_steps': args.max_steps, 'warmup_steps': args.warmup_steps,
+            'trees': trees, 'runs': {}, 'env_steps_per_s': {}, 'ratios': {}}
+  for r in range(args.repeats):
+    for mode in args.modes.split(','):
+      for version, tree in trees.items():
+        name = f'{version}/{mode}/{r}'
+        print(f'--- {name}', flush=True)
+        run_dir = os.path.join(workdir, name.replace('/', '-'))
+        result['runs'][name] = run_once(tree, flags[version][mode], run_dir, args.max_steps,
+                                        args.warmup_steps)
+        print(f"    {result['runs'][name]['env_steps_per_s']:,.0f} env steps/s", flush=True)
+        common.write_json(args.out, result)   # partial results survive an interruption
+  for version in trees:
+    for mode in args.modes.split(','):
+      rates = [v['env_steps_per_s'] for k, v in result['runs'].items()
+               if k.startswith(f'{version}/{mode}/')]
+      result['env_steps_per_s'][f'{version}/{mode}'] = float(np.mean(rates))
+  rate = result['env_steps_per_s']
+  for mode in args.modes.split(','):
+    result['ratios'][f'after/before, {mode}'] = rate[f'after/{mode}'] / rate[f'before/{mode}']
+  for version in trees:
+    if 'rae' in args.modes and 'none' in args.modes:
+      result['ratios'][f'{version}: rae/none'] = rate[f'{version}/rae'] / rate[f'{version}/none']
+  if args.learning_runs:
+    result['milestones'] = milestones(args.learning_runs)
+    for version, per in result['milestones'].items():
+      speed = rate.get(f'{version}/none')
+      for m in per.values():
+        m['wall_s_at_measured_speed'] = (m['env_steps_mean'] / speed
+                                         if speed and m['env_steps_mean'] else None)
+  common.write_json(args.out, result)
+  print(json.dumps({k: result[k] for k in ('env_steps_per_s', 'ratios')}, indent=2))
+
+
+if __name__ == '__main__':
+  main()
