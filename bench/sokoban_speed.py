@@ -72,19 +72,10 @@ def _with(flags, name, value):
 
 def untrained_psi(path: str) -> str:
   """An untrained psi/phi checkpoint of the Sokoban preset network."""
-  from acme import specs
-  from acme import wrappers
+  from acme import specs, wrappers
   import envs
-  from estimators import checkpoint, training
-  from estimators import networks as nets
   spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make('sokoban', seed=0)))
-  network = nets.default_config('sokoban')
-  est = nets.make_estimators(network, spec.actions.num_values)
-  obs = np.zeros(spec.observations.shape, spec.observations.dtype)
-  state = training.init_state(est, training.TrainConfig(), obs)
-  checkpoint.save(path, network, spec.actions.num_values, obs.shape, obs.dtype, state.psi_params,
-                  state.phi_params, {'purpose': 'throughput benchmark (untrained)'})
-  return path
+  return common.untrained_estimators(path, 'sokoban', spec)
 
 
 def run_once(tree: str, flags, run_dir: str, max_steps: int, warmup: int) -> dict:

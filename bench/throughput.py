@@ -23,7 +23,6 @@ import os
 import tempfile
 import time
 
-import numpy as np
 from absl import app, flags
 
 from bench import common
@@ -87,19 +86,9 @@ def learner_rates(run_dir: str, cfg) -> dict:
 
 def frozen_checkpoint(path: str) -> str:
   """Untrained psi/phi for the env (throughput does not depend on the parameters' values)."""
-  from acme import specs
-  from estimators import checkpoint, training
-  from estimators import networks as nets
   from launch.program import build as program
   cfg = train.config_from_flags()
-  spec = program.environment_spec(cfg)
-  network = nets.default_config(cfg.env)
-  est = nets.make_estimators(network, spec.actions.num_values)
-  obs = np.zeros(spec.observations.shape, spec.observations.dtype)
-  state = training.init_state(est, training.TrainConfig(), obs)
-  checkpoint.save(path, network, spec.actions.num_values, obs.shape, obs.dtype, state.psi_params,
-                  state.phi_params, {'purpose': 'throughput benchmark (untrained)'})
-  return path
+  return common.untrained_estimators(path, cfg.env, program.environment_spec(cfg))
 
 
 def run_one(mode: str, source: str, run_dir: str, ckpt: str) -> dict:
