@@ -112,14 +112,6 @@ LEGACY_POLICY_DEFAULTS = {
 }
 
 
-def legacy_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
-  """The policy network of a run saved before config.json recorded it."""
-  config = LEGACY_POLICY_DEFAULTS.get(env_name)
-  if config is None or (config.torso == 'conv') != image:
-    return default_policy_config(env_name, image)
-  return config
-
-
 def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
   """The paper's agent network for `env_name`; unknown envs: Sokoban's for images, else
   Cartpole's."""

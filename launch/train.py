@@ -170,6 +170,9 @@ def config_from_flags():
   from agents import networks as agent_networks
   policy_network = agent_networks.default_policy_config(
       FLAGS.env, len(env.observation_spec().shape) == 3)
+  if FLAGS.canvas_size and not policy_network.centre_on:
+    raise ValueError(f'--canvas_size applies where the policy centres the room on the agent '
+                     f'(sokoban), not to {FLAGS.env}')
   if FLAGS.canvas_size is not None and policy_network.centre_on:
     policy_network = dataclasses.replace(policy_network, canvas_size=FLAGS.canvas_size)
   run_dir = FLAGS.run_dir or os.path.join('runs', f'{FLAGS.env}-{FLAGS.agent}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')

@@ -245,3 +245,14 @@ def test_a_new_launch_closes_the_killed_one_where_counts_were_last_saved(tmp_pat
       start + 60, run_state.UNRECORDED_END, 1234)
   assert second['end'] is None and second['resumed_from_steps'] == 1234
   assert run_state.total_wall_time(run_dir, [second['start'] + 5]) == pytest.approx(65)
+
+
+@pytest.mark.parametrize('args, words', [
+    (('--env', 'cartpole', '--canvas_size', '15'), '--canvas_size applies where the policy centres'),
+    (('--env', 'sokoban', '--canvas_size', '14'), 'canvas_size must be odd'),
+])
+def test_a_canvas_that_cannot_be_is_one_line(tmp_path, args, words):
+  r = _train(*args, '--run_dir', str(tmp_path / 'run'))
+  assert r.returncode == 2
+  assert words in r.stderr.strip().splitlines()[-1]
+  assert not (tmp_path / 'run').exists()
