@@ -172,6 +172,20 @@ def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
                   {'actor_steps': 22.0, 'episode_length': 12.0}]
 
 
+def _resumed_config(run_dir) -> dict:
+  """The configuration a --resume of run_dir would run (--show_config)."""
+  shown = _train('--run_dir', str(run_dir), '--resume', '--show_config')
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  return json.loads(shown.stdout[shown.stdout.index('{'):])
+
+
+def _refused_resume(run_dir, *flags) -> str:
+  """The one-line error of a --resume of run_dir with `flags` (which must be refused)."""
+  r = _train('--run_dir', str(run_dir), '--resume', *flags)
+  assert r.returncode == 2
+  return r.stderr.strip().splitlines()[-1]
+
+
 def test_a_sokoban_run_saved_before_self_imitation_resumes_without_it(tmp_path):
   """A run saved before the self-imitation option existed (no such flag in flags.json, no such
   fields in config.json) resumes as it was made: self-imitation off, though today's Sokoban
@@ -183,12 +197,9 @@ def test_a_sokoban_run_saved_before_self_imitation_resumes_without_it(tmp_path):
     del config['impala'][key]
   del config['policy_network']   # nor this later field
   (run_dir / 'config.json').write_text(json.dumps(config))
-  shown = _train('--run_dir', str(run_dir), '--resume', '--show_config')
-  assert shown.returncode == 0, shown.stderr[-2000:]
-  assert json.loads(shown.stdout[shown.stdout.index('{'):])['impala']['self_imitation_updates'] == 0
-  r = _train('--run_dir', str(run_dir), '--resume', '--self_imitation_updates', '1')
-  assert r.returncode == 2
-  assert 'differs in impala.self_imitation_updates' in r.stderr.strip().splitlines()[-1]
+  assert _resumed_config(run_dir)['impala']['self_imitation_updates'] == 0
+  assert 'differs in impala.self_imitation_updates' in _refused_resume(
+      run_dir, '--self_imitation_updates', '1')
 
 
 def test_a_sokoban_run_saved_before_the_15x15_canvas_resumes_on_its_19x19_one(tmp_path):
@@ -200,12 +211,8 @@ def test_a_sokoban_run_saved_before_the_15x15_canvas_resumes_on_its_19x19_one(tm
   assert config['policy_network']['canvas_size'] == 15   # today's preset
   del config['policy_network']
   (run_dir / 'config.json').write_text(json.dumps(config))
-  shown = _train('--run_dir', str(run_dir), '--resume', '--show_config')
-  assert shown.returncode == 0, shown.stderr[-2000:]
-  assert json.loads(shown.stdout[shown.stdout.index('{'):])['policy_network']['canvas_size'] == 0
-  r = _train('--run_dir', str(run_dir), '--resume', '--canvas_size', '15')
-  assert r.returncode == 2
-  assert 'differs in policy_network.canvas_size' in r.stderr.strip().splitlines()[-1]
+  assert _resumed_config(run_dir)['policy_network']['canvas_size'] == 0
+  assert 'differs in policy_network.canvas_size' in _refused_resume(run_dir, '--canvas_size', '15')
 
 
 def test_a_finished_run_that_lost_its_summary_gets_it_back_on_resume(tmp_path):
