@@ -100,7 +100,9 @@ class SupervisedNode(python.PyNode):
 
   @property
   def input_handles(self):
-    return self._node.input_handles
+    if '_node' in self.__dict__:
+      return self._node.input_handles
+    return self.__dict__.get('_input_handles', [])  # unpickled: the node itself stays bytes
 
   def _initialize_context(self, launch_type, launch_config):
     super()._initialize_context(launch_type, launch_config)
@@ -112,7 +114,10 @@ class SupervisedNode(python.PyNode):
     # ~0.5 GB per process); only its child unpickles it.
     state = dict(self.__dict__)
     if '_node' in state:
-      state['_node_bytes'] = cloudpickle.dumps(state.pop('_node'))
+      node = state.pop('_node')
+      state['_node_bytes'] = cloudpickle.dumps(node)
+      # Handles are addresses only (no program modules), so they can travel outside the bytes.
+      state['_input_handles'] = list(node.input_handles)
     return state
 
   def _supervise(self):
