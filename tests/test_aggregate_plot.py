@@ -14,6 +14,7 @@ from scipy import stats
 
 from launch.analysis import aggregate
 from launch.analysis import plot
+from launch.analysis import reference_curves
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 T975_DF2 = 4.302653  # Student t, 0.975 quantile, 2 degrees of freedom
@@ -292,3 +293,53 @@ def test_a_killed_launch_does_not_run_on_through_the_next(tmp_path):
   segments = [{'start': 1000.0, 'end': None}, {'start': 1500.0, 'end': 1600.0}]
   np.testing.assert_allclose(
       aggregate.wall_time([1050, 1100, 1550, 1600], segments), [50, 100, 150, 200])
+
+
+# ----------------------------------------------------------------------- reference curves --- #
+
+def test_the_committed_fig5b_reading_loads_and_names_its_source():
+  from launch.experiments.registry import EXPERIMENTS
+  (figure,) = EXPERIMENTS['sokoban'].reference_figures()
+  assert figure.metric == 'episode_return' and figure.x == 'actor_steps'
+  assert 'sokoban_scores_v2.png' in figure.source
+  impala, rae = figure.curves
+  assert impala.points[0] == (0.0, -11.5) and rae.points[-1] == (100e6, 10.3)
+
+
+def test_a_reference_is_clipped_at_the_runs_furthest_step():
+  curve = reference_curves.ReferenceCurve('c', ((0.0, 0.0), (10.0, 10.0), (20.0, 0.0)),
+                                          band=((10.0, 5.0, 15.0), (20.0, -5.0, 5.0)))
+  cut = curve.clipped(15.0)
+  assert cut.points == ((0.0, 0.0), (10.0, 10.0), (15.0, 5.0))   # interpolated at the edge
+  assert cut.band == ((10.0, 5.0, 15.0),)
+  assert curve.clipped(30.0) == curve
+
+
+def test_plot_draws_a_reference_only_on_its_panel_and_axis(runs, tmp_path):
+  figure = reference_curves.ReferenceFigure(
+      'Fig. X', 'somewhere', '+/- 1', 'episode_return', 'actor_steps',
+      (reference_curves.ReferenceCurve('authors', ((0.0, 0.0), (1000.0, 5.0))),))
+  groups = {'IMPALA': [runs['impala_s0'], runs['impala_s1']]}
+  drawn = plot.plot_runs(groups, ['episode_return', 'episode_length'], 'actor_steps',
+                         str(tmp_path / 'ref.png'), references=[figure])
+  assert drawn == {'episode_return': ['IMPALA', 'authors'], 'episode_length': ['IMPALA']}
+  drawn = plot.plot_runs(groups, ['episode_return'], 'wall_time', str(tmp_path / 'wall.png'),
+                         references=[figure])
+  assert drawn == {'episode_return': ['IMPALA']}
+
+
+@pytest.mark.parametrize('text, words', [
+    ('{', ['not JSON']),
+    ('{"figure": "f", "source": "s", "accuracy": "a", "metric": "m", "x": "actor_steps"}',
+     ['lacks', 'curves']),
+    ('{"figure": "f", "source": "s", "accuracy": "a", "metric": "m", "x": "actor_steps", '
+     '"curves": [{"label": "c", "points": [[5, 1], [2, 3]]}]}', ['x increasing']),
+])
+def test_a_bad_reference_file_is_one_line_naming_it(tmp_path, text, words):
+  path = tmp_path / 'ref.json'
+  path.write_text(text)
+  with pytest.raises(ValueError) as e:
+    reference_curves.load(str(path))
+  message = str(e.value)
+  assert '\n' not in message and str(path) in message
+  assert all(w in message for w in words)

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence
 # Imported under another name: plot_runs' `aggregate` flag would hide the module.
 from envs import paths
 from launch.analysis import aggregate as aggregation
+from launch.analysis import reference_curves
 
 DEFAULT_METRICS = ('episode_return', 'episode_length', 'intrinsic_return', 'ruined_grass',
                    'rejections', 'solved', 'boxes_on_target', 'psi_accuracy')
@@ -78,9 +79,31 @@ def _run_line_label(groups, group, name) -> str:
   return name if len(groups) == 1 else f'{group}: {name}'
 
 
-def _draw_metric(ax, runs, groups, metric, x, aggregate_runs, num_points, smooth) -> List[str]:
+# A paper's curve is drawn in grey, dashed, with its read points marked: a reading, not a run.
+REFERENCE_STYLES = ({'color': '0.25', 'ls': '--'}, {'color': '0.25', 'ls': ':'},
+                    {'color': '0.55', 'ls': '-.'})
+
+
+def _draw_references(ax, curves, x_max: float) -> List[str]:
+  labels = []
+  for curve, style in zip(curves, REFERENCE_STYLES * len(curves)):
+    curve = curve.clipped(x_max)
+    if len(curve.points) < 2:
+      continue
+    xs, ys = zip(*curve.points)
+    ax.plot(xs, ys, label=curve.label, lw=1.2, marker='o', markersize=2.5, **style)
+    if len(curve.band) >= 2:
+      bx, lo, hi = zip(*curve.band)
+      ax.fill_between(bx, lo, hi, color=style['color'], alpha=0.08, hatch='//', lw=0)
+    labels.append(curve.label)
+  return labels
+
+
+def _draw_metric(ax, runs, groups, metric, x, aggregate_runs, num_points, smooth,
+                 references=()) -> List[str]:
   """Draws one subplot; returns the labels of its lines."""
   labels, x_names = [], set()
+  x_max = 0.0
   colours = line_colours(groups, aggregate_runs)
   for group, run_dirs in groups.items():
     having = [d for d in run_dirs if metric in aggregation.metric_names(runs[d])]
@@ -89,6 +112,7 @@ def _draw_metric(ax, runs, groups, metric, x, aggregate_runs, num_points, smooth
     if aggregate_runs:
       agg = aggregation.aggregate_curves([runs[d] for d in having], metric, x, num_points, smooth)
       ax.plot(agg.xs, agg.mean, label=group, lw=1.5, color=colours[group])
+      x_max = max(x_max, float(max(agg.xs)))
       ax.fill_between(agg.xs, agg.mean - agg.half_width, agg.mean + agg.half_width,
                       color=colours[group], alpha=0.2, lw=0)
       labels.append(group)
@@ -99,8 +123,11 @@ def _draw_metric(ax, runs, groups, metric, x, aggregate_runs, num_points, smooth
       xs, ys = aggregation.curve(runs[d], metric, x, num_points, smooth)
       label = _run_line_label(groups, group, names[d])
       ax.plot(xs, ys, label=label, lw=1.0, color=colours[label])
+      x_max = max(x_max, float(max(xs)))
       labels.append(label)
       x_names.add(aggregation.series(runs[d], metric, x).x_name)
+  if references and x_max > 0:
+    labels += _draw_references(ax, references, x_max)
   ax.set_title(metric, fontsize=10)
   ax.set_xlabel(' / '.join(x_label(n) for n in sorted(x_names)), fontsize=9)
   ax.tick_params(labelsize=8)
@@ -111,10 +138,13 @@ def _draw_metric(ax, runs, groups, metric, x, aggregate_runs, num_points, smooth
 def plot_runs(groups: Dict[str, List[str]], metrics: Optional[Sequence[str]] = None,
               x: str = 'actor_steps', out_path: str = 'curves.png', title: Optional[str] = None,
               aggregate: bool = True, num_points: int = 100,
-              smooth: float = aggregation.DEFAULT_SMOOTH) -> Dict[str, List[str]]:
+              smooth: float = aggregation.DEFAULT_SMOOTH,
+              references=()) -> Dict[str, List[str]]:
   """Draws the groups' runs (one mean + 95% band per group, or with aggregate=False one line per
   run) in one subplot per metric, writes the PNG to out_path, and returns {metric: labels of the
-  lines drawn}. Raises ValueError (one line) on bad input; nothing is written then."""
+  lines drawn}. `references`: `reference_curves.ReferenceFigure`s, each drawn on its metric's
+  panel when plotted against its x, up to the runs' furthest x. Raises ValueError (one line) on
+  bad input; nothing is written then."""
   if x not in aggregation.X_AXES:
     raise ValueError(f'unknown --x {x!r} (expected one of {", ".join(aggregation.X_AXES)})')
   if not groups or not all(groups.values()):
@@ -131,7 +161,8 @@ def plot_runs(groups: Dict[str, List[str]], metrics: Optional[Sequence[str]] = N
   fig = Figure(figsize=(4 * ncols, 3 * nrows), dpi=100)
   FigureCanvasAgg(fig)
   axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-  drawn = {m: _draw_metric(ax, runs, groups, m, x, aggregate, num_points, smooth)
+  drawn = {m: _draw_metric(ax, runs, groups, m, x, aggregate, num_points, smooth,
+                          reference_curves.for_panel(references, m, x))
            for m, ax in zip(metrics, axes)}
   for ax in axes[len(metrics):]:
     ax.set_visible(False)

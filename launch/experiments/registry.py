@@ -30,6 +30,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
         # penalised_steps: RAE's penalties per episode (psi > beta), how much RAE shapes.
         table_metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps'),
         table_last_n=SOKOBAN_MILESTONE_EPISODES,
+        references=('sokoban_fig5b.json',),
         evaluations=(
             ('solved 1k greedy', 'eval_train.json', 'greedy', 'solved_fraction'),
             ('solved 1k sampled', 'eval_train.json', 'sampled', 'solved_fraction'),

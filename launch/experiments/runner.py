@@ -143,9 +143,10 @@ def report(exp: Experiment, scale: str, seeds: int, out: str) -> dict:
   metrics = [m for m in exp.metrics if m in logged]
   if groups and metrics:
     from launch.analysis import plot
+    references = exp.reference_figures()
     for x, suffix in (('actor_steps', 'steps'), ('wall_time', 'wall')):
       plot.plot_runs(groups, metrics, x, os.path.join(out, f'curves_{suffix}.png'),
-                     title=f'{exp.name} ({scale})', aggregate=True)
+                     title=f'{exp.name} ({scale})', aggregate=True, references=references)
   return table
 
 
@@ -187,7 +188,12 @@ def table_markdown(exp: Experiment, table: dict, out: str = '') -> str:
       cells.append('–' if m['mean'] is None else
                    f'{m["mean"]:.3f}' + ('' if m['ci95'] is None else f' ± {m["ci95"]:.3f}'))
     lines.append('| ' + ' | '.join(cells) + ' |')
-  lines += ['', 'Curves: `curves_steps.png` (against env steps), `curves_wall.png` (against wall time).', '']
+  lines += ['', 'Curves: mean and 95% band over the seeds, against env steps and against wall '
+            'time.', '', '![curves against env steps](curves_steps.png)', '',
+            '![curves against wall time](curves_wall.png)', '']
+  for figure in exp.reference_figures():
+    lines += [f'Grey, on the {figure.metric} panel against env steps: the authors\' {figure.figure}, '
+              f'read off the figure ({figure.accuracy}); source: {figure.source}.', '']
   if exp.extra_markdown is not None:
     lines += [exp.extra_markdown(table, out)]
   return '\n'.join(lines)

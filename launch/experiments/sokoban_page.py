@@ -7,9 +7,9 @@ import os
 from launch.experiments.sokoban import SOKOBAN_RAE_ARMS, sokoban_steps
 
 
-# The 5-50%, and 1% and 2% below them: at 5M env steps no arm's last 1,000 episodes
-# had solved 5% of the levels (at most 2.3%), so only the lower two tell the arms apart yet.
-SOKOBAN_MILESTONES = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50)
+# 1% and 2% tell arms apart early (at 5M env steps no arm's last 1,000 episodes had solved 5%);
+# 90% is "solves the set", the paper's claim for IMPALA + RAE by 30M steps (Fig. 5b).
+SOKOBAN_MILESTONES = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50, 0.90)
 SOKOBAN_MILESTONE_EPISODES = 1000   # the trailing training episodes a milestone is judged on
 
 

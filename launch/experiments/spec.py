@@ -102,6 +102,9 @@ class TrainStep:
 AnyStep = Union[Step, TrainStep]
 
 
+REFERENCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'reference')
+
+
 @dataclasses.dataclass(frozen=True)
 class Experiment:
   name: str
@@ -116,6 +119,13 @@ class Experiment:
   table_last_n: int = 100             # training episodes per run in the table (fixed policies: all)
   # More of the page from the table and the experiment directory (e.g. the paper's grid layout).
   extra_markdown: Optional[Callable[[dict, str], str]] = None
+  # The paper's own curves, read off its figure, drawn beside ours: files in REFERENCE_DIR
+  # (launch.analysis.reference_curves).
+  references: Tuple[str, ...] = ()
+
+  def reference_figures(self):
+    from launch.analysis import reference_curves
+    return [reference_curves.load(os.path.join(REFERENCE_DIR, name)) for name in self.references]
 
 
 def train_step(name: str, group: str, seed: int, max_steps: int, est_seconds: float,
