@@ -4,6 +4,8 @@ r"""Evaluates a trained IMPALA policy on the first N levels of a Sokoban level s
     python -m launch.evaluate_policy --run_dir runs/sokoban-rae \
         --levels ../shared/data/boxoban/unfiltered_test_000.txt --num_levels 1000 \
         --policy both --count_irreversible --out results/sokoban-rae-boxoban.json
+    python -m launch.evaluate_policy --run_dir runs/sokoban-rae --num_levels 4 \
+        --gif runs/sokoban-rae/policy.gif --gif_levels 0,3     # watch it (psi beside, for RAE)
 
 The policy network is rebuilt from RUN_DIR/config.json as `launch.program.build.make_learner` builds
 it, and its parameters are read from the learner checkpoint RUN_DIR/checkpoints/learner.
@@ -57,6 +59,13 @@ def define_flags(flag_values=flags.FLAGS):
                     'exact oracle (slow: a search per new (state, action)).', flag_values=fv)
   flags.DEFINE_integer('max_expansions', 100_000, 'Oracle search budget per check.', flag_values=fv)
   flags.DEFINE_string('out', None, 'Write the results as JSON to this file.', flag_values=fv)
+  flags.DEFINE_string('gif', None, 'Also write a GIF of the episodes played on --gif_levels: the '
+                      'room, and for an RAE run with a frozen psi its value per step beside it.',
+                      flag_values=fv)
+  flags.DEFINE_list('gif_levels', ['0'], 'Indices, among the levels evaluated, of the episodes '
+                    'the GIF shows (one after the other).', flag_values=fv)
+  flags.DEFINE_enum('gif_policy', 'greedy', ['greedy', 'sampled'], 'The policy whose episodes '
+                    'the GIF shows.', flag_values=fv)
 
 
 def check_out(path: Optional[str]) -> None:
@@ -87,8 +96,13 @@ def main(argv):
     if not FLAGS.run_dir:
       raise EvaluateError('--run_dir is required')
     check_out(FLAGS.out)
+    try:
+      gif_levels = [int(i) for i in FLAGS.gif_levels]
+    except ValueError:
+      raise EvaluateError(f'--gif_levels must be level indices, got {",".join(FLAGS.gif_levels)}')
     result = evaluate(FLAGS.run_dir, FLAGS.levels, FLAGS.num_levels, policies, FLAGS.seed,
-                      FLAGS.count_irreversible, FLAGS.max_expansions)
+                      FLAGS.count_irreversible, FLAGS.max_expansions, FLAGS.gif, gif_levels,
+                      FLAGS.gif_policy)
     if FLAGS.out:
       write_json(FLAGS.out, result)
   except (ValueError, OSError) as e:  # EvaluateError, CheckpointError, EnvError, ...
@@ -97,6 +111,8 @@ def main(argv):
   print(format_table(result))
   if FLAGS.out:
     print(f'results: {os.path.abspath(FLAGS.out)}')
+  if FLAGS.gif:
+    print(f'gif: {result["gif"]}')
   return 0
 
 

@@ -6,6 +6,7 @@ IMPALALearner's state (networks and optimiser built as `launch.program.build.mak
 them) saved with `checkpointing.save_state`. One run keeps the random initial parameters; the
 other has its policy head zeroed except a large bias on 'right', so it always pushes right.
 """
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,12 +19,14 @@ import pytest
 from acme.utils import loggers
 
 from agents import learning
+from agents.acting import ReversibilityConfig
 from agents import networks as agent_networks
 from envs import oracle
 from envs import sokoban
 from launch.program import checkpointing
 from launch.program import config as cfg_lib
 from launch.analysis import policy_evaluation as ev
+from launch.analysis import policy_gif
 from launch.program import build as program
 from launch.runtime import lifecycle
 from launch.runtime import run_state
@@ -235,3 +238,75 @@ def test_cli_bad_input_is_one_line_exit_2(runs, case, args, words):
   assert len(lines) == 1 and lines[0].startswith('error: '), (case, proc.stderr)
   for word in words:
     assert word in lines[0], (case, lines[0])
+
+
+# ------------------------------------------------------------------------------------ GIF --- #
+
+def _untrained_psi(path, cfg):
+  from estimators import checkpoint as est_checkpoint
+  from estimators import networks as est_nets
+  from estimators import training
+  spec = program.environment_spec(cfg)
+  network = est_nets.default_config('sokoban')
+  est = est_nets.make_estimators(network, spec.actions.num_values)
+  obs = np.zeros(spec.observations.shape, spec.observations.dtype)
+  state = training.init_state(est, training.TrainConfig(), obs)
+  est_checkpoint.save(str(path), network, spec.actions.num_values, obs.shape, obs.dtype,
+                      state.psi_params, None, {'purpose': 'test (untrained)'})
+  return str(path)
+
+
+def _room_width(run_dir):
+  from launch.runtime import run_config
+  cfg = run_config.from_dict(run_config.read(run_dir), run_dir)
+  return program.environment_spec(cfg).observations.shape[1] * policy_gif.CELL_PX
+
+
+def _gif_frames(path):
+  from PIL import Image
+  with Image.open(path) as gif:
+    return gif.n_frames, gif.size
+
+
+def test_gif_replays_the_evaluated_episodes_one_after_the_other(runs, tmp_path):
+  out = tmp_path / 'watch' / 'right.gif'
+  result = ev.evaluate(runs['right'], runs['levels'], num_levels=2, policies=['greedy'],
+                       gif=str(out), gif_levels=[0, 1])
+  assert result['gif'] == str(out)
+  frames, (width, _) = _gif_frames(out)
+  # Level 0 is solved by its one push; level 1 runs to the time limit: a frame per step + reset.
+  assert frames == (1 + 1) + (MAX_STEPS + 1)
+  room_w = _room_width(runs['right'])
+  assert width == room_w   # no psi panel: not an RAE run
+
+
+def test_gif_of_an_rae_run_shows_psi_per_step_beside_the_room(runs, tmp_path):
+  cfg = _config(tmp_path / 'rae', options={'max_steps': MAX_STEPS})
+  ckpt = _untrained_psi(tmp_path / 'psi.ckpt', cfg)
+  cfg = dataclasses.replace(cfg, reversibility=ReversibilityConfig(mode='rae', beta=0.9, lam=0.1),
+                            estimator_checkpoint=ckpt)
+  run_dir = _write_run(tmp_path / 'rae', cfg, _always(_learner_state(cfg), RIGHT))
+  out = tmp_path / 'rae.gif'
+  ev.evaluate(run_dir, runs['levels'], num_levels=1, policies=['greedy'], gif=str(out))
+  frames, (width, _) = _gif_frames(out)
+  assert frames == 2 and width == _room_width(run_dir) + policy_gif.PANEL_W
+  spec = program.environment_spec(cfg)
+  (padded,) = ev.pad_levels(ev.load_levels(runs['levels'], 1), spec.observations.shape[:2])
+  level = sokoban.Sokoban(levels=[padded], max_steps=MAX_STEPS)
+  observations = policy_gif.replay_observations(level, str(RIGHT))
+  (psi,) = policy_gif.psi_of_episodes(ckpt, [observations])
+  assert psi.shape == (1,) and 0 <= psi[0] <= 1
+
+
+@pytest.mark.parametrize('args, words', [
+    (['--gif_levels', '5'], ['--gif_levels must be among the 2 levels']),
+    (['--gif_levels', 'x'], ['--gif_levels must be level indices']),
+    (['--gif_policy', 'sampled', '--policy', 'greedy'], ['--gif_policy sampled is not among']),
+])
+def test_gif_bad_input_is_one_line(runs, tmp_path, args, words):
+  proc = _cli('--run_dir', runs['right'], '--levels', runs['levels'], '--num_levels', 2,
+              '--gif', tmp_path / 'x.gif', *args)
+  assert proc.returncode == 2, proc.stderr
+  lines = [line for line in proc.stderr.splitlines() if line.strip()]
+  assert len(lines) == 1 and all(w in lines[0] for w in words), proc.stderr
+  assert not (tmp_path / 'x.gif').exists()

@@ -169,6 +169,25 @@ def test_page_pairs_each_rae_arm_with_impala_of_the_same_seed(tmp_path):
   assert not any('(lambda 1)' in row for row in rows)
 
 
+def test_seed_0_of_every_arm_is_watched_on_the_same_boxoban_level(tmp_path):
+  steps = registry.sokoban_steps('tiny', 2)
+  watched = {st.name: st.args for st in steps if st.name.endswith('eval_boxoban')}
+  for name, args in watched.items():
+    assert ('--gif' in args) == ('-s0-' in name), name
+    if '--gif' in args:
+      assert args[args.index('--gif_levels') + 1] == '0'
+  out = str(tmp_path)
+  assert registry.get('sokoban').extra_markdown({'scale': 'tiny', 'seeds': 2}, out).find(
+      'watched') < 0   # no GIF yet, no section
+  gif = os.path.join(out, 'runs', 'impala_rae-s0', 'policy_boxoban.gif')
+  os.makedirs(os.path.dirname(gif))
+  open(gif, 'wb').close()
+  md = registry.get('sokoban').extra_markdown({'scale': 'tiny', 'seeds': 2}, out)
+  section = md[md.index('## The final policies, watched'):]
+  assert '![IMPALA+RAE on Boxoban level 0](runs/impala_rae-s0/policy_boxoban.gif)' in section
+  assert 'IMPALA:' not in section   # only the arms whose GIF exists
+
+
 @pytest.mark.slow
 def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
   r = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',

@@ -118,13 +118,32 @@ def prepare(run_dir: str, levels: Optional[str], num_levels: int, policies: Sequ
   return raw, levels, load_levels(levels, num_levels)
 
 
+def check_gif(gif: Optional[str], gif_levels: Sequence[int], gif_policy: str, num_levels: int,
+              policies: Sequence[str]) -> None:
+  if not gif:
+    return
+  bad = [i for i in gif_levels if not 0 <= i < num_levels]
+  if bad or not gif_levels:
+    raise EvaluateError(f'--gif_levels must be among the {num_levels} levels evaluated '
+                        f'(0..{num_levels - 1}), got {list(gif_levels)}')
+  if gif_policy not in policies:
+    raise EvaluateError(f'--gif_policy {gif_policy} is not among the policies evaluated '
+                        f'({", ".join(policies)})')
+  if not gif.endswith('.gif') or os.path.isdir(gif):
+    raise EvaluateError(f'--gif {gif} must name a .gif file')
+
+
 def evaluate(run_dir: str, levels: Optional[str] = None, num_levels: int = 100,
              policies: Sequence[str] = POLICIES, seed: int = 0, count_irreversible: bool = False,
-             max_expansions: int = 100_000) -> Dict[str, Any]:
+             max_expansions: int = 100_000, gif: Optional[str] = None,
+             gif_levels: Sequence[int] = (0,), gif_policy: str = 'greedy') -> Dict[str, Any]:
   """Plays the first `num_levels` levels of `levels` ('default', a file, None: the run's own)
-  once per policy with the run's latest learner parameters; returns the results (JSON-able)."""
+  once per policy with the run's latest learner parameters; returns the results (JSON-able).
+  `gif`: also replays `gif_policy`'s episodes on `gif_levels` into that GIF
+  (launch.analysis.policy_gif)."""
   start = time.time()
   policies = list(dict.fromkeys(policies))
+  check_gif(gif, gif_levels, gif_policy, num_levels, policies)
   raw, levels, level_set = prepare(run_dir, levels, num_levels, policies, seed,
                                      max_expansions)
   import envs
@@ -154,6 +173,10 @@ def evaluate(run_dir: str, levels: Optional[str] = None, num_levels: int = 100,
   }
   if judge is not None:
     result['oracle_unique_checks'] = judge.unique_checks
+  if gif:
+    from launch.analysis import policy_gif
+    result['gif'] = os.path.abspath(policy_gif.gif_of_evaluation(
+        cfg, result, level_set, options, gif_levels, gif_policy, gif))
   result['wall_time_s'] = round(time.time() - start, 2)
   return result
 

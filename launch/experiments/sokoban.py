@@ -61,6 +61,8 @@ SOKOBAN_RAE_ARMS = (
 )
 _ALL_ARMS = tuple(arm[0] for arm in SOKOBAN_RAE_ARMS)   # a scale's default 'rae_arms'
 SOKOBAN_BETA = 0.9   # Sec. 5.3
+SOKOBAN_GIF = 'policy_boxoban.gif'   # the final greedy policy on SOKOBAN_GIF_LEVEL of Boxoban
+SOKOBAN_GIF_LEVEL = 0
 # Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
 BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared',
                                               'data', 'boxoban', 'unfiltered_test_000.txt'))
@@ -125,9 +127,12 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   # on the first levels.
   for run in runs:
     steps.append(run)
+    # Seed 0 of every arm is also watched, on the same level none of them trained on.
+    watch = (('--gif', os.path.join('{out}', run.run_dir, SOKOBAN_GIF), '--gif_levels',
+              str(SOKOBAN_GIF_LEVEL)) if run.seed == 0 else ())
     for name, levels, n, extra in (
         ('eval_train', 'default', s['eval_levels'], ()),
-        ('eval_boxoban', BOXOBAN_LEVELS, s['eval_boxoban_levels'], ()),
+        ('eval_boxoban', BOXOBAN_LEVELS, s['eval_boxoban_levels'], watch),
         ('eval_irreversible', 'default', s['eval_oracle_levels'],
          ('--count_irreversible', '--max_expansions', '2000'))):
       steps.append(Step(

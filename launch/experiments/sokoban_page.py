@@ -4,7 +4,8 @@ seed by seed, psi accuracy against the oracle and along a solution. Its steps:
 import functools
 import os
 
-from launch.experiments.sokoban import SOKOBAN_RAE_ARMS, sokoban_steps
+from launch.experiments.sokoban import (SOKOBAN_GIF, SOKOBAN_GIF_LEVEL, SOKOBAN_RAE_ARMS,
+                                        sokoban_steps)
 
 
 # 1% and 2% tell arms apart early (at 5M env steps no arm's last 1,000 episodes had solved 5%);
@@ -138,7 +139,24 @@ def sokoban_markdown(table: dict, out: str) -> str:
   load = functools.lru_cache(maxsize=None)(aggregate.load)  # each run's logs read once
   return '\n'.join(part for part in (sokoban_milestones_markdown(table, out, load),
                                       sokoban_paired_markdown(table, out, load),
+                                      sokoban_watch_markdown(table, out),
                                       sokoban_psi_markdown(table, out)) if part)
+
+
+def sokoban_watch_markdown(table: dict, out: str) -> str:
+  """Seed 0 of each arm, its final greedy policy on one Boxoban level none of them trained on
+  (`launch.evaluate_policy --gif`), psi per step beside the room for RAE."""
+  shown = [(st.group, os.path.join(st.run_dir, SOKOBAN_GIF))
+           for st in sokoban_steps(table['scale'], table['seeds'])
+           if st.is_training and st.seed == 0 and os.path.exists(os.path.join(out, st.run_dir, SOKOBAN_GIF))]
+  if not shown:
+    return ''
+  lines = ['## The final policies, watched', '',
+           f'Seed 0 of each arm, greedy, on Boxoban level {SOKOBAN_GIF_LEVEL} (never trained on); '
+           'for RAE, psi of each step beside the room, with beta.', '']
+  for group, path in shown:
+    lines += [f'{group}:', '', f'![{group} on Boxoban level {SOKOBAN_GIF_LEVEL}]({path})', '']
+  return '\n'.join(lines)
 
 
 def sokoban_psi_markdown(table: dict, out: str) -> str:
