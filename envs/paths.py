@@ -3,10 +3,11 @@ are replaced atomically (atomic_write, atomic_path). The lowest layer, so every 
 included, can refuse an output before doing any work, and every writer (run state, checkpoints,
 figures, predictions, caches) shares one rename-into-place."""
 import contextlib
+import json
 import os
 import secrets
 import tempfile
-from typing import IO, Iterator, Optional
+from typing import IO, Any, Iterator, Optional
 
 
 def unwritable_reason(path: str) -> Optional[str]:
@@ -52,3 +53,14 @@ def atomic_write(path: str, mode: str = 'w', fsync: bool = False, **open_kwargs)
       if fsync:
         f.flush()
         os.fsync(f.fileno())
+
+
+def write_json(path: str, obj: Any, indent: int = 2, make_dirs: bool = False,
+               sort_keys: bool = False) -> str:
+  """The one JSON writer: `obj` written whole or not at all (atomic_write); `make_dirs`: create
+  the missing directories first. Returns `path`."""
+  if make_dirs:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with atomic_write(path) as f:
+    json.dump(obj, f, indent=indent, sort_keys=sort_keys)
+  return path

@@ -570,8 +570,7 @@ def run(f: EvaluateOptions) -> Dict[str, Any]:
       'env_name', 'window', 'num_pairs', 'psi_accuracy', 'phi_trained')}
   report = _clean(report)
   path = os.path.join(out_dir, 'report.json')
-  with open(path, 'w') as fh:
-    json.dump(report, fh, indent=2)
+  paths.write_json(path, report)
   report['report_json'] = path
   return report
 

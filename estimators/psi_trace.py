@@ -23,7 +23,6 @@ dict (its 'observations' array feeds `draw`), `draw(trace_dict, out_path)`,
 """
 import argparse
 import io
-import json
 import math
 import os
 import sys
@@ -241,8 +240,7 @@ def draw(trace_dict: Dict[str, Any], out_path: str) -> str:
 def write_json(trace_dict: Dict[str, Any], path: str) -> str:
   """The trace without its frames (those are in the figure)."""
   doc = {k: v for k, v in trace_dict.items() if k != 'observations'}
-  _write_atomically(path, (json.dumps(doc, indent=1) + '\n').encode('utf-8'))
-  return path
+  return paths.write_json(path, doc, make_dirs=True)
 
 
 # ------------------------------------------------------------------------------------------- #

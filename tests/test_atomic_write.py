@@ -1,4 +1,5 @@
 """envs.paths.atomic_write / atomic_path: the one rename-into-place every writer uses."""
+import json
 import os
 import stat
 
@@ -57,3 +58,15 @@ def test_a_missing_directory_is_an_error_not_created(tmp_path):
     with paths.atomic_write(str(tmp_path / 'gone' / 'stop_request.json')) as f:
       f.write('{}')
   assert not (tmp_path / 'gone').exists()
+
+
+def test_write_json_is_whole_or_nothing_and_can_make_its_directory(tmp_path):
+  path = tmp_path / 'a' / 'b.json'
+  with pytest.raises(OSError):
+    paths.write_json(str(path), {'x': 1})   # no directory: not created unless asked
+  assert paths.write_json(str(path), {'b': 2, 'a': [1]}, make_dirs=True, sort_keys=True) == str(path)
+  assert json.loads(path.read_text()) == {'a': [1], 'b': 2}
+  with pytest.raises(TypeError):
+    paths.write_json(str(path), {'c': object()})   # not JSON-able: the old file stays
+  assert json.loads(path.read_text()) == {'a': [1], 'b': 2}
+  assert sorted(os.listdir(path.parent)) == ['b.json']

@@ -205,8 +205,7 @@ def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
       meta.update({k: v for k, v in old_meta.items() if k not in meta})
     if extra_metadata:
       meta.update(extra_metadata)
-    with open(os.path.join(tmp, METADATA_FILE), 'w') as f:
-      json.dump(meta, f, indent=2, sort_keys=True)
+    paths.write_json(os.path.join(tmp, METADATA_FILE), meta, sort_keys=True)
     _replace_dir(tmp, out_dir)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)

@@ -7,6 +7,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from envs import paths
+
 CELL_PX = 16            # pixels per room cell
 PANEL_W = 200           # the psi panel's width
 TEXT_H = 14             # a caption line above the room
@@ -85,7 +87,7 @@ def episode_images(frames: List[np.ndarray], caption: str, psi: Optional[Sequenc
     image = Image.new('RGB', (width, height), BACKGROUND)
     image.paste(Image.fromarray(np.asarray(frame, np.uint8)), (0, TEXT_H))
     draw = ImageDraw.Draw(image)
-    draw.text((2, 1), f'{caption}  step {t}', fill=INK, font=_font())
+    draw.text((2, 1), f'step {t}  {caption}', fill=INK, font=_font())
     if psi is not None:
       _psi_panel(draw, room_w, height, psi, t, beta, len(frames))
     images.append(image)
@@ -112,10 +114,9 @@ def write_gif(episodes: List[Dict[str, Any]], out_path: str) -> str:
   palette = mosaic.quantize(colors=64)
   frames = [im.quantize(palette=palette) for im in images]
   os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-  tmp = f'{out_path}.tmp'
-  frames[0].save(tmp, format='GIF', save_all=True, append_images=frames[1:], duration=durations,
-                 loop=0, optimize=False)
-  os.replace(tmp, out_path)
+  with paths.atomic_path(out_path) as tmp:
+    frames[0].save(tmp, format='GIF', save_all=True, append_images=frames[1:],
+                   duration=durations, loop=0, optimize=False)
   return out_path
 
 
@@ -137,9 +138,9 @@ def gif_of_evaluation(cfg, result: Dict[str, Any], level_set: Sequence[Any], opt
   for level in levels:
     record = records[level]
     env = envs.make('sokoban', seed=0, **options, levels=[level_set[level]])
-    outcome = 'solved' if record['solved'] else f"boxes on target: {record['boxes_on_target']}"
+    outcome = 'solved' if record['solved'] else f"{record['boxes_on_target']} on target"
     episodes.append({'frames': replay_frames(env, record['actions']),
-                     'caption': f'level {level}, {policy}: {outcome}'})
+                     'caption': f'level {level} {policy}: {outcome}'})
     if show_psi:
       observations.append(replay_observations(env, record['actions']))
   if show_psi:
