@@ -212,7 +212,8 @@ def _estimator_section(out: str) -> str:
           f"{report.get('evaluated', '–')} labelled transitions: psi AUROC "
           f"{pages.fmt(psi.get('auroc'), 3)}, 1 - phi AUROC {pages.fmt(phi.get('auroc'), 3)}; "
           f"phi < {TURF_RAC_BETA:g}: precision {pages.fmt(phi.get('precision'), 3)}, recall "
-          f"{pages.fmt(phi.get('recall'), 3)} (`estimator_eval/calibration.png`).\n")
+          f"{pages.fmt(phi.get('recall'), 3)}.\n\n"
+          '![psi and phi calibration against the oracle](estimator_eval/calibration.png)\n')
   if report.get('by_kind'):
     text += ('\nBy transition kind (`envs.turf.TRANSITION_KINDS`; P / R: precision and recall of '
              '"phi < beta" for irreversible within the kind; reversible flagged: the fraction of '
