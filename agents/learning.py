@@ -19,9 +19,13 @@ from acme.jax import networks as networks_lib
 from acme.utils import counting, loggers
 
 from agents import losses
+from estimators import updates as update_guard
 
 
 POLICY_VERSION = 'policy_version'
+SKIPPED = update_guard.SKIPPED
+SKIPPED_TOTAL = 'updates_skipped'   # dropped updates so far, in this learner process
+
 IMITATION_METRICS = ('sil_loss', 'sil_grad_norm', 'sil_policy_loss', 'sil_value_loss',
                      'sil_positive_fraction', 'sil_gap_mean')
 
@@ -55,8 +59,12 @@ class IMPALALearner(acme.Learner):
                imitation_iterator: Optional[Iterator] = None, imitation_updates: int = 0,
                imitation_ready: Optional[Callable[[], bool]] = None,
                counter: Optional[counting.Counter] = None,
-               logger: Optional[loggers.Logger] = None):
+               logger: Optional[loggers.Logger] = None,
+               max_consecutive_skips: int = 100):
     self._iterator = iterator
+    # A skipped update leaves the parameters as they were; this many in a row means the
+    # learning itself diverged (the next batches will not be different), so the learner stops.
+    self._skips = update_guard.SkipCounter('learner', max_consecutive_skips)
 
     def sequence_vtrace(logits, values, data):
       return losses.masked_vtrace(values, logits, data.extras['logits'], data.action,
@@ -94,7 +102,9 @@ class IMPALALearner(acme.Learner):
       params = optax.apply_updates(state.params, updates)
       metrics.update(loss=loss, grad_norm=optax.global_norm(grads), param_norm=optax.global_norm(params),
                      param_updates_norm=optax.global_norm(updates))
-      return TrainingState(params, opt_state), metrics
+      new_state, finite = update_guard.keep_if_finite(TrainingState(params, opt_state), state,
+                                                      loss, grads)
+      return new_state, {**metrics, SKIPPED: 1.0 - finite.astype(jnp.float32)}
 
     key_state, key_params = jax.random.split(random_key)
     initial_core = networks.initial_state_fn(networks.initial_state_init_fn(key_state))
@@ -111,7 +121,9 @@ class IMPALALearner(acme.Learner):
           state.params, observations, actions, returns)
       updates, opt_state = optimizer.update(grads, state.opt_state)
       metrics.update(sil_loss=loss, sil_grad_norm=optax.global_norm(grads))
-      return TrainingState(optax.apply_updates(state.params, updates), opt_state), metrics
+      new_state, _ = update_guard.keep_if_finite(
+          TrainingState(optax.apply_updates(state.params, updates), opt_state), state, loss, grads)
+      return new_state, metrics
 
     params = networks.unroll_init_fn(key_params, initial_core)
     self._state = TrainingState(params, optimizer.init(params))
@@ -137,6 +149,8 @@ class IMPALALearner(acme.Learner):
     self._state, metrics = self._sgd_step(self._state, sample.data)
     self._updates += 1
     metrics = jax.device_get(metrics)
+    self._skips.add(bool(metrics[SKIPPED]), self._updates)
+    metrics[SKIPPED_TOTAL] = self._skips.total
     if self._imitation_updates:
       # Logged from the first row on (a CSV's columns are its first row's), NaN until then.
       metrics.update(dict.fromkeys(IMITATION_METRICS, np.nan))

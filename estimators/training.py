@@ -17,6 +17,7 @@ import optax
 from estimators import losses
 from estimators import networks as nets
 from estimators import pairs as pairs_lib
+from estimators import updates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +141,12 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
       upd, phi_opt_state = phi_opt.update(g, phi_opt_state, phi_params)
       phi_params = optax.apply_updates(phi_params, upd)
       metrics['phi_loss'] = l_phi
+    # A non-finite loss or gradient drops the whole update (psi and phi); the key moves on, so
+    # the next step draws other pairs.
+    (psi_params, psi_opt_state, phi_params, phi_opt_state), finite = updates.keep_if_finite(
+        (psi_params, psi_opt_state, phi_params, phi_opt_state),
+        (state.psi_params, state.psi_opt, state.phi_params, state.phi_opt), metrics)
+    metrics[updates.SKIPPED] = 1.0 - finite.astype(jnp.float32)
     new_state = TrainState(psi_params, psi_opt_state, phi_params, phi_opt_state, key, state.steps + 1)
     return new_state, metrics
 

@@ -352,7 +352,7 @@ def test_steps_per_call_equals_single_steps_and_phases_train_their_own_net(netwo
   assert float(m_multi['psi_loss']) == pytest.approx(np.mean(losses_single), rel=1e-5)
   phi_only = dataclasses.replace(config, train_psi=False)
   after, m = training.make_update(est, phi_only, steps_per_call=2)(multi, batch)
-  assert set(m) == {'phi_loss'}
+  assert set(m) == {'phi_loss', 'update_skipped'}
   for a, b in zip(jax.tree_util.tree_leaves(after.psi_params), jax.tree_util.tree_leaves(multi.psi_params)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   assert any(not np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(

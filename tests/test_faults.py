@@ -15,7 +15,7 @@ import pytest
 
 from launch.program import checkpointing
 from launch.program import replay
-from launch.runtime import launcher, summary
+from launch.runtime import launcher, summary, supervisor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow
@@ -298,3 +298,56 @@ def test_killed_counter_and_coordinator_are_restarted_and_the_run_completes(tmp_
   assert final['replay_checkpoint']['reason'] == 'final'
   assert final['replay_checkpoint']['time'] > killed_at
   assert _session_empty_within(run_dir, 20)
+
+
+def test_a_diverging_learner_stops_the_run_naming_its_step_and_last_finite_checkpoint(tmp_path):
+  run_dir = tmp_path / 'run'
+  proc = _start(run_dir, 2_000_000, '--noreward_free', '--learning_rate', '10000',
+                '--checkpoint_every_s', '2')
+  stdout, stderr = proc.communicate(timeout=600)
+  assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]
+  last = stderr.strip().splitlines()[-1]
+  assert 'node learner failed' in last and 'not restarted' in last, last
+  assert 'DivergenceError' in last and 'updates in a row' in last, last
+  assert 'last finite checkpoint' in last, last
+  s = json.loads((run_dir / 'summary.json').read_text())
+  assert s['status'].startswith('failed: node learner'), s
+  # Restarting it would only diverge again: one failure, no restart.
+  failures = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'failure']
+  assert [e['node'] for e in failures] == ['learner'], failures
+  header = checkpointing.read_header(str(run_dir / 'checkpoints' / 'learner'))
+  assert header is None or header['steps'] >= 0   # whatever was saved reads whole
+  assert _session_empty_within(run_dir, 20)
+
+
+@pytest.mark.parametrize('how', ['truncate', 'bitflip'])
+def test_a_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path, how):
+  run_dir = tmp_path / 'run'
+  proc = _start(run_dir, 1_000_000, '--checkpoint_every_s', '2')
+  _wait(lambda: len(checkpointing.checkpoint_files(str(run_dir / 'checkpoints' / 'learner'))) >= 2,
+        300, proc, 'two learner checkpoints')
+  proc.send_signal(signal.SIGTERM)
+  proc.communicate(timeout=200)
+  ckpt_dir = str(run_dir / 'checkpoints' / 'learner')
+  newest, before = checkpointing.checkpoint_files(ckpt_dir)[:2]
+  fallback_steps = int(os.path.basename(before)[len('state-'):-len('.npz')])
+  with open(newest, 'rb') as f:
+    data = bytearray(f.read())
+  if how == 'truncate':
+    data = data[:len(data) // 2]
+  else:
+    data[data.find(b'leaf_0.npy') + 200] ^= 0x10
+  with open(newest, 'wb') as f:
+    f.write(bytes(data))
+  proc = _start(run_dir, 1_000_000, '--resume')
+  _wait(lambda: any(e['event'] == 'start' and e['node'] == 'learner'
+                    for e in supervisor.read_events(str(run_dir))[-20:]) and
+        _ckpt_steps(run_dir) > fallback_steps, 300, proc, 'a checkpoint after the fallback')
+  log = (run_dir / 'node_logs' / 'learner.log').read_text()
+  assert 'skipped' in log and os.path.basename(newest) in log and 'corrupt' in log
+  assert os.path.exists(newest + '.corrupt')   # kept to look at, no longer a candidate
+  assert 'restored learner checkpoint' in log and f'at step {fallback_steps}' in log
+  proc.send_signal(signal.SIGTERM)
+  proc.communicate(timeout=200)
+  failures = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'failure']
+  assert not failures, failures

@@ -116,7 +116,8 @@ def test_learner_state_round_trips_without_pickle(tmp_path):
   assert steps == 17
   for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(restored)):
     np.testing.assert_array_equal(a, b)
-  with np.load(tmp_path / checkpointing.STATE_FILE, allow_pickle=False) as z:
+  (path,) = checkpointing.checkpoint_files(str(tmp_path))
+  with np.load(path, allow_pickle=False) as z:
     assert all(z[k].dtype != object for k in z.files)
   assert checkpointing.load_state(str(tmp_path / 'none'), state) is None
 
@@ -126,10 +127,91 @@ def test_learner_checkpoint_of_another_network_or_corrupt_is_refused(tmp_path):
   other = ({'linear': {'w': jnp.zeros((4, 2)), 'b': jnp.zeros(2)}},)
   with pytest.raises(checkpointing.CheckpointError, match='does not fit this learner'):
     checkpointing.load_state(str(tmp_path), other)
-  path = tmp_path / checkpointing.STATE_FILE
-  path.write_bytes(path.read_bytes()[:100])
-  with pytest.raises(checkpointing.CheckpointError, match='corrupt'):
+  (path,) = checkpointing.checkpoint_files(str(tmp_path))
+  with open(path, 'rb') as f:
+    data = f.read()
+  with open(path, 'wb') as f:
+    f.write(data[:100])
+  with pytest.raises(checkpointing.CheckpointError, match='no valid learner checkpoint.*corrupt'):
     checkpointing.load_state(str(tmp_path), _adam_state(0))
+
+
+def _corrupt(path, how):
+  with open(path, 'rb') as f:
+    data = bytearray(f.read())
+  if how == 'truncate':
+    data = data[:len(data) // 2]
+  else:   # flip one bit inside the first leaf's bytes
+    header_at = data.find(b'leaf_0.npy')
+    data[header_at + 200] ^= 0x10
+  with open(path, 'wb') as f:
+    f.write(bytes(data))
+
+
+def test_the_last_k_checkpoints_are_kept(tmp_path):
+  for steps in (5, 10, 15, 20):
+    checkpointing.save_state(str(tmp_path), _adam_state(steps), steps, keep=3)
+  assert [os.path.basename(p) for p in checkpointing.checkpoint_files(str(tmp_path))] == [
+      'state-000000000020.npz', 'state-000000000015.npz', 'state-000000000010.npz']
+  assert checkpointing.read_header(str(tmp_path))['steps'] == 20
+
+
+@pytest.mark.parametrize('how', ['truncate', 'bitflip'])
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tmp_path, how, caplog):
+  for steps in (5, 10):
+    checkpointing.save_state(str(tmp_path), _adam_state(steps), steps)
+  newest = checkpointing.checkpoint_files(str(tmp_path))[0]
+  _corrupt(newest, how)
+  state, steps = checkpointing.load_state(str(tmp_path), _adam_state(0))
+  assert steps == 5 and float(state[0]['linear']['w'][0, 0]) == 5.0
+  assert any('skipped' in r.getMessage() and newest in r.getMessage() for r in caplog.records)
+  assert os.path.exists(newest)   # a reader leaves the directory as it was
+  # The learner's own restore sets the corrupt file aside (kept, no longer counted).
+  checkpointing.load_state(str(tmp_path), _adam_state(0), set_aside_corrupt=True)
+  assert os.path.exists(newest + '.corrupt') and not os.path.exists(newest)
+  assert checkpointing.read_header(str(tmp_path))['steps'] == 5
+
+
+def test_a_checkpoint_saved_before_several_were_kept_still_restores(tmp_path):
+  # The old layout: one DIR/state.npz, format /1, no checksum.
+  checkpointing.save_state(str(tmp_path), _adam_state(7), 70)
+  (path,) = checkpointing.checkpoint_files(str(tmp_path))
+  with np.load(path) as z:
+    arrays = {k: z[k] for k in z.files}
+  header = json.loads(bytes(arrays['__header__']).decode())
+  header['format'] = 'noturningback-learner-state/1'
+  del header['sha256']
+  arrays['__header__'] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+  os.remove(path)
+  np.savez(tmp_path / 'state.npz', **arrays)
+  state, steps = checkpointing.load_state(str(tmp_path), _adam_state(0))
+  assert steps == 70 and float(state[0]['linear']['w'][0, 0]) == 7.0
+  # New checkpoints are numbered beside it; the old file goes when more than K are kept.
+  for steps in (80, 90, 100):
+    checkpointing.save_state(str(tmp_path), _adam_state(1), steps)
+  assert not (tmp_path / 'state.npz').exists()
+  assert checkpointing.read_header(str(tmp_path))['steps'] == 100
+
+
+def test_a_learner_never_checkpoints_a_non_finite_state(tmp_path):
+  class Learner:
+    state = _adam_state(1)
+
+    def save(self):
+      return self.state
+
+    def restore(self, state):
+      self.state = state
+
+  learner = Learner()
+  worker = checkpointing.CheckpointedLearner(learner, str(tmp_path), period_s=1e9)
+  assert worker.save() == 0
+  learner.state = ({'linear': {'w': jnp.full((3, 2), jnp.nan), 'b': jnp.zeros(2)}},
+                   learner.state[1])
+  assert worker.save() == 0   # refused: the finite checkpoint stays the newest
+  assert len(checkpointing.checkpoint_files(str(tmp_path))) == 1
+  restored, _ = checkpointing.load_state(str(tmp_path), _adam_state(0))
+  assert checkpointing.all_finite(restored)
 
 
 def test_supervisor_reports_the_last_error_line(tmp_path):

@@ -1,19 +1,26 @@
 """Learner checkpoints: periodic, on request (the final one), restored when a node (re)starts.
 
 A learner's state (params, optimiser state, ...) is a pytree of arrays. It is stored as an .npz of
-its leaves plus a JSON header (step count, the tree's structure and leaf shapes), never as a
-pickle, so opening a checkpoint runs no code. Restoring needs a template state of the same
-structure (the freshly built learner's own), which is also how a changed network is detected.
+its leaves plus a JSON header (step count, the tree's structure and leaf shapes, a SHA-256 of the
+leaves), never as a pickle, so opening a checkpoint runs no code. Restoring needs a template state
+of the same structure (the freshly built learner's own), which is also how a changed network is
+detected.
 
-Files: DIR/state.npz, written to a temporary file and renamed, so a crash mid-save keeps the last
-good checkpoint.
+Files: DIR/state-<steps>.npz, the last `keep` of them (default 3), each written to a temporary
+file and renamed, so a crash mid-save keeps the last good checkpoint. A restore takes the newest
+one that reads whole and matches its checksum, saying in one line which it skipped and why: a
+truncated or bit-flipped newest file costs one checkpoint period, not the run. Runs saved before
+(one DIR/state.npz, no checksum) restore from that file.
 """
+import contextlib
+import hashlib
 import io
 import json
 import os
+import re
 import threading
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import jax
 from absl import logging
@@ -21,59 +28,130 @@ import numpy as np
 from acme import core
 
 from envs import paths
+from estimators.updates import DivergenceError
 
-FORMAT = 'noturningback-learner-state/1'
-STATE_FILE = 'state.npz'
+FORMAT = 'noturningback-learner-state/2'      # /2: the header holds the leaves' SHA-256
+FORMATS = ('noturningback-learner-state/1', FORMAT)
+LEGACY_FILE = 'state.npz'   # a run's only checkpoint before several were kept
+STATE_FILE = LEGACY_FILE    # what callers name "the checkpoint file" of a directory (legacy)
+KEEP = 3
 _HEADER = '__header__'
+_NAME = re.compile(r'^state-(\d{12})\.npz$')
 
 
 class CheckpointError(ValueError):
   """A learner checkpoint that is corrupt or does not fit the learner."""
 
 
-def save_state(directory: str, state: Any, steps: int) -> str:
+class CorruptCheckpoint(CheckpointError):
+  """A checkpoint file that cannot be read whole or fails its checksum."""
+
+
+def _digest(leaves) -> str:
+  h = hashlib.sha256()
+  for x in leaves:
+    h.update(np.ascontiguousarray(x).tobytes())
+  return h.hexdigest()
+
+
+def all_finite(state: Any) -> bool:
+  return all(np.all(np.isfinite(x)) for x in jax.tree_util.tree_leaves(jax.device_get(state))
+             if np.issubdtype(np.asarray(x).dtype, np.inexact))
+
+
+def checkpoint_files(directory: str) -> List[str]:
+  """DIR's checkpoints, newest first (a legacy state.npz, older than any numbered one, last)."""
+  try:
+    names = os.listdir(directory)
+  except FileNotFoundError:
+    return []
+  numbered = sorted((n for n in names if _NAME.match(n)), reverse=True)
+  legacy = [LEGACY_FILE] if LEGACY_FILE in names else []
+  return [os.path.join(directory, n) for n in numbered + legacy]
+
+
+def save_state(directory: str, state: Any, steps: int, keep: int = KEEP) -> str:
+  """Writes DIR/state-<steps>.npz and removes all but the newest `keep` checkpoints."""
   leaves, treedef = jax.tree_util.tree_flatten(jax.device_get(state))
   leaves = [np.asarray(x) for x in leaves]
   header = {'format': FORMAT, 'steps': int(steps), 'saved_at': time.time(),
             'treedef': str(treedef), 'shapes': [list(x.shape) for x in leaves],
-            'dtypes': [str(x.dtype) for x in leaves]}
+            'dtypes': [str(x.dtype) for x in leaves], 'sha256': _digest(leaves)}
   arrays = {f'leaf_{i}': x for i, x in enumerate(leaves)}
   arrays[_HEADER] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
   os.makedirs(directory, exist_ok=True)
   buf = io.BytesIO()
   np.savez(buf, **arrays)
-  path = os.path.join(directory, STATE_FILE)
+  path = os.path.join(directory, f'state-{int(steps):012d}.npz')
   with paths.atomic_write(path, 'wb', fsync=True) as f:
     f.write(buf.getvalue())
+  for old in checkpoint_files(directory)[max(keep, 1):]:
+    with contextlib.suppress(OSError):
+      os.remove(old)
   return path
 
 
-def read_header(directory: str) -> Optional[dict]:
-  """The header of DIR's checkpoint, or None when there is none."""
-  path = os.path.join(directory, STATE_FILE)
-  if not os.path.exists(path):
-    return None
+def _read(path: str) -> Tuple[dict, Optional[List[np.ndarray]]]:
+  """(header, leaves) of one checkpoint file, verified; raises CorruptCheckpoint."""
   try:
     with np.load(path, allow_pickle=False) as z:
-      return json.loads(bytes(z[_HEADER]).decode())
-  except Exception as e:  # zip, JSON and key errors all mean the same thing here
-    raise CheckpointError(f'learner checkpoint {path} is corrupt ({type(e).__name__})') from e
+      header = json.loads(bytes(z[_HEADER]).decode())
+      if header.get('format') not in FORMATS:
+        raise CheckpointError(f'{path} is not a learner checkpoint of format {FORMAT}')
+      leaves = [z[f'leaf_{i}'] for i in range(len(header['shapes']))]
+  except CheckpointError:
+    raise
+  except Exception as e:  # zip (CRC included), JSON and key errors all mean the same thing here
+    raise CorruptCheckpoint(f'learner checkpoint {path} is corrupt ({type(e).__name__})') from e
+  if 'sha256' in header and _digest(leaves) != header['sha256']:
+    raise CorruptCheckpoint(f'learner checkpoint {path} is corrupt (checksum mismatch)')
+  return header, leaves
 
 
-def load_state(directory: str, template: Any) -> Optional[Tuple[Any, int]]:
-  """(state, steps) from DIR shaped like `template`, or None when DIR holds no checkpoint."""
-  header = read_header(directory)
-  if header is None:
+def _newest_valid(directory: str, set_aside: bool = False
+                  ) -> Optional[Tuple[str, dict, List[np.ndarray]]]:
+  """(path, header, leaves) of DIR's newest checkpoint that reads whole; None when DIR has none.
+  Each one skipped is said in one line; none valid among several is a CorruptCheckpoint.
+  `set_aside`: a skipped file is renamed to *.corrupt (kept to look at, no longer counted), so
+  that a learner restored from an older one does not meet it again, nor keep it as a newest."""
+  files = checkpoint_files(directory)
+  skipped = []
+  for path in files:
+    try:
+      header, leaves = _read(path)
+    except CorruptCheckpoint as e:
+      skipped.append(str(e))
+      if set_aside:
+        with contextlib.suppress(OSError):
+          os.replace(path, path + '.corrupt')
+      logging.warning('skipped %s%s', e, '; set aside as *.corrupt' if set_aside else '')
+      continue
+    return path, header, leaves
+  if skipped:
+    raise CorruptCheckpoint(f'no valid learner checkpoint in {directory}: '
+                            + '; '.join(skipped))
+  return None
+
+
+def read_header(directory: str) -> Optional[dict]:
+  """The header of DIR's newest valid checkpoint, or None when there is none."""
+  found = _newest_valid(directory)
+  return None if found is None else found[1]
+
+
+def load_state(directory: str, template: Any, set_aside_corrupt: bool = False
+               ) -> Optional[Tuple[Any, int]]:
+  """(state, steps) from DIR's newest valid checkpoint shaped like `template`, or None when DIR
+  holds no checkpoint. `set_aside_corrupt`: as `_newest_valid`'s set_aside (the learner's own
+  restore; readers leave the directory as it is)."""
+  found = _newest_valid(directory, set_aside_corrupt)
+  if found is None:
     return None
-  path = os.path.join(directory, STATE_FILE)
-  if header.get('format') != FORMAT:
-    raise CheckpointError(f'{path} is not a learner checkpoint of format {FORMAT}')
+  path, header, leaves = found
   t_leaves, treedef = jax.tree_util.tree_flatten(template)
   if str(treedef) != header['treedef'] or [list(np.shape(x)) for x in t_leaves] != header['shapes']:
     raise CheckpointError(f'learner checkpoint {path} does not fit this learner (its network or '
                           'optimiser differs from the run that saved it)')
-  with np.load(path, allow_pickle=False) as z:
-    leaves = [z[f'leaf_{i}'] for i in range(len(t_leaves))]
   return jax.tree_util.tree_unflatten(treedef, leaves), int(header['steps'])
 
 
@@ -86,21 +164,23 @@ class CheckpointedLearner(core.Worker):
   """
 
   def __init__(self, learner, directory: str, period_s: float = 300.0,
-               finish_timeout_s: float = 5.0):
+               finish_timeout_s: float = 5.0, keep: int = KEEP):
     self._learner = learner
     self._directory = directory
     self._period_s = period_s
+    self._keep = keep
     self._finish_timeout_s = finish_timeout_s
     self._step_lock = threading.Lock()   # held while a step runs
     self._save_lock = threading.Lock()
     self._finished = threading.Event()
     self._steps = 0
-    restored = load_state(directory, learner.save())
+    restored = load_state(directory, learner.save(), set_aside_corrupt=True)
     if restored is not None:
       state, self._steps = restored
       learner.restore(state)
       logging.info('restored learner checkpoint %s at step %d', directory, self._steps)
     self.restored_steps = self._steps
+    self._saved_steps = self._steps if restored is not None else None
 
   def run(self):
     last_save = time.time()
@@ -108,7 +188,12 @@ class CheckpointedLearner(core.Worker):
       with self._step_lock:
         if self._finished.is_set():
           break
-        self._learner.step()
+        try:
+          self._learner.step()
+        except DivergenceError as e:
+          last = ('none' if self._saved_steps is None else
+                  f'step {self._saved_steps} in {self._directory}')
+          raise DivergenceError(f'{e} at step {self._steps}; last finite checkpoint: {last}') from None
         self._steps += 1
       if time.time() - last_save >= self._period_s:
         self.save()
@@ -116,10 +201,16 @@ class CheckpointedLearner(core.Worker):
     while True:  # finished: idle (parameters stay served) until the program stops
       time.sleep(1.0)
 
-  def save(self) -> int:
+  def save(self) -> Optional[int]:
+    """Checkpoints the learner's state; returns the steps of the newest checkpoint. A state that
+    is not all finite is never written (the one before it stays the newest)."""
     with self._save_lock:
-      steps = self._steps
-      save_state(self._directory, self._learner.save(), steps)
+      steps, state = self._steps, self._learner.save()
+      if not all_finite(state):
+        logging.warning('not checkpointing learner step %d: its state is not finite', steps)
+        return self._saved_steps
+      save_state(self._directory, state, steps, self._keep)
+      self._saved_steps = steps
       return steps
 
   def finish(self) -> int:

@@ -12,7 +12,7 @@ from acme.utils import counting, loggers
 
 from agents import adders
 from estimators import networks as est_nets
-from estimators import training
+from estimators import training, updates
 
 
 class PrecedenceLearner(acme.Learner):
@@ -21,13 +21,16 @@ class PrecedenceLearner(acme.Learner):
                period: int, iterator: Iterator[reverb.ReplaySample], obs_example: np.ndarray,
                env_steps_per_update: int, updates_per_sample: int = 1,
                counter: Optional[counting.Counter] = None,
-               logger: Optional[loggers.Logger] = None):
+               logger: Optional[loggers.Logger] = None, max_consecutive_skips: int = 100):
     """updates_per_sample: psi (and phi) updates made on each Reverb sample of windows, each
     drawing its own pairs from them. Above 1, fewer and larger samples (the iterator's batch)
-    cost less reading per update (bench.precedence_bench)."""
+    cost less reading per update (bench.precedence_bench). An update whose loss or gradients
+    are not finite is dropped (estimators.updates); `max_consecutive_skips` in a row stop the
+    learner."""
     if updates_per_sample < 1:
       raise ValueError(f'updates_per_sample must be >= 1, got {updates_per_sample}')
     self._iterator = iterator
+    self._skips = updates.SkipCounter('precedence learner', max_consecutive_skips)
     self._updates_per_sample = updates_per_sample
     self._batch = None
     self._batch_uses = 0
@@ -70,8 +73,10 @@ class PrecedenceLearner(acme.Learner):
       self._state, self._published = state, None
     self._batch_uses += 1
     self._steps += 1
+    metrics = jax.device_get(metrics)
+    self._skips.add(bool(metrics[updates.SKIPPED] > 0), self._steps)
     counts = self._counter.increment(steps=1, time_elapsed=time.time() - start)
-    self._logger.write({**jax.device_get(metrics), **counts})
+    self._logger.write({**metrics, 'updates_skipped': self._skips.total, **counts})
 
   def get_variables(self, names: Sequence[str]) -> List:
     with self._lock:

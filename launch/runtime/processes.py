@@ -41,8 +41,8 @@ def last_error_line(log_path: str, max_bytes: int = 65536) -> str:
     return ''
   for line in reversed(lines):
     if 'Error' in line or 'Exception' in line or line.startswith('E'):
-      return line[:300]
-  return lines[-1][:300] if lines else ''
+      return line[:500]
+  return lines[-1][:500] if lines else ''
 
 
 def signal_group(pid: int, sig) -> None:

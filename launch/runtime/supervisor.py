@@ -68,6 +68,15 @@ def read_events(run_dir: str):
   return run_state.read_records(run_dir, SUPERVISOR_LOG)
 
 
+# Failures a restart would only repeat: no valid checkpoint to start from, or a learner whose
+# updates are no longer finite. The run stops at the first, saying why.
+FATAL_ERRORS = ('CheckpointError', 'CorruptCheckpoint', 'DivergenceError')
+
+
+def is_fatal(error_line: str) -> bool:
+  return any(name in error_line for name in FATAL_ERRORS)
+
+
 def _run_ending(run_dir: str) -> bool:
   # The coordinator writes final_state.json just before it stops the program.
   return os.path.exists(os.path.join(run_dir, run_state.FINAL_STATE))
@@ -166,11 +175,13 @@ class SupervisedNode(python.PyNode):
         append_event(self._run_dir, {'node': self._name, 'event': 'failure', 'exit_code': code,
                                      'error': error})
         recent = [t for t in failures if now - t <= self._window_s]
-        if len(recent) >= self._max_failures:
+        fatal = is_fatal(error)
+        if fatal or len(recent) >= self._max_failures:
           how = f'exit code {code}'
           if code < 0:
             how += f', killed by {signal.Signals(-code).name}'
-          reason = (f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
+          reason = (f'node {self._name} failed ({how}), not restarted: {error}' if fatal else
+                    f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
                     f'({how}); last output line: {error or "none"}')
           run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
                                {'node': self._name, 'reason': reason, 'time': now})

@@ -1,0 +1,92 @@
+"""A diverging learner: updates whose loss is not finite are dropped and counted, and a run of
+them stops the learner with DivergenceError, which the supervisor does not retry."""
+import jax
+import numpy as np
+import optax
+import pytest
+from acme import specs
+from acme.adders.reverb.base import Step
+from acme.utils import loggers
+
+from agents import learning
+from agents import networks as agent_networks
+from estimators import training
+from estimators import networks as est_nets
+from estimators.updates import DivergenceError
+from launch.runtime import supervisor
+
+B, T = 2, 5
+
+
+class Sample:
+  def __init__(self, data):
+    self.data = data
+
+
+def _batch(reward):
+  rng = np.random.default_rng(0)
+  return Sample(Step(
+      observation=rng.normal(size=(B, T, 4)).astype(np.float32),
+      action=rng.integers(0, 2, size=(B, T)).astype(np.int32),
+      reward=np.full((B, T), reward, np.float32), discount=np.ones((B, T), np.float32),
+      start_of_episode=np.zeros((B, T), bool),
+      extras={'logits': np.zeros((B, T, 2), np.float32), 'core_state': np.zeros((B, T), np.float32)}))
+
+
+def _learner(batches, max_consecutive_skips):
+  spec = specs.EnvironmentSpec(
+      observations=specs.Array((4,), np.float32), actions=specs.DiscreteArray(2),
+      rewards=specs.Array((), np.float32), discounts=specs.BoundedArray((), np.float32, 0, 1))
+  networks = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))
+  logger = loggers.InMemoryLogger()
+  learner = learning.IMPALALearner(networks, iter(batches), optax.adam(1e-2), jax.random.PRNGKey(0),
+                                   logger=logger, max_consecutive_skips=max_consecutive_skips)
+  return learner, logger
+
+
+def _flat(params):
+  return np.concatenate([np.ravel(x) for x in jax.tree_util.tree_leaves(params)])
+
+
+def test_a_non_finite_update_is_skipped_counted_and_a_run_of_them_stops_the_learner():
+  batches = [_batch(1.0), _batch(np.nan), _batch(1.0), _batch(np.nan), _batch(np.inf),
+             _batch(np.nan)]
+  learner, logger = _learner(batches, max_consecutive_skips=3)
+  before = _flat(learner.save().params)
+  learner.step()
+  after_good = _flat(learner.save().params)
+  assert not np.allclose(before, after_good)
+  learner.step()   # NaN rewards: the update is dropped, the parameters stay as they were
+  np.testing.assert_array_equal(_flat(learner.save().params), after_good)
+  learner.step()   # a finite one resets the run of skips
+  learner.step()
+  learner.step()
+  with pytest.raises(DivergenceError, match='3 updates in a row'):
+    learner.step()
+  assert [row[learning.SKIPPED] for row in logger.data] == [0.0, 1.0, 0.0, 1.0, 1.0]
+  assert [row[learning.SKIPPED_TOTAL] for row in logger.data] == [0, 1, 1, 2, 3]
+  assert np.all(np.isfinite(_flat(learner.save().params)))
+
+
+def test_a_non_finite_estimator_update_is_dropped():
+  est = est_nets.make_estimators(est_nets.default_config('cartpole'), 2)
+  config = training.TrainConfig(window=4, batch_size=8)
+  obs = np.zeros((16, 4), np.float32)
+  state = training.init_state(est, config, obs[0])
+  update = training.make_update(est, config)
+  batch = training.windows_to_batch(obs.reshape(2, 8, 4), np.zeros((2, 8), np.int32),
+                                    np.ones((2, 8), bool), 4)
+  good, metrics = update(state, batch)
+  assert float(metrics['update_skipped']) == 0.0
+  bad_batch = batch._replace(observations=batch.observations * np.nan)
+  kept, metrics = update(good, bad_batch)
+  assert float(metrics['update_skipped']) == 1.0
+  np.testing.assert_array_equal(_flat(kept.psi_params), _flat(good.psi_params))
+  assert int(kept.steps) == int(good.steps) + 1 and not np.array_equal(kept.key, good.key)
+
+
+def test_the_supervisor_does_not_retry_what_a_restart_would_repeat():
+  assert supervisor.is_fatal('estimators.updates.DivergenceError: learner diverged: 100 updates')
+  assert supervisor.is_fatal('launch.program.checkpointing.CorruptCheckpoint: no valid learner '
+                             'checkpoint in /r/checkpoints/learner: ...')
+  assert not supervisor.is_fatal('ValueError: something else')
