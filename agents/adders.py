@@ -179,7 +179,7 @@ def item_due(count: int, length: int, period: int) -> bool:
 class SequenceCutter:
   """One environment's rows -> IMPALA sequences in memory, by the rule the writer's items
   follow (length T every T - 1 rows of the stream): `add` returns a sequence when one is due.
-  For `bench.single_process`, which trains without Reverb."""
+  For `launch.experiments.single_process`, which trains without Reverb."""
 
   def __init__(self, length: int):
     self._length = length
