@@ -164,21 +164,56 @@ def run_one(num_actors: int, workdir: str) -> dict:
   return out
 
 
-def insert_cost() -> dict:
+def random_steps(n: int):
+  """(env, n recorded random-policy Cartpole timesteps (action or None for a first step, timestep)),
+  extrinsic reward, recorded beforehand so that only the writes are timed."""
+  import envs
+  from acme import wrappers
+  env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
+  rng = np.random.default_rng(0)
+  steps = [(None, env.reset())]
+  while len(steps) < n:
+    action = np.int32(rng.integers(env.action_spec().num_values))
+    steps.append((action, env.step(action)))
+    if steps[-1][1].last():
+      steps.append((None, env.reset()))
+  return env, steps
+
+
+def insert_cost(num_steps: int) -> dict:
   """Reverb server + writer cost per environment step and per item, through the real adder
   (agents.adders.TrajectoryAdder: IMPALA unrolls of 20 and precedence windows of 2w, w = 200),
-  one process on loopback."""
+  one process on loopback. Process CPU counts the server's start and stop too."""
+  import reverb
   from acme import specs
-  from bench import adder_bench
   from agents import adders
-  env, steps = adder_bench._steps('cartpole', FLAGS.insert_steps)  # pylint: disable=protected-access
+  env, steps = random_steps(num_steps)
   spec = specs.make_environment_spec(env)
-  n_add = sum(1 for k, _, _ in steps if k == 'add')
+  n_add = sum(1 for action, _ in steps if action is not None)
   proc = psutil.Process()
   c0 = sum(proc.cpu_times()[:2])
-  measured = adder_bench.measure(lambda c: adders.TrajectoryAdder(c, 20, 200), spec, steps,
-                                spec.actions.num_values, 20)
-  wall, items = measured.wall_s, measured.items
+  server = reverb.Server([
+      reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1_000_000,
+                   reverb.rate_limiters.MinSize(1), signature=signature)
+      for name, signature in ((adders.IMPALA_TABLE, adders.impala_signature(spec, 20)),
+                              (adders.PRECEDENCE_TABLE, adders.precedence_signature(spec)))])
+  try:
+    client = reverb.Client(f'localhost:{server.port}')
+    adder = adders.TrajectoryAdder(client, 20, 200)
+    extras = {'logits': np.zeros(spec.actions.num_values, np.float32),
+              'core_state': np.float32(0.0), 'policy_version': np.float32(0.0)}
+    t0 = time.perf_counter()
+    for action, ts in steps:
+      if action is None:
+        adder.add_first(ts)
+      else:
+        adder.add(action, ts, extras)
+    adder.flush()
+    wall = time.perf_counter() - t0
+    del adder
+    items = {table: info.current_size for table, info in client.server_info().items()}
+  finally:
+    server.stop()
   c1 = sum(proc.cpu_times()[:2])
   n_items = sum(items.values())
   return {'env_steps': n_add, 'items': items, 'wall_us_per_env_step': 1e6 * wall / n_add,
@@ -245,7 +280,7 @@ def main(argv):
     print(json.dumps(r, indent=2), flush=True)
     results['runs'].append(r)
     common.write_json(FLAGS.out, results)
-  results['insert_cost'] = insert_cost()
+  results['insert_cost'] = insert_cost(FLAGS.insert_steps)
   results['fetch_cost'] = fetch_cost()
   common.write_json(FLAGS.out, results)
   print(json.dumps({k: results[k] for k in ('insert_cost', 'fetch_cost')}, indent=2))
