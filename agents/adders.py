@@ -32,7 +32,8 @@ Acme's items) with `unpack_impala` / `unpack_precedence`; the layout lives only 
 Rows and items go straight to the writer's C++ half (`reverb.pybind.TrajectoryWriter`, which
 reverb.TrajectoryWriter wraps): the Python half flattens every row with paths (dm-tree in
 Python) and rebuilds its history structure for each item: over half of the calling thread's time
-per step (`python -m bench.adder_bench`). Flush and close still go through the Python half.
+per step (measured by `bench.adder_bench`, removed after d7f9c7e; BUILD_NOTES.md). Flush and
+close still go through the Python half.
 """
 import collections
 from typing import Iterator, NamedTuple, Optional
@@ -179,7 +180,7 @@ def item_due(count: int, length: int, period: int) -> bool:
 class SequenceCutter:
   """One environment's rows -> IMPALA sequences in memory, by the rule the writer's items
   follow (length T every T - 1 rows of the stream): `add` returns a sequence when one is due.
-  For `bench.single_process`, which trains without Reverb."""
+  For `launch.experiments.single_process`, which trains without Reverb."""
 
   def __init__(self, length: int):
     self._length = length

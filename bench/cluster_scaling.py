@@ -28,15 +28,20 @@ from bench import common
 from launch.cluster import netns_hosts
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list('actors', ['1', '2', '4', '8'], 'Actor counts to run.')
-flags.DEFINE_integer('actor_hosts', 4, 'Namespaces the actors are spread over (round-robin).')
-flags.DEFINE_float('warmup_s', 20.0, 'Seconds after the first actor steps left out.')
-flags.DEFINE_float('window_s', 90.0, 'Seconds measured per run.')
-flags.DEFINE_float('start_timeout_s', 1200.0, 'Longest wait for the first actor steps.')
-flags.DEFINE_integer('fetches', 300, 'Parameter fetches timed per payload.')
-flags.DEFINE_integer('insert_steps', 20_000, 'Environment steps written in the insert measurement.')
-flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
-flags.DEFINE_string('out', 'results/cluster_scaling.json', 'JSON output.')
+
+
+def define_flags():
+  """Only when run as a script (the tests import the loopback measurements)."""
+  flags.DEFINE_list('actors', ['1', '2', '4', '8'], 'Actor counts to run.')
+  flags.DEFINE_integer('actor_hosts', 4, 'Namespaces the actors are spread over (round-robin).')
+  flags.DEFINE_float('warmup_s', 20.0, 'Seconds after the first actor steps left out.')
+  flags.DEFINE_float('window_s', 90.0, 'Seconds measured per run.')
+  flags.DEFINE_float('start_timeout_s', 1200.0, 'Longest wait for the first actor steps.')
+  flags.DEFINE_integer('fetches', 300, 'Parameter fetches timed per payload.')
+  flags.DEFINE_integer('insert_steps', 20_000,
+                       'Environment steps written in the insert measurement.')
+  flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
+  flags.DEFINE_string('out', 'results/cluster_scaling.json', 'JSON output.')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = ['--env', 'cartpole', '--reward_free', '--mode', 'rae', '--env_steps_per_psi_update', '100',
@@ -66,21 +71,6 @@ def _cpu(proc):
     return t.user + t.system
   except (psutil.Error, AttributeError):
     return None
-
-
-def actor_breakdown(run_dir: str) -> dict:
-  """Microseconds per env step in each part of the actors' loops (their last log rows), as
-  bench.throughput reports it (not imported: its flags would clash with these)."""
-  from launch.runtime import summary
-  totals, steps = {}, 0
-  for d in sorted(os.listdir(os.path.join(run_dir, 'logs'))):
-    rows = summary.read_log(run_dir, d) if d.startswith('actor_') else []
-    if rows and 'loop_steps' in rows[-1]:
-      steps += rows[-1]['loop_steps']
-      for key, value in rows[-1].items():
-        if key.startswith('loop_s_'):
-          totals[key[len('loop_s_'):]] = totals.get(key[len('loop_s_'):], 0.0) + value
-  return {k: 1e6 * v / steps for k, v in totals.items()} if steps else {}
 
 
 def run_one(num_actors: int, workdir: str) -> dict:
@@ -147,7 +137,7 @@ def run_one(num_actors: int, workdir: str) -> dict:
            'env_steps_per_s': _rate(uniq, 'actor_steps'),
            'learner_steps_per_s': _rate(uniq, 'learner_steps'),
            'precedence_steps_per_s': _rate(uniq, 'precedence_steps'),
-           'actor_breakdown_us_per_step': actor_breakdown(run_dir)}
+           'actor_breakdown_us_per_step': common.actor_loop_us(run_dir)}
     if out['env_steps_per_s'] and out['learner_steps_per_s']:
       out['learner_frames_per_env_step'] = 320 * out['learner_steps_per_s'] / out['env_steps_per_s']
     for node, series in cpu.items():
@@ -164,28 +154,63 @@ def run_one(num_actors: int, workdir: str) -> dict:
   return out
 
 
-def insert_cost() -> dict:
+def random_steps(n: int):
+  """(env, n recorded random-policy Cartpole timesteps (action or None for a first step, timestep)),
+  extrinsic reward, recorded beforehand so that only the writes are timed."""
+  import envs
+  from acme import wrappers
+  env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
+  rng = np.random.default_rng(0)
+  steps = [(None, env.reset())]
+  while len(steps) < n:
+    action = np.int32(rng.integers(env.action_spec().num_values))
+    steps.append((action, env.step(action)))
+    if steps[-1][1].last():
+      steps.append((None, env.reset()))
+  return env, steps
+
+
+def insert_cost(num_steps: int) -> dict:
   """Reverb server + writer cost per environment step and per item, through the real adder
   (agents.adders.TrajectoryAdder: IMPALA unrolls of 20 and precedence windows of 2w, w = 200),
-  one process on loopback."""
+  one process on loopback. Process CPU counts the server's start and stop too."""
+  import reverb
   from acme import specs
-  from bench import adder_bench
   from agents import adders
-  env, steps = adder_bench._steps('cartpole', FLAGS.insert_steps)  # pylint: disable=protected-access
+  env, steps = random_steps(num_steps)
   spec = specs.make_environment_spec(env)
-  n_add = sum(1 for k, _, _ in steps if k == 'add')
+  n_add = sum(1 for action, _ in steps if action is not None)
   proc = psutil.Process()
   c0 = sum(proc.cpu_times()[:2])
-  measured = adder_bench.measure(lambda c: adders.TrajectoryAdder(c, 20, 200), spec, steps,
-                                spec.actions.num_values, 20)
-  wall, items = measured.wall_s, measured.items
+  server = reverb.Server([
+      reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1_000_000,
+                   reverb.rate_limiters.MinSize(1), signature=signature)
+      for name, signature in ((adders.IMPALA_TABLE, adders.impala_signature(spec, 20)),
+                              (adders.PRECEDENCE_TABLE, adders.precedence_signature(spec)))])
+  try:
+    client = reverb.Client(f'localhost:{server.port}')
+    adder = adders.TrajectoryAdder(client, 20, 200)
+    extras = {'logits': np.zeros(spec.actions.num_values, np.float32),
+              'core_state': np.float32(0.0), 'policy_version': np.float32(0.0)}
+    t0 = time.perf_counter()
+    for action, ts in steps:
+      if action is None:
+        adder.add_first(ts)
+      else:
+        adder.add(action, ts, extras)
+    adder.flush()
+    wall = time.perf_counter() - t0
+    del adder
+    items = {table: info.current_size for table, info in client.server_info().items()}
+  finally:
+    server.stop()
   c1 = sum(proc.cpu_times()[:2])
   n_items = sum(items.values())
   return {'env_steps': n_add, 'items': items, 'wall_us_per_env_step': 1e6 * wall / n_add,
           'wall_us_per_item': 1e6 * wall / n_items, 'cpu_us_per_item': 1e6 * (c1 - c0) / n_items}
 
 
-def fetch_cost() -> dict:
+def fetch_cost(fetches: int) -> dict:
   """A parameter fetch as actors make it (`get_variables` over Courier, as a VariableClient
   calls the learners), from a Courier server in this process, for the IMPALA policy and for
   psi + phi of Cartpole."""
@@ -219,10 +244,10 @@ def fetch_cost() -> dict:
       nbytes = sum(np.asarray(x).nbytes for n in names for x in jax.tree_util.tree_leaves(payloads[n]))
       client.get_variables(names)   # warm-up (connection)
       t0, c0 = time.perf_counter(), sum(psutil.Process().cpu_times()[:2])
-      for _ in range(FLAGS.fetches):
+      for _ in range(fetches):
         client.get_variables(names)
-      dt = (time.perf_counter() - t0) / FLAGS.fetches
-      dc = (sum(psutil.Process().cpu_times()[:2]) - c0) / FLAGS.fetches
+      dt = (time.perf_counter() - t0) / fetches
+      dc = (sum(psutil.Process().cpu_times()[:2]) - c0) / fetches
       out[label] = {'bytes': int(nbytes), 'us_per_fetch': 1e6 * dt,
                     'cpu_us_per_fetch_client_and_server': 1e6 * dc}
   finally:
@@ -245,11 +270,12 @@ def main(argv):
     print(json.dumps(r, indent=2), flush=True)
     results['runs'].append(r)
     common.write_json(FLAGS.out, results)
-  results['insert_cost'] = insert_cost()
-  results['fetch_cost'] = fetch_cost()
+  results['insert_cost'] = insert_cost(FLAGS.insert_steps)
+  results['fetch_cost'] = fetch_cost(FLAGS.fetches)
   common.write_json(FLAGS.out, results)
   print(json.dumps({k: results[k] for k in ('insert_cost', 'fetch_cost')}, indent=2))
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

@@ -16,7 +16,6 @@ seconds per update (its jitted step only) and the actors' loop timers (environme
 writes). Then the run is stopped.
 """
 import argparse
-import collections
 import json
 import os
 import signal
@@ -99,20 +98,6 @@ def learner_update_seconds(run_dir: str, start_steps: int, end_steps: int) -> di
           'updates_per_env_step': updates / max(end_steps - start_steps, 1)}
 
 
-def actor_loop_us(run_dir: str) -> dict:
-  """Wall microseconds per env step in each part of the actors' loops, over the whole run."""
-  totals, steps = collections.Counter(), 0
-  for d in sorted(os.listdir(os.path.join(run_dir, 'logs'))):
-    if d.startswith('actor_'):
-      rows = summary.read_log(run_dir, d)
-      if rows and 'loop_steps' in rows[-1]:
-        steps += rows[-1]['loop_steps']
-        for k, v in rows[-1].items():
-          if k.startswith('loop_s_'):
-            totals[k[len('loop_s_'):]] += v
-  return {k: 1e6 * v / steps for k, v in totals.items()} if steps else {}
-
-
 def profile(train_args, warmup_steps: int, window_s: float, workdir: str,
             tree: str = None) -> dict:
   run_dir = os.path.join(workdir, 'run')
@@ -166,7 +151,7 @@ def profile(train_args, warmup_steps: int, window_s: float, workdir: str,
           'threads': sum(t for _, _, _, t in after.values()),
           'nodes': dict(sorted(nodes.items(), key=lambda kv: -kv[1]['cores'])),
           'learner': learner_update_seconds(run_dir, s0, s1),
-          'actor_loop_wall_us_per_env_step': actor_loop_us(run_dir)}
+          'actor_loop_wall_us_per_env_step': common.actor_loop_us(run_dir)}
 
 
 def main():

@@ -10,11 +10,13 @@ restored by a second server on the same checkpoint directory, as a restarted rep
 
     python -m bench.replay_checkpoint_bench --env sokoban --out results/bench/replay_checkpoint_sokoban.json
 """
+import dataclasses
 import os
 import shutil
 import tempfile
 import threading
 import time
+from typing import Optional
 
 import numpy as np
 import reverb
@@ -35,6 +37,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
+  """Only when run as a script (the tests import `measure`)."""
   flags.DEFINE_string('env', 'sokoban', 'Environment (its window and observation).')
   flags.DEFINE_integer('envs', 16, 'Environments written side by side (each its own writer).')
   flags.DEFINE_float('fill', 1.2, 'Windows written, as a multiple of the table size.')
@@ -91,27 +94,33 @@ def inserts_per_second(client: reverb.Client, seconds: float, during=None) -> fl
   return n / (time.time() - start)
 
 
-def main(argv):
-  del argv
+def measure(env_name: str, num_envs: int, fill_factor: float, saves: int,
+            table_max_windows: Optional[int] = None, insert_seconds: float = 2.0) -> dict:
+  """Fills the run's precedence table of `env_name` (`table_max_windows`: its size, default the
+  run's) to `fill_factor` times its size, saves it `saves` times, times one client's inserts
+  alone and during a save, and restores it with a second server."""
   root = tempfile.mkdtemp(prefix='replay-ckpt-bench-')
   try:
-    recipe = recipes.recipe(FLAGS.env)
-    cfg = RunConfig(env=FLAGS.env, agent='random', run_dir=root,
+    recipe = recipes.recipe(env_name)
+    cfg = RunConfig(env=env_name, agent='random', run_dir=root,
                     reversibility=ReversibilityConfig(mode='rae'),
                     estimator_train=TrainConfig(window=recipe.window))
+    if table_max_windows is not None:
+      cfg = dataclasses.replace(cfg, precedence=dataclasses.replace(
+          cfg.precedence, table_max_windows=table_max_windows))
     ckpt_dir = replay.checkpoint_dir(root)
     server = reverb.Server(build.make_tables(cfg),
                            checkpointer=checkpointers_lib.DefaultCheckpointer(ckpt_dir))
     client = reverb.Client(f'localhost:{server.port}')
     max_windows = cfg.precedence.table_max_windows
     start = time.time()
-    steps = fill(client, cfg, int(FLAGS.fill * max_windows), FLAGS.envs)
+    steps = fill(client, cfg, int(fill_factor * max_windows), num_envs)
     fill_s = time.time() - start
     size = replay.table_sizes(client)[adders.PRECEDENCE_TABLE]
     saver = replay.Checkpoints(client, root, period_s=3600.0)
-    saves = [saver.save('bench') for _ in range(FLAGS.saves)]
-    alone = inserts_per_second(client, 2.0)
-    during_save = inserts_per_second(client, 0.0, during=lambda: saves.append(saver.save('bench')))
+    timed = [saver.save('bench') for _ in range(saves)]
+    alone = inserts_per_second(client, insert_seconds)
+    during_save = inserts_per_second(client, 0.0, during=lambda: timed.append(saver.save('bench')))
     kept = sorted(os.listdir(ckpt_dir))
     server.stop()
     start = time.time()
@@ -121,19 +130,25 @@ def main(argv):
     restored = replay.table_sizes(reverb.Client(f'localhost:{restored_server.port}'))
     restored_server.stop()
     obs = build.environment_spec(cfg).observations
-    result = {
-        'env': FLAGS.env, 'window': cfg.window, 'table_max_windows': max_windows,
+    return {
+        'env': env_name, 'window': cfg.window, 'table_max_windows': max_windows,
         'observation': {'shape': list(obs.shape), 'dtype': str(obs.dtype)},
         'env_steps_written': steps, 'fill_seconds': round(fill_s, 1), 'table_size': size,
-        'save_seconds': [s['seconds'] for s in saves], 'save_mb': [s['mb'] for s in saves],
+        'save_seconds': [t['seconds'] for t in timed], 'save_mb': [t['mb'] for t in timed],
         'checkpoints_kept_after_saves': len(kept), 'restore_seconds': round(restore_s, 3),
-        'inserts_per_second_alone': round(alone), 'inserts_per_second_during_a_save': round(during_save),
+        'inserts_per_second_alone': round(alone),
+        'inserts_per_second_during_a_save': round(during_save),
         'restored_size': restored[adders.PRECEDENCE_TABLE],
         'load_average': os.getloadavg()}
-    print(result)
-    common.write_json(FLAGS.out, result)
   finally:
     shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv):
+  del argv
+  result = measure(FLAGS.env, FLAGS.envs, FLAGS.fill, FLAGS.saves)
+  print(result)
+  common.write_json(FLAGS.out, result)
 
 
 if __name__ == '__main__':

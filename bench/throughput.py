@@ -31,15 +31,20 @@ from launch.runtime import lifecycle
 from launch import train  # defines the run flags (--env, --num_actors, --max_steps, ...)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer('warmup_steps', 10_000, 'Steps excluded from the measurement.')
-flags.DEFINE_list('modes', ['none', 'rae', 'rac'], 'Modes to compare (first is the baseline).')
-flags.DEFINE_list('estimator_sources', ['frozen', 'online'],
-                  "For rae/rac: 'frozen' (an untrained checkpoint: same cost as a trained one) "
-                  "and/or 'online' (the precedence-learner node).")
-flags.DEFINE_bool('ceiling', True, 'Also measure the single-process ceiling (bench.actor_bench).')
-flags.DEFINE_integer('ceiling_steps', 20_000, 'Environment steps of the ceiling measurement.')
-flags.DEFINE_string('out', 'results/throughput.json', 'JSON output.')
-flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
+
+
+def define_flags():
+  """Only when run as a script: bench.sokoban_speed and the tests import the readers below
+  beside other modules' flags."""
+  flags.DEFINE_integer('warmup_steps', 10_000, 'Steps excluded from the measurement.')
+  flags.DEFINE_list('modes', ['none', 'rae', 'rac'], 'Modes to compare (first is the baseline).')
+  flags.DEFINE_list('estimator_sources', ['frozen', 'online'],
+                    "For rae/rac: 'frozen' (an untrained checkpoint: same cost as a trained one) "
+                    "and/or 'online' (the precedence-learner node).")
+  flags.DEFINE_bool('ceiling', True, 'Also measure the single-process ceiling (bench.actor_bench).')
+  flags.DEFINE_integer('ceiling_steps', 20_000, 'Environment steps of the ceiling measurement.')
+  flags.DEFINE_string('out', 'results/throughput.json', 'JSON output.')
+  flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
 
 
 def actor_rows(run_dir: str):
@@ -58,18 +63,7 @@ def steps_per_second(rows, warmup: int) -> dict:
 
 def actor_breakdown(run_dir: str) -> dict:
   """Microseconds per env step in each part of the actors' loops (last row of each actor)."""
-  totals, steps = {}, 0
-  for d in sorted(os.listdir(os.path.join(run_dir, 'logs'))):
-    if not d.startswith('actor_'):
-      continue
-    rows = summary.read_log(run_dir, d)
-    if not rows or 'loop_steps' not in rows[-1]:
-      continue
-    steps += rows[-1]['loop_steps']
-    for key, value in rows[-1].items():
-      if key.startswith('loop_s_'):
-        totals[key[len('loop_s_'):]] = totals.get(key[len('loop_s_'):], 0.0) + value
-  return {f'us_per_step_{k}': 1e6 * v / steps for k, v in totals.items()} if steps else {}
+  return {f'us_per_step_{k}': v for k, v in common.actor_loop_us(run_dir).items()}
 
 
 def learner_rates(run_dir: str, cfg) -> dict:
@@ -148,4 +142,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

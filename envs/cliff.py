@@ -19,8 +19,9 @@ episode is truncated (discount 1) after `max_steps` (250) steps, so the score of
 number of steps survived.
 
 Uniform-random-policy mean score over 5,000 episodes vs the paper (ours: measured with this class
-by `python -m bench.envs_bench --cliff_table`, env seed 0, policy seed 1; exact: expected score
-from the absorbing Markov chain, 250-step limit):
+by `python -m bench.envs_bench --cliff_table` (removed; at d7f9c7e), env seed 0, policy seed 1;
+tests/test_turf_cliff.py checks the first 500 of them; exact: expected score from the absorbing
+Markov chain, 250-step limit):
 
     p      paper   ours (5,000 eps, +-1 s.e.)   exact
     0.0    57.5    58.5 +- 0.7  (+1.7%)          58.6

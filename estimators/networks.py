@@ -100,7 +100,7 @@ PAPER_DEFAULTS = {
 # The presets: the paper's networks, except Sokoban's psi. The paper's Siamese net with VALID
 # convs (kept as 'sokoban_paper') ranks irreversible random transitions at AUROC 0.66 on unseen
 # Boxoban levels; its two convs (strides 2, 1) applied to both frames stacked along channels,
-# with SAME padding and 32 channels each, at 0.95 (bench.psi_ablation; BUILD_NOTES.md,
+# with SAME padding and 32 channels each, at 0.95 (launch.experiments.psi_ablation; BUILD_NOTES.md,
 # "Sokoban psi").
 PRESETS = dict(
     PAPER_DEFAULTS,

@@ -7,12 +7,42 @@ import pytest
 import reverb
 import tree
 from acme import specs, wrappers
+from acme.adders import reverb as reverb_adders
 
 import envs
 from agents import adders
-from bench.adder_bench import AcmeAdders
 
 SEQUENCE, WINDOW = 7, 4
+
+
+class AcmeAdders:
+  """What the actors used before: one Acme SequenceAdder (and writer) per table."""
+
+  def __init__(self, client, sequence_length, window):
+    self._impala = reverb_adders.SequenceAdder(
+        client=client, priority_fns={adders.IMPALA_TABLE: None}, period=sequence_length - 1,
+        sequence_length=sequence_length, end_of_episode_behavior=reverb_adders.EndBehavior.CONTINUE)
+    self._windows = reverb_adders.SequenceAdder(
+        client=client, priority_fns={adders.PRECEDENCE_TABLE: None}, period=window,
+        sequence_length=2 * window, end_of_episode_behavior=reverb_adders.EndBehavior.TRUNCATE)
+
+  @staticmethod
+  def signatures(spec, sequence_length):
+    """Their tables' signatures: Acme's items, one column per field and extra."""
+    extras = {'core_state': np.zeros((), np.float32),
+              'logits': np.ones((spec.actions.num_values,), np.float32),
+              'policy_version': np.zeros((), np.float32)}
+    return {adders.IMPALA_TABLE: reverb_adders.SequenceAdder.signature(spec, extras, sequence_length),
+            adders.PRECEDENCE_TABLE: reverb_adders.SequenceAdder.signature(
+                spec, {'valid': np.ones((), np.float32)}, sequence_length=None)}
+
+  def add_first(self, ts):
+    self._impala.add_first(ts)
+    self._windows.add_first(ts)
+
+  def add(self, action, ts, extras):
+    self._impala.add(action, ts, extras)
+    self._windows.add(action, ts, {'valid': np.float32(1.0)})
 
 
 def _server(signatures):
@@ -144,8 +174,8 @@ def test_extras_outside_the_layout_are_refused():
 
 
 class _CutterAdder:
-  """The in-memory sequences bench.single_process trains on, driven like an adder: rows as the
-  adder appends them (each step, then a filler row at an episode's end)."""
+  """The in-memory sequences launch.experiments.single_process trains on, driven like an adder:
+  rows as the adder appends them (each step, then a filler row at an episode's end)."""
 
   def __init__(self):
     self.cutter, self.items, self._pending = adders.SequenceCutter(SEQUENCE), [], None

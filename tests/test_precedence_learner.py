@@ -3,9 +3,12 @@
 import jax
 import numpy as np
 import pytest
+import reverb
+from acme import specs, wrappers
 from acme.utils import counting, loggers
 
-from bench import precedence_bench
+import envs
+from agents import adders
 from estimators import networks as est_nets
 from estimators import training
 from launch.program import precedence_learner
@@ -13,10 +16,33 @@ from launch.program import precedence_learner
 WINDOW = 10
 
 
+def fill_table(env_name: str, episodes: int, window: int, seed: int = 0):
+  """A Reverb server whose precedence table holds the windows the actors' adder writes for
+  `episodes` random-policy episodes; (server, client, spec)."""
+  env = wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=seed))
+  spec = specs.make_environment_spec(env)
+  server = reverb.Server([reverb.Table(
+      adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(), max_size=1_000_000,
+      rate_limiter=reverb.rate_limiters.MinSize(1), signature=adders.precedence_signature(spec))])
+  client = reverb.Client(f'localhost:{server.port}')
+  adder = adders.TrajectoryAdder(client, window=window)
+  rng = np.random.default_rng(seed)
+  for _ in range(episodes):
+    ts = env.reset()
+    adder.add_first(ts)
+    while not ts.last():
+      action = np.int32(rng.integers(spec.actions.num_values))
+      ts = env.step(action)
+      adder.add(action, ts)
+  adder.flush()
+  return server, client, spec
+
+
 @pytest.fixture(scope='module')
 def filled_table():
-  # The windows the actors write, from 20 random Cartpole episodes (bench.precedence_bench).
-  server, client, spec, _ = precedence_bench.fill_table('cartpole', 20, WINDOW)
+  # The windows the actors write, from 20 random Cartpole episodes.
+  server, client, spec = fill_table('cartpole', 20, WINDOW)
   yield client, spec
   server.stop()
 

@@ -1,18 +1,21 @@
-"""bench.rac_probe (a random policy under RAC's shield in one process) on a real, untrained
-cliff checkpoint: whole episodes per environment, no shield at beta 0, only fallbacks at beta 1;
-and bench.cliff_spread's table."""
+"""launch.experiments.rac_probe (a random policy under RAC's shield in one process, acted by the
+real actor) on a real, untrained cliff checkpoint: whole episodes per environment, no shield at
+beta 0, only fallbacks at beta 1; its command line; and launch.experiments.cliff_spread's table
+and command line on untrained checkpoints."""
+import json
+import os
+
 import numpy as np
 
-from bench import cliff_spread
-from bench import rac_probe
 from estimators import checkpoint
-from estimators import predict
+from launch.experiments import cliff
+from launch.experiments import cliff_spread
+from launch.experiments import rac_probe
 
 
 def test_probe_counts_whole_episodes_and_the_shield(untrained_estimator_checkpoint):
-  path = untrained_estimator_checkpoint('cliff', (48,), np.float32)
-  predictor = predict.Predictor(checkpoint.load(path), batch=8)
-  free = rac_probe.probe(predictor, 0.0, episodes=10, num_envs=4, env_name='cliff',
+  ckpt = checkpoint.load(untrained_estimator_checkpoint('cliff', (48,), np.float32))
+  free = rac_probe.probe(ckpt, 0.0, episodes=10, num_envs=4, env_name='cliff',
                          env_options={'wind': 0.0})
   # ceil(10 / 4) = 3 whole episodes in each of the 4 environments.
   assert free['episodes'] == 12
@@ -20,7 +23,7 @@ def test_probe_counts_whole_episodes_and_the_shield(untrained_estimator_checkpoi
   # The cliff pays 1 per step alive and 0 on the fall: return = length - (share of falls).
   assert free['mean_length'] - 1 <= free['mean_return'] <= free['mean_length']
   # phi < 1 everywhere: every step is the fallback, always argmax phi of the state.
-  forced = rac_probe.probe(predictor, 1.0, episodes=4, num_envs=4, env_name='cliff',
+  forced = rac_probe.probe(ckpt, 1.0, episodes=4, num_envs=4, env_name='cliff',
                            env_options={'wind': 0.0})
   assert forced['fallback_fraction'] == 1.0
   # Without wind the fallback walk from the start is deterministic: 4 equal episodes.
@@ -28,9 +31,8 @@ def test_probe_counts_whole_episodes_and_the_shield(untrained_estimator_checkpoi
 
 
 def test_probe_sorts_turf_steps_by_kind(untrained_estimator_checkpoint):
-  path = untrained_estimator_checkpoint('turf', (10, 10, 3), np.uint8)
-  predictor = predict.Predictor(checkpoint.load(path), batch=8)
-  r = rac_probe.probe(predictor, 0.0, episodes=2, num_envs=2)
+  ckpt = checkpoint.load(untrained_estimator_checkpoint('turf', (10, 10, 3), np.uint8))
+  r = rac_probe.probe(ckpt, 0.0, episodes=2, num_envs=2)
   assert r['episodes'] == 2 and sum(k['taken'] for k in r['by_kind'].values()) == r['steps']
   # Unshielded random walks of 120 steps from the start ruin grass.
   assert r['episodes_with_ruin'] == 2 and r['by_kind']['enter_fresh_grass']['taken'] > 0
@@ -48,3 +50,30 @@ def test_spread_table_gives_mean_range_and_the_check():
   md = cliff_spread.spread_markdown(cells, [0.2], [0.3], 512)
   assert '| 0.2 | 100.0 [90.0-110.0] (85.8) |' in md
   assert '| 0.2 | 90.0 / 124.9 |' in md
+
+
+def test_probe_command_writes_json_and_markdown(untrained_estimator_checkpoint, tmp_path):
+  path = untrained_estimator_checkpoint('cliff', (48,), np.float32)
+  out = str(tmp_path / 'probe' / 'probe.json')
+  rac_probe.main(['--env', 'cliff', '--env_option', 'wind=0.1', '--checkpoint', path,
+                  '--betas', '0,1', '--episodes', '2', '--num_envs', '2', '--out', out])
+  with open(out) as f:
+    results = json.load(f)['results']
+  assert [r['beta'] for r in results] == [0.0, 1.0] and results[1]['fallback_fraction'] == 1.0
+  assert '| 1 | 2 |' in open(str(tmp_path / 'probe' / 'probe.md')).read()
+
+
+def test_spread_command_over_two_trainings(untrained_estimator_checkpoint, tmp_path):
+  cliff_dir = tmp_path / 'cliff'
+  for k in range(2):
+    path = cliff_dir / cliff.estimator_name('p0.2', k)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(untrained_estimator_checkpoint('cliff', (48,), np.float32), path)
+  out = str(tmp_path / 'spread.json')
+  cliff_spread.main(['--cliff_dir', str(cliff_dir), '--estimator_seeds', '2', '--winds', '0.2',
+                     '--betas', '0,1', '--episodes', '2', '--num_envs', '2', '--out', out])
+  with open(out) as f:
+    cells = json.load(f)['cells']
+  assert [(c['wind'], c['beta'], len(c['per_training'])) for c in cells] == [
+      (0.2, 0.0, 2), (0.2, 1.0, 2)]
+  assert '| 0.2 |' in open(str(tmp_path / 'spread.md')).read()

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from launch.experiments.spec import AnyStep, Experiment
 from launch.runtime import run_state
@@ -40,8 +40,30 @@ def step_argv(step: AnyStep, out: str, max_steps_override=None) -> List[str]:
   return step.argv(out)
 
 
-def run_step(step: AnyStep, out: str, max_steps_override=None) -> int:
-  """Runs one step to completion (or until interrupted); returns its exit code."""
+# How often `run_step` asks its `stop_when` whether a training run should stop.
+STOP_POLL_S = 20.0
+
+
+def _wait(proc: subprocess.Popen, run_dir: str, stop_when) -> int:
+  """Waits for `proc`; every STOP_POLL_S asks `stop_when()` (when given) for a reason to stop
+  the run, and once it gives one asks the run to stop gracefully (its stop request)."""
+  while True:
+    try:
+      return proc.wait(timeout=STOP_POLL_S if stop_when is not None else None)
+    except subprocess.TimeoutExpired:
+      reason = stop_when()
+      if reason:
+        run_state.request_stop(run_dir, reason)
+        stop_when = None   # asked once; the coordinator stops the run
+
+
+def run_step(step: AnyStep, out: str, max_steps_override=None,
+             stop_when: Optional[Callable[[], Optional[str]]] = None) -> int:
+  """Runs one step to completion (or until interrupted); returns its exit code. `stop_when`
+  (training runs only): polled while the run goes on; a reason it returns ends the run early
+  (e.g. the Sokoban gate's 'passed the gate'), as a stop request does."""
+  if stop_when is not None and not step.is_training:
+    raise ValueError(f'{step.name}: only a training run can be stopped early')
   if step.is_training:
     argv = step.with_max_steps(max_steps_override).argv(
         out, resume=run_state.holds_run(os.path.join(out, step.run_dir)))
@@ -55,7 +77,7 @@ def run_step(step: AnyStep, out: str, max_steps_override=None) -> int:
     proc = subprocess.Popen([sys.executable] + argv, stdin=subprocess.DEVNULL, stdout=log,
                             stderr=subprocess.STDOUT)
     try:
-      code = proc.wait()
+      code = _wait(proc, os.path.join(out, step.run_dir), stop_when)
     except KeyboardInterrupt:
       # The child got the same Ctrl-C (one process group) and stops gracefully; wait for it.
       code = proc.wait()

@@ -60,7 +60,8 @@ class Step:
 class TrainStep:
   """A training run: `python -m MODULE --run_dir OUT/runs/NAME --seed S --max_steps N FLAGS`,
   continued with --resume when its run directory holds a run; done when OUT/runs/NAME/done
-  exists (the runner writes it when the run completed)."""
+  exists (the runner writes it when the run completed). `run_path` puts the run elsewhere
+  under OUT (the Sokoban gate's OUT/level_<i>)."""
   name: str
   group: str                     # the curve/table group ('IMPALA', 'IMPALA+RAE')
   seed: int
@@ -68,6 +69,7 @@ class TrainStep:
   est_seconds: float
   flags: Tuple[str, ...] = ()    # the run's other flags; '{out}' as in Step.args
   module: str = 'launch.train'
+  run_path: str = ''             # the run directory, relative to the experiment's ('': runs/NAME)
   is_training: ClassVar[bool] = True
 
   def __post_init__(self):
@@ -79,7 +81,7 @@ class TrainStep:
   @property
   def run_dir(self) -> str:
     """Relative to the experiment directory."""
-    return os.path.join('runs', self.name)
+    return self.run_path or os.path.join('runs', self.name)
 
   @property
   def done(self) -> str:

@@ -113,7 +113,7 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
             '--labels_cache', labels, '--out', '{out}/estimator_eval'),
            done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),
       # Where the shield lets grass through: a random policy under RAC, steps sorted by kind.
-      Step('rac_probe', 'bench.rac_probe',
+      Step('rac_probe', 'launch.experiments.rac_probe',
            ('--checkpoint', '{out}/estimators.ckpt', '--betas',
             ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS), '--episodes',
             str(s.get('probe_episodes', 1000)), '--out', '{out}/rac_probe.json'),
@@ -223,7 +223,8 @@ def _estimator_section(out: str) -> str:
   if clean:
     text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
                                   f"ruined grass ({clean['transitions']} transitions)")
-  # bench.rac_probe, bench.turf_coverage (coverage_*.md: of other collections, e.g. start=stone)
+  # launch.experiments.rac_probe, launch.experiments.turf_coverage (coverage_*.md: of other
+  # collections, e.g. start=stone)
   names = ['rac_probe.md', 'coverage.md'] + sorted(
       n for n in os.listdir(out) if n.startswith('coverage_') and n.endswith('.md'))
   for name in names:
@@ -269,7 +270,8 @@ def comparison_markdown(base: str, records: Dict[str, List[Dict[str, float]]],
                  f'{_per_run(theirs, "ruined_total", 0)} | {_per_run(ours, "ruined_total", 0)} | '
                  f'{_per_run(theirs, "goal_last", 2)} | {_per_run(ours, "goal_last", 2)} |')
   if probe and base_probe:
-    lines += ['', '`bench.rac_probe` (a random policy under the shield), base / here:', '',
+    lines += ['', '`launch.experiments.rac_probe` (a random policy under the shield), base / here:',
+              '',
               '| beta | episodes | episodes with ruined grass | ruined grass, total | '
               'reached goal |',
               '|---|---|---|---|---|']

@@ -1,31 +1,31 @@
 r"""Which psi recipe finds irreversible Sokoban pushes? A small ablation, chosen by held-out AUROC.
 
-    python -m bench.psi_ablation --dataset results/sokoban/data/random \
+    python -m launch.experiments.psi_ablation --dataset results/sokoban/data/random \
         --out results/sokoban/psi_ablation [--variants paper,same,...] [--list]
 
 Each variant is one `estimators.train` run (flags on top of the Sokoban preset) followed by two
 `estimators.evaluate` runs against the exact oracle: random transitions on Boxoban levels psi
 never saw (the held-out score that picks the winner) and on the 1k training levels. The
 transitions and their oracle labels are the same for every variant (`--labels_cache`), so the
-variants differ only by psi. Every step writes its file before the next starts and a variant
-whose files exist is skipped: rerunning the same command resumes. Results: OUT/ablation.json and
-OUT/ablation.md (one row per variant, best held-out AUROC first).
+variants differ only by psi. The three are an experiment's steps (`launch.experiments.spec.Step`,
+run by `launch.experiments.runner.run_step`, output in OUT/logs/<step>.log): each writes its file
+before the next starts and a step whose file exists is skipped, so rerunning the same command
+resumes. Results: OUT/ablation.json and OUT/ablation.md (one row per variant, best held-out
+AUROC first).
 """
+import argparse
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Dict, List, Optional, Tuple
 
-from absl import app, flags
-
-from bench import common
 from estimators import checkpoint
-
-BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', 'shared',
-                                              'data', 'boxoban', 'unfiltered_test_000.txt'))
+from launch.experiments import cli, runner
+from launch.experiments.sokoban import BOXOBAN_LEVELS
+from launch.experiments.spec import Step
+from launch.runtime import run_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,30 +71,25 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in (
             ('--conv_padding', 'SAME',), dataset='dataset_moves'),
 )}
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string('dataset', None, 'Random Sokoban episodes (launch.collect), 20k in the preset.')
-flags.DEFINE_string('dataset_large', None, 'The 100k-episode dataset (variants *_100k).')
-flags.DEFINE_string('dataset_moves', None, 'Episodes of a random policy that also uses the '
-                    'move-only actions (variants *_moves).')
-flags.DEFINE_string('out', 'results/sokoban/psi_ablation', 'Output directory.')
-flags.DEFINE_list('variants', ['paper', 'same', 'early', 'early_same', 'same_w5',
-                               'same_start_uniform', 'paper_1m'], 'Variants to run, in order.')
-flags.DEFINE_integer('num_pairs', 5_000_000, 'psi training pairs unless a variant says.')
-flags.DEFINE_integer('transitions', 4000, 'Held-out (Boxoban) transitions labelled by the oracle.')
-flags.DEFINE_integer('train_level_transitions', 2000, 'Training-level transitions labelled.')
-flags.DEFINE_float('beta', 0.9, 'Threshold for precision/recall (the paper: 0.9).')
-flags.DEFINE_bool('list', False, 'List the variants and exit.')
-
-
-def _run(cmd: List[str], log: str) -> float:
-  start = time.time()
-  with open(log, 'a') as f:
-    f.write(f'$ {" ".join(cmd)}\n')
-    f.flush()
-    code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
-  if code != 0:
-    raise RuntimeError(f'{cmd[2]} failed (exit {code}); see {log}')
-  return time.time() - start
+def variant_steps(v: Variant, dataset: str, num_pairs: int, transitions: int,
+                  train_level_transitions: int, beta: float) -> List[Step]:
+  """psi of the variant (OUT/NAME/psi.ckpt), then its evaluations against the oracle on Boxoban
+  levels (OUT/NAME/boxoban) and on the training levels (OUT/NAME/train_levels), all on the same
+  labelled transitions (OUT/labels)."""
+  pairs = () if '--num_pairs' in v.train_flags else ('--num_pairs', str(num_pairs))
+  ckpt = f'{{out}}/{v.name}/psi.ckpt'
+  steps = [Step(f'{v.name}-train', 'estimators.train',
+                ('--dataset', dataset, '--out', ckpt, '--network_preset', 'sokoban_paper', *pairs,
+                 *v.train_flags, '--noprogress'),
+                done=f'{v.name}/psi.ckpt', est_seconds=num_pairs / 2_000)]
+  for name, levels, n in (('boxoban', BOXOBAN_LEVELS, transitions),
+                          ('train_levels', 'default', train_level_transitions)):
+    steps.append(Step(f'{v.name}-{name}', 'estimators.evaluate',
+                      ('--checkpoint', ckpt, '--env', 'sokoban', '--env_option', f'levels={levels}',
+                       '--transitions', str(n), '--beta', str(beta), '--labels_cache',
+                       '{out}/labels', '--out', f'{{out}}/{v.name}/{name}'),
+                      done=f'{v.name}/{name}/report.json', est_seconds=n * 0.05))
+  return steps
 
 
 def _scores(report_path: str) -> Optional[dict]:
@@ -108,34 +103,27 @@ def _scores(report_path: str) -> Optional[dict]:
               evaluated=r['evaluated'])
 
 
-def run_variant(v: Variant, out: str, datasets: Dict[str, str]) -> dict:
-  """Trains and evaluates one variant (skipping what exists); returns its row."""
+def run_variant(v: Variant, out: str, datasets: Dict[str, str], args) -> dict:
+  """Trains and evaluates one variant (skipping the steps that are done); returns its row."""
   vdir = os.path.join(out, v.name)
   os.makedirs(vdir, exist_ok=True)
-  ckpt, log = os.path.join(vdir, 'psi.ckpt'), os.path.join(vdir, 'run.log')
   dataset = datasets[v.dataset or 'dataset']
   if not dataset:
     raise RuntimeError(f'variant {v.name} needs --{v.dataset}')
   timing_path = os.path.join(vdir, 'train_seconds.json')
-  if not os.path.isfile(ckpt):
-    pairs = () if '--num_pairs' in v.train_flags else ('--num_pairs', str(FLAGS.num_pairs))
-    seconds = _run([sys.executable, '-m', 'estimators.train', '--dataset', dataset, '--out', ckpt,
-                    '--network_preset', 'sokoban_paper', *pairs, *v.train_flags, '--noprogress'], log)
-    with open(timing_path, 'w') as f:
-      json.dump({'seconds': seconds}, f)
-  labels = os.path.join(out, 'labels')
-  for name, levels, n in (('boxoban', BOXOBAN_LEVELS, FLAGS.transitions),
-                          ('train_levels', 'default', FLAGS.train_level_transitions)):
-    report = os.path.join(vdir, name, 'report.json')
-    if not os.path.isfile(report):
-      _run([sys.executable, '-m', 'estimators.evaluate', '--checkpoint', ckpt, '--env', 'sokoban',
-            '--env_option', f'levels={levels}', '--transitions', str(n), '--beta', str(FLAGS.beta),
-            '--labels_cache', labels, '--out', os.path.join(vdir, name)], log)
-  metadata = checkpoint.load(ckpt).metadata
-  seconds = None
-  if os.path.isfile(timing_path):
-    with open(timing_path) as f:
-      seconds = json.load(f)['seconds']
+  for step in variant_steps(v, dataset, args.num_pairs, args.transitions,
+                            args.train_level_transitions, args.beta):
+    if runner.step_done(step, out):
+      continue
+    start = time.time()
+    code = runner.run_step(step, out)
+    if code != 0:
+      raise RuntimeError(f'{step.name} failed (exit {code}); see '
+                         f'{os.path.join(out, "logs", step.name + ".log")}')
+    if step.module == 'estimators.train':
+      run_state.write_json(timing_path, {'seconds': time.time() - start})
+  metadata = checkpoint.load(os.path.join(vdir, 'psi.ckpt')).metadata
+  seconds = (run_state.read_json(timing_path, {}) or {}).get('seconds')
   return dict(variant=v.name, axis=v.axis, train_flags=list(v.train_flags),
               dataset=dataset, train_seconds=seconds,
               pair_accuracy=metadata.get('psi_accuracy'),
@@ -143,7 +131,7 @@ def run_variant(v: Variant, out: str, datasets: Dict[str, str]) -> dict:
               train_levels=_scores(os.path.join(vdir, 'train_levels', 'report.json')))
 
 
-def box_moved_reference(levels: str, num: int) -> dict:
+def box_moved_reference(levels: str, num: int, out: str) -> dict:
   """A score that is no psi at all: 1 when the transition moved a box, else 0. Its AUROC is what
   a psi reaches that knows pushes from walks and nothing more, which tells where a psi stands."""
   import numpy as np
@@ -155,7 +143,7 @@ def box_moved_reference(levels: str, num: int) -> dict:
   env = envs.make('sokoban', levels=levels)
   data = evaluate.collect_transitions(env, num, seed=0, with_states=True)
   status, _ = evaluate.oracle_labels('sokoban', {'levels': levels}, data, 0, 100_000,
-                                     os.path.join(FLAGS.out, 'labels'))
+                                     os.path.join(out, 'labels'))
   known = status != oracle.UNKNOWN
   moved = np.any(sokoban.box_cells(data['obs']) != sokoban.box_cells(data['next_obs']),
                  axis=(1, 2))
@@ -198,39 +186,66 @@ def markdown(rows: List[dict], beta: float, reference: Optional[dict] = None) ->
   return '\n'.join(lines) + '\n'
 
 
-def main(argv):
-  del argv
-  if FLAGS.list:
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog='python -m launch.experiments.psi_ablation',
+                              description=__doc__.split('\n\n')[0])
+  p.add_argument('--dataset', default=None,
+                 help='Random Sokoban episodes (launch.collect), 20k in the preset.')
+  p.add_argument('--dataset_large', default=None,
+                 help='The 100k-episode dataset (variants *_100k).')
+  p.add_argument('--dataset_moves', default=None,
+                 help='Episodes of a random policy that also uses the move-only actions '
+                      '(variants *_moves).')
+  p.add_argument('--out', default='results/sokoban/psi_ablation', help='Output directory.')
+  p.add_argument('--variants', type=cli.comma_list,
+                 default=['paper', 'same', 'early', 'early_same', 'same_w5', 'same_start_uniform',
+                          'paper_1m'], help='Variants to run, in order.')
+  p.add_argument('--num_pairs', type=int, default=5_000_000,
+                 help='psi training pairs unless a variant says.')
+  p.add_argument('--transitions', type=int, default=4000,
+                 help='Held-out (Boxoban) transitions labelled by the oracle.')
+  p.add_argument('--train_level_transitions', type=int, default=2000,
+                 help='Training-level transitions labelled.')
+  p.add_argument('--beta', type=float, default=0.9,
+                 help='Threshold for precision/recall (the paper: 0.9).')
+  cli.add_bool(p, 'list', False, 'List the variants and exit.')
+  return p.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  if args.list:
     for v in VARIANTS.values():
       print(f'{v.name:20s} {v.axis}')
     return 0
-  unknown = [n for n in FLAGS.variants if n not in VARIANTS]
+  unknown = [n for n in args.variants if n not in VARIANTS]
   if unknown:
     print(f'error: unknown variant(s) {", ".join(unknown)}; --list shows them', file=sys.stderr)
     return 2
-  if not FLAGS.dataset:
+  if not args.dataset:
     print('error: --dataset is required', file=sys.stderr)
     return 2
-  datasets = dict(dataset=FLAGS.dataset, dataset_large=FLAGS.dataset_large,
-                  dataset_moves=FLAGS.dataset_moves)
-  os.makedirs(FLAGS.out, exist_ok=True)
+  datasets = dict(dataset=args.dataset, dataset_large=args.dataset_large,
+                  dataset_moves=args.dataset_moves)
+  out = os.path.abspath(args.out)
+  os.makedirs(out, exist_ok=True)
   rows = []
-  for name in FLAGS.variants:
-    print(f'[{len(rows) + 1}/{len(FLAGS.variants)}] {name}', flush=True)
-    rows.append(run_variant(VARIANTS[name], FLAGS.out, datasets))
+  for name in args.variants:
+    print(f'[{len(rows) + 1}/{len(args.variants)}] {name}', flush=True)
+    rows.append(run_variant(VARIANTS[name], out, datasets, args))
     h = rows[-1]['heldout'] or {}
     print(f"  held-out AUROC {h.get('auroc', float('nan')):.3f}", flush=True)
   rows.sort(key=lambda r: -(r['heldout'] or {}).get('auroc', 0.0))
-  reference = dict(heldout=box_moved_reference(BOXOBAN_LEVELS, FLAGS.transitions),
-                   train_levels=box_moved_reference('default', FLAGS.train_level_transitions))
-  result = dict(beta=FLAGS.beta, rows=rows, best=rows[0]['variant'] if rows else None,
+  reference = dict(heldout=box_moved_reference(BOXOBAN_LEVELS, args.transitions, out),
+                   train_levels=box_moved_reference('default', args.train_level_transitions, out))
+  result = dict(beta=args.beta, rows=rows, best=rows[0]['variant'] if rows else None,
                 box_moved_reference=reference)
-  common.write_json(os.path.join(FLAGS.out, 'ablation.json'), result)
-  with open(os.path.join(FLAGS.out, 'ablation.md'), 'w') as f:
-    f.write(markdown(rows, FLAGS.beta, reference))
-  print(markdown(rows, FLAGS.beta, reference))
+  run_state.write_json(os.path.join(out, 'ablation.json'), result)
+  with open(os.path.join(out, 'ablation.md'), 'w') as f:
+    f.write(markdown(rows, args.beta, reference))
+  print(markdown(rows, args.beta, reference))
   return 0
 
 
 if __name__ == '__main__':
-  app.run(main)
+  sys.exit(main())

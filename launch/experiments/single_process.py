@@ -9,12 +9,14 @@ every K sequences make a batch, which the learner trains on `--reuse` times in a
 actor acts again with the new parameters (reuse 1: on-policy, A2C-like; 4: each sequence used 4
 times, like PPO's epochs, with V-trace correcting the small lag).
 
-    python -m bench.single_process --level 7                      # the Sokoban preset network
-    python -m bench.single_process --level 7 --init lecun --padding VALID,VALID,SAME --reuse 1
+    python -m launch.experiments.single_process --level 7         # the Sokoban preset network
+    python -m launch.experiments.single_process --level 7 --init lecun \
+        --padding VALID,VALID,SAME --reuse 1
 
 Writes --out (JSON): the settings and, every --log_every env steps, the solved fraction and boxes
 on target of the last 200 episodes and the learner's diagnostics (entropy, advantages, rho...).
 """
+import argparse
 import dataclasses
 import json
 import os
@@ -22,34 +24,52 @@ import time
 from typing import Dict, List
 
 import numpy as np
-from absl import app, flags
 
 from agents import adders
+from launch.experiments import cli
 
-FLAGS = flags.FLAGS
-flags.DEFINE_integer('level', 7, 'Level index of the shipped 1k set (-1: sample levels).')
-flags.DEFINE_integer('envs', 16, 'Environments stepped together (K; also the batch size).')
-flags.DEFINE_integer('steps', 1_000_000, 'Env steps.')
-flags.DEFINE_integer('reuse', 4, 'SGD steps on each batch before acting again.')
-flags.DEFINE_enum('init', None, ['lecun', 'orthogonal'], 'Network init (default: the preset).')
-flags.DEFINE_list('padding', None, 'Conv paddings, e.g. VALID,VALID,SAME (default: the preset).')
-flags.DEFINE_list('strides', None, 'Conv strides, e.g. 1,1,1 (default: the preset).')
-flags.DEFINE_list('channels', None, 'Conv channels, e.g. 32,64,64 (default: the preset).')
-flags.DEFINE_list('hidden', None, 'Shared hidden layers, e.g. 256 (default: the preset).')
-flags.DEFINE_float('entropy_cost', None, 'Entropy cost (default: the preset).')
-flags.DEFINE_float('learning_rate', None, 'Learning rate (default: the preset).')
-flags.DEFINE_bool('normalize_advantages', False, 'Normalise V-trace advantages over each batch.')
-flags.DEFINE_bool('centre_on_agent', None, 'Centre each observation on the player '
-                  '(default: the preset, which does).')
-flags.DEFINE_integer('self_imitation', 0, 'Self-imitation updates after each V-trace update '
-                     '(0: none; agents.self_imitation).')
-flags.DEFINE_integer('sil_batch', 256, 'Steps per self-imitation update.')
-flags.DEFINE_integer('sil_episodes', 64, 'Best episodes the self-imitation buffer keeps.')
-flags.DEFINE_float('stop_at', 0.0, 'Stop once the last 200 episodes solved at least this '
-                   'fraction (0: run all --steps).')
-flags.DEFINE_integer('seed', 0, 'Seed.')
-flags.DEFINE_integer('log_every', 20_000, 'Env steps between records.')
-flags.DEFINE_string('out', 'results/single_process.json', 'Output JSON.')
+
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog='python -m launch.experiments.single_process',
+                              description=__doc__.split('\n\n')[0])
+  p.add_argument('--level', type=int, default=7,
+                 help='Level index of the shipped 1k set (-1: sample levels).')
+  p.add_argument('--envs', type=int, default=16,
+                 help='Environments stepped together (K; also the batch size).')
+  p.add_argument('--steps', type=int, default=1_000_000, help='Env steps.')
+  p.add_argument('--reuse', type=int, default=4, help='SGD steps on each batch before acting again.')
+  p.add_argument('--init', choices=['lecun', 'orthogonal'], default=None,
+                 help='Network init (default: the preset).')
+  p.add_argument('--padding', type=cli.comma_list, default=None,
+                 help='Conv paddings, e.g. VALID,VALID,SAME (default: the preset).')
+  p.add_argument('--strides', type=cli.comma_list, default=None,
+                 help='Conv strides, e.g. 1,1,1 (default: the preset).')
+  p.add_argument('--channels', type=cli.comma_list, default=None,
+                 help='Conv channels, e.g. 32,64,64 (default: the preset).')
+  p.add_argument('--hidden', type=cli.comma_list, default=None,
+                 help='Shared hidden layers, e.g. 256 (default: the preset).')
+  p.add_argument('--entropy_cost', type=float, default=None, help='Entropy cost (default: the preset).')
+  p.add_argument('--learning_rate', type=float, default=None,
+                 help='Learning rate (default: the preset).')
+  cli.add_bool(p, 'normalize_advantages', False, 'Normalise V-trace advantages over each batch.')
+  cli.add_bool(p, 'centre_on_agent', None,
+               'Centre each observation on the player (default: the preset, which does).')
+  p.add_argument('--self_imitation', type=int, default=0,
+                 help='Self-imitation updates after each V-trace update (0: none; '
+                      'agents.self_imitation).')
+  p.add_argument('--sil_batch', type=int, default=256, help='Steps per self-imitation update.')
+  p.add_argument('--sil_episodes', type=int, default=64,
+                 help='Best episodes the self-imitation buffer keeps.')
+  p.add_argument('--stop_at', type=float, default=0.0,
+                 help='Stop once the last 200 episodes solved at least this fraction '
+                      '(0: run all --steps).')
+  p.add_argument('--seed', type=int, default=0, help='Seed.')
+  p.add_argument('--log_every', type=int, default=20_000, help='Env steps between records.')
+  p.add_argument('--out', default='results/single_process.json', help='Output JSON.')
+  args = p.parse_args(argv)
+  if args.reuse < 1 or args.envs < 1 or args.steps < 1:
+    p.error('--reuse, --envs and --steps must be >= 1')
+  return args
 
 
 class _Batches:
@@ -92,8 +112,8 @@ def stack(sequences: List[List[Dict]]):
   return sample
 
 
-def main(argv):
-  del argv
+def main(argv=None):
+  args = parse_args(argv)
   import jax
   from acme import specs, wrappers
 
@@ -104,37 +124,35 @@ def main(argv):
   from launch.program.config import ImpalaConfig
   from launch.program.build import make_optimizer
 
-  if FLAGS.reuse < 1 or FLAGS.envs < 1 or FLAGS.steps < 1:
-    raise SystemExit('--reuse, --envs and --steps must be >= 1')
-  options = {} if FLAGS.level < 0 else {'level_index': FLAGS.level}
-  seeds = [FLAGS.seed * 1000 + k + 1 for k in range(FLAGS.envs)]
+  options = {} if args.level < 0 else {'level_index': args.level}
+  seeds = [args.seed * 1000 + k + 1 for k in range(args.envs)]
   environments = [wrappers.SinglePrecisionWrapper(envs.make('sokoban', seed=s, **options))
                   for s in seeds]
   spec = specs.make_environment_spec(environments[0])
   net_config = agent_networks.default_policy_config('sokoban', True)
-  if FLAGS.init:
-    net_config = dataclasses.replace(net_config, init=FLAGS.init)
-  if FLAGS.padding:
-    net_config = dataclasses.replace(net_config, conv_paddings=tuple(FLAGS.padding))
-  if FLAGS.strides:
-    net_config = dataclasses.replace(net_config, conv_strides=tuple(int(x) for x in FLAGS.strides))
-  if FLAGS.channels:
+  if args.init:
+    net_config = dataclasses.replace(net_config, init=args.init)
+  if args.padding:
+    net_config = dataclasses.replace(net_config, conv_paddings=tuple(args.padding))
+  if args.strides:
+    net_config = dataclasses.replace(net_config, conv_strides=tuple(int(x) for x in args.strides))
+  if args.channels:
     net_config = dataclasses.replace(net_config,
-                                     conv_channels=tuple(int(x) for x in FLAGS.channels))
-  if FLAGS.hidden:
-    net_config = dataclasses.replace(net_config, shared_hidden=tuple(int(x) for x in FLAGS.hidden))
-  if FLAGS.centre_on_agent is not None:
+                                     conv_channels=tuple(int(x) for x in args.channels))
+  if args.hidden:
+    net_config = dataclasses.replace(net_config, shared_hidden=tuple(int(x) for x in args.hidden))
+  if args.centre_on_agent is not None:
     from envs import sokoban as sokoban_env
     net_config = dataclasses.replace(
-        net_config, centre_on=sokoban_env.PLAYER_COLOURS if FLAGS.centre_on_agent else (),
-        canvas_size=net_config.canvas_size if FLAGS.centre_on_agent else 0)
+        net_config, centre_on=sokoban_env.PLAYER_COLOURS if args.centre_on_agent else (),
+        canvas_size=net_config.canvas_size if args.centre_on_agent else 0)
   networks = agent_networks.make_networks(spec, net_config)
   preset = presets.agent('sokoban')
   impala = ImpalaConfig(
-      batch_size=FLAGS.envs, sequence_length=preset.sequence_length,
-      learning_rate=preset.learning_rate if FLAGS.learning_rate is None else FLAGS.learning_rate,
+      batch_size=args.envs, sequence_length=preset.sequence_length,
+      learning_rate=preset.learning_rate if args.learning_rate is None else args.learning_rate,
       adam_b1=preset.adam_b1, adam_b2=preset.adam_b2, discount=preset.discount,
-      entropy_cost=preset.entropy_cost if FLAGS.entropy_cost is None else FLAGS.entropy_cost,
+      entropy_cost=preset.entropy_cost if args.entropy_cost is None else args.entropy_cost,
       max_gradient_norm=preset.max_gradient_norm)
   batches = _Batches()
   logged: List[Dict] = []
@@ -147,16 +165,16 @@ def main(argv):
       pass
 
   learner = learning.IMPALALearner(networks, batches, make_optimizer(impala),
-                                   jax.random.PRNGKey(FLAGS.seed), discount=impala.discount,
+                                   jax.random.PRNGKey(args.seed), discount=impala.discount,
                                    entropy_cost=impala.entropy_cost,
                                    baseline_cost=impala.baseline_cost,
-                                   normalize_advantages=FLAGS.normalize_advantages,
+                                   normalize_advantages=args.normalize_advantages,
                                    logger=Logger())
   source = _LearnerParams(learner)
   actor = acting.BatchedActor(spec.actions.num_values, acting.ReversibilityConfig(), seeds,
                               policy_forward=networks.forward_fn, policy_source=source)
   cutters = [adders.SequenceCutter(impala.sequence_length) for _ in environments]
-  best = self_imitation.BestEpisodes(FLAGS.sil_episodes, impala.discount, seed=FLAGS.seed)
+  best = self_imitation.BestEpisodes(args.sil_episodes, impala.discount, seed=args.seed)
   current = [([], [], []) for _ in environments]   # this episode's observations, actions, rewards
   imitation: Dict = {}
   pending, ready, episodes, records = [], [], [], []
@@ -166,20 +184,20 @@ def main(argv):
   obs = np.stack([ts.observation for ts in timesteps])
   out, version = actor.step(obs, obs, obs), source.version
   from launch.runtime.run_state import write_json
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
 
   def save():   # after every record, so a stopped run keeps its curve
-    write_json(FLAGS.out, {
-        'level': FLAGS.level, 'envs': FLAGS.envs, 'reuse': FLAGS.reuse, 'seed': FLAGS.seed,
-        'normalize_advantages': FLAGS.normalize_advantages,
-        'self_imitation': FLAGS.self_imitation, 'sil_batch': FLAGS.sil_batch,
-        'sil_episodes': FLAGS.sil_episodes,
+    write_json(args.out, {
+        'level': args.level, 'envs': args.envs, 'reuse': args.reuse, 'seed': args.seed,
+        'normalize_advantages': args.normalize_advantages,
+        'self_imitation': args.self_imitation, 'sil_batch': args.sil_batch,
+        'sil_episodes': args.sil_episodes,
         'centre_on_agent': bool(net_config.centre_on),
         'network': dataclasses.asdict(net_config), 'impala': dataclasses.asdict(impala),
         'records': records})
 
-  steps, start, next_log = 0, time.time(), FLAGS.log_every
-  while steps < FLAGS.steps:
+  steps, start, next_log = 0, time.time(), args.log_every
+  while steps < args.steps:
     next_obs = []
     for k, env in enumerate(environments):
       ts = env.step(out.action[k])
@@ -206,17 +224,17 @@ def main(argv):
           ready.append(sequence)
       next_obs.append(ts.observation)
     steps += len(environments)
-    while len(ready) >= FLAGS.envs:
-      batches.batch = stack(ready[:FLAGS.envs])
-      del ready[:FLAGS.envs]
-      for _ in range(FLAGS.reuse):
+    while len(ready) >= args.envs:
+      batches.batch = stack(ready[:args.envs])
+      del ready[:args.envs]
+      for _ in range(args.reuse):
         learner.step()
-        for _ in range(FLAGS.self_imitation if len(best) else 0):
-          imitation = learner.imitate(*best.sample(FLAGS.sil_batch))
+        for _ in range(args.self_imitation if len(best) else 0):
+          imitation = learner.imitate(*best.sample(args.sil_batch))
     obs = np.stack(next_obs)
     out, version = actor.step(obs, obs, obs), source.version
     if steps >= next_log:
-      next_log += FLAGS.log_every
+      next_log += args.log_every
       last = episodes[-200:]
       diagnostics = {k: float(np.asarray(v)) for k, v in (logged[-1] if logged else {}).items()
                      if np.asarray(v).size == 1}
@@ -233,10 +251,10 @@ def main(argv):
       print(json.dumps({k: record[k] for k in ('env_steps', 'solved_last_200',
                                                'boxes_on_target_last_200')}
                        | {'entropy': record.get('policy_entropy')}), flush=True)
-      if FLAGS.stop_at and len(last) == 200 and record['solved_last_200'] >= FLAGS.stop_at:
+      if args.stop_at and len(last) == 200 and record['solved_last_200'] >= args.stop_at:
         break
   save()
 
 
 if __name__ == '__main__':
-  app.run(main)
+  main()

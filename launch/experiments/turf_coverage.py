@@ -2,31 +2,22 @@ r"""Where random Turf episodes (the offline estimators' data) stand before any g
 the states RAC must judge when it has ruined nothing yet, which phi only sees if random walks
 reach them with the map still clean.
 
-    python -m bench.turf_coverage --episodes 10000 --out results/turf/paper_estimators/coverage.json
-    python -m bench.turf_coverage --env_option start=stone --episodes 2000 --out stone.json
+    python -m launch.experiments.turf_coverage --episodes 10000 \
+        --out results/turf/paper_estimators/coverage.json
+    python -m launch.experiments.turf_coverage --env_option start=stone --episodes 2000 \
+        --out stone.json
 
 Counts, per cell, the steps of uniformly random episodes (the real env, the collection's policy)
 taken with the agent on that cell and no grass ruined, scaled to --per_episodes (100k: the
 paper-scale dataset), and the mean number of such steps per episode. Writes JSON and a markdown
 grid beside it (.md).
 """
-import json
+import argparse
 import os
 
 import numpy as np
-from absl import app, flags
 
-FLAGS = flags.FLAGS
-
-
-def define_flags():
-  flags.DEFINE_integer('episodes', 10_000, 'Random episodes to walk.')
-  flags.DEFINE_integer('per_episodes', 100_000, 'Scale the counts to this many episodes.')
-  flags.DEFINE_integer('seed', 1, 'Policy seed.')
-  flags.DEFINE_multi_string('env_option', [], 'Turf option key=value (repeatable), e.g. '
-                            'start=stone: the episodes a --env_option start=stone collection '
-                            'holds.')
-  flags.DEFINE_string('out', None, 'JSON file to write.')
+from launch.runtime import run_state
 
 
 def clean_visits(episodes: int, seed: int = 1, env_options=None):
@@ -67,29 +58,42 @@ def markdown(scaled: np.ndarray, per: int, mean_clean: float, env_options=None) 
   return '\n'.join(lines) + '\n'
 
 
-def main(argv):
-  del argv
-  if not FLAGS.out:
-    raise app.UsageError('--out is required')
-  if FLAGS.episodes < 1 or FLAGS.per_episodes < 1:
-    raise app.UsageError('--episodes and --per_episodes must be >= 1')
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog='python -m launch.experiments.turf_coverage',
+                              description=__doc__.split('\n\n')[0])
+  p.add_argument('--episodes', type=int, default=10_000, help='Random episodes to walk.')
+  p.add_argument('--per_episodes', type=int, default=100_000,
+                 help='Scale the counts to this many episodes.')
+  p.add_argument('--seed', type=int, default=1, help='Policy seed.')
+  p.add_argument('--env_option', action='append', default=[],
+                 help='Turf option key=value (repeatable), e.g. start=stone: the episodes a '
+                      '--env_option start=stone collection holds.')
+  p.add_argument('--out', default=None, help='JSON file to write.')
+  args = p.parse_args(argv)
+  if not args.out:
+    p.error('--out is required')
+  if args.episodes < 1 or args.per_episodes < 1:
+    p.error('--episodes and --per_episodes must be >= 1')
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
   import envs
   try:
-    options = envs.parse_options(FLAGS.env_option)
-    counts, per_episode = clean_visits(FLAGS.episodes, FLAGS.seed, options)
+    options = envs.parse_options(args.env_option)
+    counts, per_episode = clean_visits(args.episodes, args.seed, options)
   except envs.EnvError as e:
-    raise app.UsageError(f'bad --env_option: {e}') from e
-  scaled = np.rint(counts * FLAGS.per_episodes / FLAGS.episodes).astype(np.int64)
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  with open(FLAGS.out, 'w') as f:
-    json.dump({'episodes': FLAGS.episodes, 'env_options': options,
-               'per_episodes': FLAGS.per_episodes,
-               'clean_steps_per_cell': scaled.tolist(),
-               'mean_clean_steps_per_episode': float(per_episode.mean())}, f, indent=1)
-  with open(os.path.splitext(FLAGS.out)[0] + '.md', 'w') as f:
-    f.write(markdown(scaled, FLAGS.per_episodes, float(per_episode.mean()), options))
+    raise SystemExit(f'error: bad --env_option: {e}') from e
+  scaled = np.rint(counts * args.per_episodes / args.episodes).astype(np.int64)
+  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+  run_state.write_json(args.out, {'episodes': args.episodes, 'env_options': options,
+                                  'per_episodes': args.per_episodes,
+                                  'clean_steps_per_cell': scaled.tolist(),
+                                  'mean_clean_steps_per_episode': float(per_episode.mean())})
+  with open(os.path.splitext(args.out)[0] + '.md', 'w') as f:
+    f.write(markdown(scaled, args.per_episodes, float(per_episode.mean()), options))
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  main()

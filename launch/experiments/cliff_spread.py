@@ -1,42 +1,27 @@
 r"""How much Table 2 (App. D) moves between estimator trainings: every cliff estimator checkpoint
 of `launch.experiment cliff --seeds K` (K trainings per wind, `launch.experiments.cliff`) drives a
-random policy + RAC in one process (`bench.rac_probe.probe`) at each threshold, and each cell of
-the table gets the mean over the K trainings and their range.
+random policy + RAC in one process (`launch.experiments.rac_probe.probe`) at each threshold, and
+each cell of the table gets the mean over the K trainings and their range.
 
     python -m launch.experiment cliff --scale small --seeds 3 --only 'collect_*,estimators_*'
-    python -m bench.cliff_spread --cliff_dir results/cliff --estimator_seeds 3 --episodes 512 \
-        --out results/cliff/spread.json
+    python -m launch.experiments.cliff_spread --cliff_dir results/cliff --estimator_seeds 3 \
+        --episodes 512 --out results/cliff/spread.json
 
 The in-process policy is the one a `launch.train --agent random --mode rac` run acts with (the
-same shield, uniform logits); the page's launch.train cells (`--page_table`, one training) are
-printed beside the same training's in-process figure as a check. Writes JSON and a markdown
-table (same name, .md).
+same actor and shield); the page's launch.train cells (`--page_table`, one training) are printed
+beside the same training's in-process figure as a check. Writes JSON and a markdown table (same
+name, .md).
 """
+import argparse
 import json
 import os
 import time
 from typing import Any, Dict, List, Optional
 
 import numpy as np
-from absl import app, flags
 
-from bench import rac_probe
-from launch.experiments import cliff
-
-FLAGS = flags.FLAGS
-
-
-def define_flags():
-  flags.DEFINE_string('cliff_dir', 'results/cliff', 'Output directory of the cliff experiment.')
-  flags.DEFINE_integer('estimator_seeds', 3, 'Estimator trainings per wind (seeds 0..K-1).')
-  flags.DEFINE_list('winds', [f'{p:g}' for p in cliff.CLIFF_WINDS], 'Winds p.')
-  flags.DEFINE_list('betas', [f'{b:g}' for b in cliff.CLIFF_BETAS], 'RAC thresholds.')
-  flags.DEFINE_integer('episodes', 512, 'Episodes per (wind, training, threshold).')
-  flags.DEFINE_integer('num_envs', 64, 'Environments stepped together.')
-  flags.DEFINE_string('page_table', None, "The page's table.json (launch.train runs of training "
-                      '0) to print beside the in-process figures (default: CLIFF_DIR/table.json '
-                      'when it exists).')
-  flags.DEFINE_string('out', None, 'JSON file to write.')
+from launch.experiments import cli, cliff, rac_probe
+from launch.runtime import run_state
 
 
 def _page_values(path: Optional[str]) -> Dict[str, float]:
@@ -53,7 +38,7 @@ def spread_markdown(cells: List[Dict[str, Any]], winds, betas, episodes: int) ->
   noise = (f" (the standard error of one training's mean is at most {max(ses):.1f} here)"
            if ses else '')
   lines = ['# Table 2 over estimator trainings: mean [lowest-highest] (paper)', '',
-           f'Random policy + RAC in one process (`bench.rac_probe`), {episodes} episodes per '
+           f'Random policy + RAC in one process (`launch.experiments.rac_probe`), {episodes} episodes per '
            'training and cell; each training is psi/phi retrained with another `--seed` on the '
            f"same random episodes. Spread: the range of the trainings' means{noise}.", '',
            '| p | ' + ' | '.join(f'RAC beta={b:g}' for b in betas) + ' |',
@@ -82,28 +67,54 @@ def spread_markdown(cells: List[Dict[str, Any]], winds, betas, episodes: int) ->
   return '\n'.join(lines) + '\n'
 
 
-def main(argv):
-  del argv
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog='python -m launch.experiments.cliff_spread',
+                              description=__doc__.split('\n\n')[0])
+  p.add_argument('--cliff_dir', default='results/cliff',
+                 help='Output directory of the cliff experiment.')
+  p.add_argument('--estimator_seeds', type=int, default=3,
+                 help='Estimator trainings per wind (seeds 0..K-1).')
+  p.add_argument('--winds', type=cli.comma_list, default=[f'{w:g}' for w in cliff.CLIFF_WINDS],
+                 help='Winds p.')
+  p.add_argument('--betas', type=cli.comma_list, default=[f'{b:g}' for b in cliff.CLIFF_BETAS],
+                 help='RAC thresholds.')
+  p.add_argument('--episodes', type=int, default=512,
+                 help='Episodes per (wind, training, threshold).')
+  p.add_argument('--num_envs', type=int, default=64, help='Environments stepped together.')
+  p.add_argument('--page_table', default=None,
+                 help="The page's table.json (launch.train runs of training 0) to print beside the "
+                      'in-process figures (default: CLIFF_DIR/table.json when it exists).')
+  p.add_argument('--out', default=None, help='JSON file to write.')
+  args = p.parse_args(argv)
+  if not args.out:
+    p.error('--out is required')
+  try:
+    args.winds = [float(w) for w in args.winds]
+    args.betas = [float(b) for b in args.betas]
+  except ValueError:
+    p.error('--winds and --betas must be numbers')
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
   from estimators import checkpoint
-  from estimators import predict
-  if not FLAGS.out:
-    raise app.UsageError('--out is required')
-  winds = [float(p) for p in FLAGS.winds]
-  betas = [float(b) for b in FLAGS.betas]
-  page = _page_values(FLAGS.page_table or os.path.join(FLAGS.cliff_dir, 'table.json'))
+  winds, betas = args.winds, args.betas
+  page = _page_values(args.page_table or os.path.join(args.cliff_dir, 'table.json'))
+  missing = [os.path.join(args.cliff_dir, cliff.estimator_name(f'p{p:g}', k))
+             for p in winds for k in range(args.estimator_seeds)]
+  missing = [path for path in missing if not os.path.exists(path)]
+  if missing:
+    raise SystemExit(f'error: missing {missing[0]}: train it with launch.experiment cliff --seeds '
+                     f"{args.estimator_seeds} --only 'collect_*,estimators_*'")
   cells = []
   for p in winds:
-    tag = f'p{p:g}'
     per_beta: Dict[float, List[Dict[str, Any]]] = {b: [] for b in betas}
-    for k in range(FLAGS.estimator_seeds):
-      path = os.path.join(FLAGS.cliff_dir, cliff.estimator_name(tag, k))
-      if not os.path.exists(path):
-        raise app.UsageError(f'missing {path}: train it with launch.experiment cliff --seeds '
-                             f"{FLAGS.estimator_seeds} --only 'collect_*,estimators_*'")
-      predictor = predict.Predictor(checkpoint.load(path), batch=256)
+    for k in range(args.estimator_seeds):
+      ckpt = checkpoint.load(os.path.join(args.cliff_dir, cliff.estimator_name(f'p{p:g}', k)))
       for b in betas:
         t0 = time.time()
-        r = rac_probe.probe(predictor, b, FLAGS.episodes, FLAGS.num_envs, seed=k,
+        r = rac_probe.probe(ckpt, b, args.episodes, args.num_envs, seed=k,
                             env_options={'wind': p}, env_name='cliff')
         per_beta[b].append(r)
         print(f'p={p:g} training {k} beta={b:g}: {r["mean_return"]:.1f} ± {r["return_se"]:.1f} '
@@ -115,14 +126,12 @@ def main(argv):
                     'episodes_per_training': [r['episodes'] for r in per_beta[b]],
                     'fallback_fraction': [r['fallback_fraction'] for r in per_beta[b]],
                     'page_launch_train': page.get(f'RAC p={p:g} beta={b:g}')})
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  with open(FLAGS.out, 'w') as f:
-    json.dump({'estimator_seeds': FLAGS.estimator_seeds, 'episodes': FLAGS.episodes,
-               'cells': cells}, f, indent=1)
-  with open(os.path.splitext(FLAGS.out)[0] + '.md', 'w') as f:
-    f.write(spread_markdown(cells, winds, betas, FLAGS.episodes))
+  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+  run_state.write_json(args.out, {'estimator_seeds': args.estimator_seeds,
+                                  'episodes': args.episodes, 'cells': cells})
+  with open(os.path.splitext(args.out)[0] + '.md', 'w') as f:
+    f.write(spread_markdown(cells, winds, betas, args.episodes))
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  main()

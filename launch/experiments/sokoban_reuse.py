@@ -3,30 +3,24 @@ queue (each sequence trained on once) and as a replay sampled R times per sequen
 else the Sokoban preset. Learning per env step and per wall second, one run per ratio, in one
 invocation (run it with nothing else on the machine: the wall times are part of the result).
 
-    python -m bench.sokoban_reuse                        # level 7, ratios 0 (queue), 2, 4, 8
-    python -m bench.sokoban_reuse --ratios 0,4 --level 1
+    python -m launch.experiments.sokoban_reuse                # level 7, ratios 0 (queue), 2, 4, 8
+    python -m launch.experiments.sokoban_reuse --ratios 0,4 --level 1
 
-Writes OUT/reuse.json and OUT/reuse.md; the runs are OUT/spi_<R>/level_<L>/ (rerun the same
-command after a stop: finished runs are read back, a stopped one continues).
+Every run takes launch.experiments.sokoban_gate's run flags (--max_steps, --seed, --num_actors,
+--envs_per_actor, --last_n, --target, --train_arg). Writes OUT/reuse.json and OUT/reuse.md; the
+runs are OUT/spi_<R>/level_<L>/ (rerun the same command after a stop: finished runs are read
+back, a stopped one continues).
 """
+import argparse
 import os
-from typing import List
 
-from absl import app, flags
-
-from bench import sokoban_gate
 from launch.analysis import aggregate
+from launch.experiments import cli, sokoban_gate
 from launch.runtime import run_state, summary
 
-FLAGS = flags.FLAGS
-flags.DEFINE_list('ratios', ['0', '2', '4', '8'], 'samples_per_insert values (0: the queue).')
-flags.DEFINE_integer('level', 7, 'Level index of the shipped 1k set.')
-flags.DEFINE_string('reuse_out', 'results/sokoban/reuse', 'Output directory.')
-flags.DEFINE_list('milestones', ['0.5', '0.9'], 'Solved fractions (trailing --last_n episodes).')
 
-
-def run_result(run_dir: str, milestones, last_n: int) -> dict:
-  result = sokoban_gate.level_result(run_dir, FLAGS.target, last_n)
+def run_result(run_dir: str, milestones, target: float, last_n: int) -> dict:
+  result = sokoban_gate.level_result(run_dir, target, last_n)
   wall = result['wall_time_s']
   learner = summary.read_log(run_dir, 'learner')
   result['learner_updates'] = max((r.get('learner_steps', 0) for r in learner), default=0)
@@ -51,7 +45,7 @@ def markdown(results, milestones, level: int, max_steps: int, last_n: int,
   head += [f'solved, last {last_n}', f'boxes on target, last {last_n}',
            f'boxes on target at {same_wall / 60:.1f} min']
   lines = [f'Sequence reuse on level {level}, {max_steps:,} env steps per run (`python -m '
-           'bench.sokoban_reuse`); 0 is the queue. Milestones: the trailing '
+           'launch.experiments.sokoban_reuse`); 0 is the queue. Milestones: the trailing '
            f'{last_n} training episodes.', '', '| ' + ' | '.join(head) + ' |',
            '|' + '---|' * len(head)]
   fmt = lambda v, f: '–' if v is None else format(v, f)  # noqa: E731
@@ -67,36 +61,55 @@ def markdown(results, milestones, level: int, max_steps: int, last_n: int,
   return '\n'.join(lines) + '\n'
 
 
-def main(argv: List[str]):
-  del argv
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog='python -m launch.experiments.sokoban_reuse',
+                              description=__doc__.split('\n\n')[0])
+  p.add_argument('--ratios', type=cli.comma_list, default=['0', '2', '4', '8'],
+                 help='samples_per_insert values (0: the queue).')
+  p.add_argument('--level', type=int, default=7, help='Level index of the shipped 1k set.')
+  p.add_argument('--reuse_out', default='results/sokoban/reuse', help='Output directory.')
+  p.add_argument('--milestones', type=cli.comma_list, default=['0.5', '0.9'],
+                 help='Solved fractions (trailing --last_n episodes).')
+  sokoban_gate.add_run_flags(p)
+  args = p.parse_args(argv)
   try:
-    ratios = [float(r) for r in FLAGS.ratios]
-    milestones = [float(m) for m in FLAGS.milestones]
+    args.ratios = [float(r) for r in args.ratios]
+    args.milestones = [float(m) for m in args.milestones]
   except ValueError:
-    raise SystemExit('--ratios and --milestones must be numbers')
-  if any(r < 0 for r in ratios):
-    raise SystemExit('--ratios must be >= 0')
-  os.makedirs(FLAGS.reuse_out, exist_ok=True)
+    p.error('--ratios and --milestones must be numbers')
+  if any(r < 0 for r in args.ratios):
+    p.error('--ratios must be >= 0')
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  out = os.path.abspath(args.reuse_out)
+  os.makedirs(out, exist_ok=True)
   results, run_dirs = {}, {}
-  for ratio in ratios:
-    out = os.path.join(FLAGS.reuse_out, f'spi_{ratio:g}')
-    run_dir = run_dirs[f'{ratio:g}'] = os.path.abspath(os.path.join(out, f'level_{FLAGS.level}'))
-    sokoban_gate.train(FLAGS.level, run_dir, FLAGS.max_steps, FLAGS.seed, FLAGS.num_actors,
-                       FLAGS.envs_per_actor, [f'--samples_per_insert={ratio:g}', *FLAGS.train_arg])
-    results[f'{ratio:g}'] = run_result(run_dir, milestones, FLAGS.last_n)
+  for ratio in args.ratios:
+    step = sokoban_gate.level_step(
+        args.level, args.max_steps, args.seed, args.num_actors, args.envs_per_actor,
+        [f'--samples_per_insert={ratio:g}', *args.train_arg],
+        name=f'spi_{ratio:g}-level_{args.level}', run_path=f'spi_{ratio:g}/level_{args.level}')
+    sokoban_gate.run(step, out)
+    run_dirs[f'{ratio:g}'] = os.path.join(out, step.run_dir)
+    results[f'{ratio:g}'] = run_result(run_dirs[f'{ratio:g}'], args.milestones, args.target,
+                                       args.last_n)
   # Learning per wall second: every run's boxes on target at the wall time the fastest-ending
   # run took (its trailing --last_n episodes up to then).
   same_wall = min(r['wall_time_s'] for r in results.values())
   for ratio, r in results.items():
     walls = aggregate.series(run_dirs[ratio], 'boxes_on_target', 'wall_time')
-    before = walls.values[walls.xs <= same_wall][-FLAGS.last_n:]
+    before = walls.values[walls.xs <= same_wall][-args.last_n:]
     r['boxes_on_target_at_same_wall'] = float(before.mean()) if len(before) else None
-  run_state.write_json(os.path.join(FLAGS.reuse_out, 'reuse.json'),
-                       {'level': FLAGS.level, 'max_steps': FLAGS.max_steps, 'last_n': FLAGS.last_n,
+  run_state.write_json(os.path.join(out, 'reuse.json'),
+                       {'level': args.level, 'max_steps': args.max_steps, 'last_n': args.last_n,
                         'same_wall_s': same_wall, 'runs': results})
-  with open(os.path.join(FLAGS.reuse_out, 'reuse.md'), 'w') as f:
-    f.write(markdown(results, milestones, FLAGS.level, FLAGS.max_steps, FLAGS.last_n, same_wall))
+  with open(os.path.join(out, 'reuse.md'), 'w') as f:
+    f.write(markdown(results, args.milestones, args.level, args.max_steps, args.last_n,
+                     same_wall))
 
 
 if __name__ == '__main__':
-  app.run(main)
+  main()

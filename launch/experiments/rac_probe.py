@@ -1,65 +1,59 @@
-r"""A uniformly random policy shielded by a checkpoint's phi (agents.shield, as a random agent
-with `--mode rac` acts, as IMPALA's actors do at the start of training, and as the paper's
-offline RAC does), run in one process on K environments with one phi call per step: no Launchpad,
-Reverb or learner, so a grid of thresholds and checkpoints costs seconds per cell.
+r"""A uniformly random policy shielded by a checkpoint's phi, acted by the real actor
+(`agents.acting.BatchedActor` with no policy network and mode rac: the actor of a random agent
+with `--mode rac`, whose shield IMPALA's actors also use, and the paper's offline RAC), run in
+one process on K environments with one fused call per step: no Launchpad, Reverb or learner, so
+a grid of thresholds and checkpoints costs seconds per cell.
 
-    python -m bench.rac_probe --checkpoint results/turf/paper_estimators/estimators.ckpt \
-        --betas 0.2,0.3,0.4 --episodes 1000 --out results/turf/paper_estimators/rac_probe.json
-    python -m bench.rac_probe --env cliff --env_option wind=0.2 --checkpoint ckpt/p0.2.ckpt \
-        --betas 0,0.1,0.2,0.3,0.4 --episodes 300 --out probe_cliff.json
+    python -m launch.experiments.rac_probe \
+        --checkpoint results/turf/paper_estimators/estimators.ckpt --betas 0.2,0.3,0.4 \
+        --episodes 1000 --out results/turf/paper_estimators/rac_probe.json
+    python -m launch.experiments.rac_probe --env cliff --env_option wind=0.2 \
+        --checkpoint ckpt/p0.2.ckpt --betas 0,0.1,0.2,0.3,0.4 --episodes 300 --out probe_cliff.json
 
 Each of the K environments plays ceil(episodes / K) whole episodes (so short episodes are not
-over-counted). Per beta: episodes, mean return and length, the fraction of steps whose proposed action was
-rejected and of steps forced by the fallback (no action reached beta: argmax phi is taken).
-Turf (an env with transition kinds) adds which steps let grass through: how many episodes ruined
-grass and reached the goal; per kind (envs.turf.TRANSITION_KINDS: entering fresh grass is where
-a clean run first goes wrong) the steps taken, how many the fallback forced and the mean phi of
-the action taken; and the cells (and actions) from which fresh grass was entered, most frequent
-first, with phi of every action there on the clean map and the target phi was trained to
-(psi(x', x) of the checkpoint's psi, estimators.train). Writes JSON (and a markdown table beside
-it, same name with .md).
+over-counted). Per beta: episodes, mean return and length, the fraction of steps whose proposed
+action was rejected and of steps forced by the fallback (no action reached beta: argmax phi is
+taken). Turf (an env with transition kinds) adds which steps let grass through: how many episodes
+ruined grass and reached the goal; per kind (envs.turf.TRANSITION_KINDS: entering fresh grass is
+where a clean run first goes wrong) the steps taken, how many the fallback forced and the mean
+phi of the action taken; and the cells (and actions) from which fresh grass was entered, most
+frequent first, with phi of every action there on the clean map and the target phi was trained
+to (psi(x', x) of the checkpoint's psi, estimators.train). Writes JSON (and a markdown table
+beside it, same name with .md).
 """
+import argparse
 import collections
-import json
 import os
+import sys
 import time
 from typing import Any, Dict, Sequence
 
 import numpy as np
-from absl import app, flags
 
-FLAGS = flags.FLAGS
-
-
-def define_flags():
-  flags.DEFINE_string('env', 'turf', 'Environment (envs.make).')
-  flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint with phi (estimators.train --phi).')
-  flags.DEFINE_list('betas', ['0.2'], 'RAC thresholds to probe.')
-  flags.DEFINE_integer('episodes', 1000, 'Episodes per threshold.')
-  flags.DEFINE_integer('num_envs', 64, 'Environments stepped together (one phi call per step).')
-  flags.DEFINE_enum('mode', 'rejection', ['rejection', 'replace'], 'Shield mode (agents.shield).')
-  flags.DEFINE_integer('seed', 0, 'Seed of the policy.')
-  flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable).')
-  flags.DEFINE_string('out', None, 'JSON file to write.')
+from launch.experiments import cli
+from launch.runtime import run_state
 
 
-def probe(predictor, beta: float, episodes: int, num_envs: int = 64, mode: str = 'rejection',
+def probe(ckpt, beta: float, episodes: int, num_envs: int = 64, mode: str = 'rejection',
           seed: int = 0, env_options=None, env_name: str = 'turf') -> Dict[str, Any]:
-  """Runs `episodes` shielded random episodes; see the module docstring for what is counted."""
-  import sys
-  import jax
-  import jax.numpy as jnp
+  """Runs `episodes` shielded random episodes with `ckpt`'s phi (an estimators.checkpoint);
+  see the module docstring for what is counted."""
   import envs
-  from agents import shield
+  from agents import acting
+  from estimators import predict
 
   env_options = dict(env_options or {})
-  pool = [envs.make(env_name, seed=seed * 100_003 + i, **env_options) for i in range(num_envs)]
+  seeds = [seed * 100_003 + i for i in range(num_envs)]
+  pool = [envs.make(env_name, seed=s, **env_options) for s in seeds]
   num_actions = int(pool[0].action_spec().num_values)
   with_kinds = callable(getattr(pool[0], 'transition_kind', None))
   kind_names = getattr(sys.modules[type(pool[0]).__module__], 'TRANSITION_KINDS', ())
-  shield_fn = jax.jit(jax.vmap(lambda k, l, p: shield.shield(k, l, p, beta, mode)))
-  logits = jnp.zeros((num_envs, num_actions))   # the uniform policy
-  key = jax.random.PRNGKey(seed)
+  actor = acting.BatchedActor(
+      num_actions, acting.ReversibilityConfig(mode='rac', beta=beta, shield_mode=mode), seeds,
+      estimators=ckpt.estimators, estimator_source=acting.FixedParams((ckpt.psi_params,
+                                                                       ckpt.phi_params)))
+  # phi of the actions taken (Turf's per-kind figures) and of the clean map's cells.
+  predictor = predict.Predictor(ckpt, batch=max(num_envs, 256)) if with_kinds else None
   obs = np.stack([np.asarray(e.reset().observation) for e in pool])
   taken = collections.Counter()
   fallback = collections.Counter()
@@ -75,9 +69,8 @@ def probe(predictor, beta: float, episodes: int, num_envs: int = 64, mode: str =
   quota = -(-episodes // num_envs)
   finished = np.zeros(num_envs, np.int64)
   while finished.min() < quota:
-    phi = predictor.phi(obs)
-    key, sub = jax.random.split(key)
-    out = jax.device_get(shield_fn(jax.random.split(sub, num_envs), logits, jnp.asarray(phi)))
+    out = actor.step(obs, obs, obs)
+    phi = predictor.phi(obs) if with_kinds else None
     for i, env in enumerate(pool):
       if finished[i] >= quota:
         continue
@@ -182,26 +175,46 @@ def markdown(results: Sequence[Dict[str, Any]], checkpoint: str) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def main(argv):
-  del argv
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog='python -m launch.experiments.rac_probe',
+                              description=__doc__.split('\n\n')[0])
+  p.add_argument('--env', default='turf', help='Environment (envs.make).')
+  p.add_argument('--checkpoint', default=None,
+                 help='Estimator checkpoint with phi (estimators.train --phi).')
+  p.add_argument('--betas', type=cli.comma_list, default=['0.2'], help='RAC thresholds to probe.')
+  p.add_argument('--episodes', type=int, default=1000, help='Episodes per threshold.')
+  p.add_argument('--num_envs', type=int, default=64,
+                 help='Environments stepped together (one fused call per step).')
+  p.add_argument('--mode', choices=['rejection', 'replace'], default='rejection',
+                 help='Shield mode (agents.shield).')
+  p.add_argument('--seed', type=int, default=0, help='Seed of the policy.')
+  p.add_argument('--env_option', action='append', default=[],
+                 help='Environment option key=value (repeatable).')
+  p.add_argument('--out', default=None, help='JSON file to write.')
+  args = p.parse_args(argv)
+  if not args.checkpoint or not args.out:
+    p.error('--checkpoint and --out are required')
+  if args.episodes < 1 or args.num_envs < 1:
+    p.error('--episodes and --num_envs must be >= 1')
+  try:
+    args.betas = [float(b) for b in args.betas]
+  except ValueError:
+    p.error(f'--betas must be numbers, got {args.betas}')
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
   import envs
   from estimators import checkpoint
-  from estimators import predict
-  if not FLAGS.checkpoint or not FLAGS.out:
-    raise app.UsageError('--checkpoint and --out are required')
-  betas = [float(b) for b in FLAGS.betas]
-  if FLAGS.episodes < 1 or FLAGS.num_envs < 1:
-    raise app.UsageError('--episodes and --num_envs must be >= 1')
-  ckpt = checkpoint.load(FLAGS.checkpoint)
+  ckpt = checkpoint.load(args.checkpoint)
   if ckpt.phi_params is None:
-    raise app.UsageError(f'{FLAGS.checkpoint} has no phi (train with --phi)')
-  predictor = predict.Predictor(ckpt, batch=max(FLAGS.num_envs, 256))
-  options = envs.parse_options(FLAGS.env_option)
+    sys.exit(f'error: {args.checkpoint} has no phi (train with --phi)')
+  options = envs.parse_options(args.env_option)
   results = []
-  for beta in betas:
+  for beta in args.betas:
     t0 = time.time()
-    r = probe(predictor, beta, FLAGS.episodes, FLAGS.num_envs, FLAGS.mode, FLAGS.seed, options,
-              FLAGS.env)
+    r = probe(ckpt, beta, args.episodes, args.num_envs, args.mode, args.seed, options, args.env)
     r['seconds'] = time.time() - t0
     results.append(r)
     line = (f"beta {beta:g}: mean return {r['mean_return']:.2f} over {r['episodes']} episodes, "
@@ -210,13 +223,12 @@ def main(argv):
       line += (f"; {r['episodes_with_ruin']} episodes ruined grass ({r['ruined_grass_total']} "
                f"cells), {r['episodes_reaching_goal']} reached the goal")
     print(f'{line}; {time.time() - t0:.0f}s', flush=True)
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  with open(FLAGS.out, 'w') as f:
-    json.dump({'checkpoint': os.path.abspath(FLAGS.checkpoint), 'results': results}, f, indent=1)
-  with open(os.path.splitext(FLAGS.out)[0] + '.md', 'w') as f:
-    f.write(markdown(results, FLAGS.checkpoint))
+  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+  run_state.write_json(args.out, {'checkpoint': os.path.abspath(args.checkpoint),
+                                  'results': results})
+  with open(os.path.splitext(args.out)[0] + '.md', 'w') as f:
+    f.write(markdown(results, args.checkpoint))
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  main()

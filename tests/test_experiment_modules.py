@@ -1,0 +1,133 @@
+"""The stand-alone experiment modules of launch/experiments/ (sokoban_gate, sokoban_reuse,
+single_process, psi_ablation, turf_coverage; rac_probe and cliff_spread: test_rac_probe.py):
+their documented command lines parse as they did with absl flags, the steps they hand the
+experiment runner, and the runner's early stop that the gate uses."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from launch.experiments import cli, psi_ablation, runner, single_process, sokoban_gate
+from launch.experiments import sokoban_reuse, turf_coverage
+from launch.runtime import run_state
+
+
+def test_absl_spellings_parse():
+  import argparse
+  p = argparse.ArgumentParser()
+  cli.add_bool(p, 'stop', True, '')
+  cli.add_bool(p, 'centre', None, '')
+  assert p.parse_args([]).stop is True and p.parse_args([]).centre is None
+  assert p.parse_args(['--nostop', '--centre']).stop is False
+  assert p.parse_args(['--stop=false', '--centre=true']).stop is False
+  assert p.parse_args(['--nocentre']).centre is False
+  with pytest.raises(SystemExit):
+    p.parse_args(['--stop=maybe'])
+  assert cli.comma_list('37, 7,1') == ['37', '7', '1'] and cli.comma_list('') == []
+
+
+def test_gate_command_lines_and_steps():
+  args = sokoban_gate.parse_args(['--levels', '1', '--mode', 'rae', '--nostop_when_passed',
+                                  '--train_arg=--samples_per_insert=0'])
+  assert args.levels == [1] and not args.stop_when_passed and args.max_steps == 1_000_000
+  assert sokoban_gate.parse_args([]).levels == [37, 7, 1]
+  with pytest.raises(SystemExit):
+    sokoban_gate.parse_args(['--target', '1.5'])
+  step = sokoban_gate.level_step(1, 5000, 3, 2, 16, args.train_arg, 'rae')
+  assert step.run_dir == 'level_1' and step.done == os.path.join('level_1', 'done')
+  argv = step.argv('/o')
+  assert argv[:2] == ['-m', 'launch.train']
+  for flag, value in (('--run_dir', '/o/level_1'), ('--max_steps', '5000'), ('--seed', '3'),
+                      ('--mode', 'rae'), ('--env_option', 'level_index=1'),
+                      ('--estimator_checkpoint', '/o/level_1/psi/psi.ckpt')):
+    assert argv[argv.index(flag) + 1] == value, flag
+  assert argv[-1] == '--samples_per_insert=0'
+  collect, train = sokoban_gate.psi_steps(1, 30, 100, 3)
+  assert collect.done == 'level_1/psi/random/noturningback.json' and train.done == 'level_1/psi/psi.ckpt'
+  assert '/o/level_1/psi/random' in train.argv('/o')
+
+
+def test_reuse_runs_live_where_the_committed_ones_are():
+  args = sokoban_reuse.parse_args(['--ratios', '0,4', '--level', '1', '--max_steps', '100'])
+  assert args.ratios == [0.0, 4.0] and args.milestones == [0.5, 0.9] and args.last_n == 200
+  step = sokoban_gate.level_step(1, 100, 0, 2, 16, ['--samples_per_insert=4'],
+                                 name='spi_4-level_1', run_path='spi_4/level_1')
+  assert step.run_dir == 'spi_4/level_1' and step.name == 'spi_4-level_1'
+  with pytest.raises(SystemExit):
+    sokoban_reuse.parse_args(['--ratios', '-1'])
+  r = {'steps_reached': 100.0, 'learner_updates': 3, 'env_steps_per_s': None,
+       'policy_lag_mean': 1.5, 'steps_to_0.5': None, 'wall_s_to_0.5': 60.0, 'solved_last': 0.5,
+       'boxes_on_target_last': 1.25, 'boxes_on_target_at_same_wall': None}
+  md = sokoban_reuse.markdown({'4': r}, [0.5], 1, 100, 200, 60.0)
+  assert '| 4 | 100 | 3 | – | 1.5 | – | 1.0 min | 0.500 | 1.25 | – |' in md
+
+
+def test_the_runner_stops_a_training_run_when_asked(tmp_path, monkeypatch):
+  # A stand-in for a run: it ends when its stop request appears, as the coordinator does.
+  run_dir = tmp_path / 'run'
+  run_dir.mkdir()
+  child = ('import os, sys, time\n'
+           'while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n')
+  proc = subprocess.Popen([sys.executable, '-c', child,
+                           str(run_dir / run_state.STOP_REQUEST)])
+  monkeypatch.setattr(runner, 'STOP_POLL_S', 0.05)
+  asked = []
+  reason = lambda: (asked.append(1), 'passed the gate' if len(asked) >= 3 else None)[1]  # noqa: E731
+  try:
+    assert runner._wait(proc, str(run_dir), reason) == 0   # pylint: disable=protected-access
+  finally:
+    proc.kill()
+  assert len(asked) == 3 and run_state.stop_requested(str(run_dir)) == 'passed the gate'
+  with pytest.raises(ValueError, match='only a training run'):
+    runner.run_step(sokoban_gate.psi_steps(1, 1, 1, 0)[0], str(tmp_path), stop_when=reason)
+
+
+def test_psi_ablation_steps_and_list(capsys):
+  v = psi_ablation.VARIANTS['same_w5']
+  train, boxoban, levels = psi_ablation.variant_steps(v, 'data', 123, 40, 20, 0.9)
+  assert train.done == 'same_w5/psi.ckpt' and boxoban.done == 'same_w5/boxoban/report.json'
+  argv = train.argv('/o')
+  assert argv[argv.index('--num_pairs') + 1] == '123' and argv[-3:-1] == ['--window', '5']
+  assert f'levels={psi_ablation.BOXOBAN_LEVELS}' in boxoban.argv('/o')
+  assert '/o/labels' in levels.argv('/o') and 'levels=default' in levels.argv('/o')
+  # A variant with its own pair budget keeps it.
+  own = psi_ablation.variant_steps(psi_ablation.VARIANTS['paper_1m'], 'data', 123, 40, 20, 0.9)
+  assert own[0].argv('/o').count('--num_pairs') == 1
+  assert psi_ablation.main(['--list']) == 0 and 'early_same' in capsys.readouterr().out
+  assert psi_ablation.main(['--variants', 'nope', '--dataset', 'x']) == 2
+
+
+def test_single_process_flags():
+  args = single_process.parse_args(['--level', '7', '--init', 'lecun', '--padding',
+                                    'VALID,VALID,SAME', '--reuse', '1', '--nocentre_on_agent',
+                                    '--normalize_advantages'])
+  assert args.padding == ['VALID', 'VALID', 'SAME'] and args.reuse == 1
+  assert args.centre_on_agent is False and args.normalize_advantages is True
+  assert single_process.parse_args([]).centre_on_agent is None
+  with pytest.raises(SystemExit):
+    single_process.parse_args(['--envs', '0'])
+
+
+@pytest.mark.slow
+def test_single_process_trains_a_few_batches(tmp_path):
+  out = str(tmp_path / 'sp.json')
+  single_process.main(['--level', '7', '--envs', '2', '--steps', '80', '--log_every', '40',
+                       '--reuse', '1', '--out', out])
+  with open(out) as f:
+    result = json.load(f)
+  assert [r['env_steps'] for r in result['records']] == [40, 80]
+
+
+def test_turf_coverage_counts_clean_steps(tmp_path):
+  counts, per_episode = turf_coverage.clean_visits(3, seed=1)
+  assert counts.sum() == per_episode.sum() and len(per_episode) == 3
+  assert counts[9, 0] >= 3   # every episode starts clean on (9, 0)
+  out = str(tmp_path / 'cov' / 'coverage.json')
+  turf_coverage.main(['--episodes', '3', '--per_episodes', '6', '--out', out])
+  with open(out) as f:
+    result = json.load(f)
+  np.testing.assert_array_equal(result['clean_steps_per_cell'], 2 * counts)
+  assert 'per 6 episodes' in open(out[:-len('json')] + 'md').read()
