@@ -351,3 +351,31 @@ def test_a_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path, how):
   proc.communicate(timeout=200)
   failures = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'failure']
   assert not failures, failures
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='mounting a tmpfs needs root')
+def test_a_full_disk_stops_the_run_in_one_line_and_resume_continues_once_space_is_freed(tmp_path):
+  small = tmp_path / 'small'
+  small.mkdir()
+  subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', str(small)], check=True)
+  try:
+    run_dir = small / 'run'
+    proc = _start(run_dir, 2_000_000)
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]
+    lines = stderr.strip().splitlines()
+    assert any(l.startswith('warning: ') and 'MB free' in l for l in lines), stderr[-2000:]
+    last = lines[-1]
+    assert 'disk full' in last and str(run_dir) in last and 'MB free' in last, last
+    failures = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'failure']
+    assert len(failures) == 1, failures   # not restarted into the same full disk
+    big = tmp_path / 'run'
+    subprocess.run(['cp', '-a', str(run_dir), str(big)], check=True)
+  finally:
+    subprocess.run(['umount', '-l', str(small)], check=False)
+  steps = _counts(big).get('actor_steps', 0)
+  # Every file is still valid: the copy resumes and goes 20,000 steps further.
+  proc = _start(big, int(steps) + 20_000, '--resume')
+  stdout, stderr = proc.communicate(timeout=600)
+  assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
+  assert _counts(big)['actor_steps'] >= steps + 20_000

@@ -36,7 +36,7 @@ from launchpad import address as lp_address
 from launchpad.nodes.python import node as python
 
 from envs import paths
-from launch.runtime import run_state
+from launch.runtime import disk, run_state
 from launch.runtime.processes import die_with_parent, last_error_line  # noqa: F401 (re-exported)
 
 SUPERVISOR_LOG = 'supervisor.jsonl'
@@ -74,7 +74,8 @@ FATAL_ERRORS = ('CheckpointError', 'CorruptCheckpoint', 'DivergenceError')
 
 
 def is_fatal(error_line: str) -> bool:
-  return any(name in error_line for name in FATAL_ERRORS)
+  """A failure that a restart would repeat: a corrupt checkpoint, divergence, a full disk."""
+  return any(name in error_line for name in FATAL_ERRORS) or disk.is_disk_full(error_line)
 
 
 def _run_ending(run_dir: str) -> bool:
@@ -180,9 +181,13 @@ class SupervisedNode(python.PyNode):
           how = f'exit code {code}'
           if code < 0:
             how += f', killed by {signal.Signals(-code).name}'
-          reason = (f'node {self._name} failed ({how}), not restarted: {error}' if fatal else
-                    f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
-                    f'({how}); last output line: {error or "none"}')
+          if disk.is_disk_full(error):
+            reason = disk.disk_full_reason(self._run_dir, self._name)
+          elif fatal:
+            reason = f'node {self._name} failed ({how}), not restarted: {error}'
+          else:
+            reason = (f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
+                      f'({how}); last output line: {error or "none"}')
           run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
                                {'node': self._name, 'reason': reason, 'time': now})
           append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})

@@ -1,5 +1,5 @@
-"""A diverging learner: updates whose loss is not finite are dropped and counted, and a run of
-them stops the learner with DivergenceError, which the supervisor does not retry."""
+"""Fault guards without a run: a diverging learner (non-finite updates dropped, counted, and a
+run of them stops it), failures the supervisor does not retry, a full disk said in one line."""
 import jax
 import numpy as np
 import optax
@@ -90,3 +90,14 @@ def test_the_supervisor_does_not_retry_what_a_restart_would_repeat():
   assert supervisor.is_fatal('launch.program.checkpointing.CorruptCheckpoint: no valid learner '
                              'checkpoint in /r/checkpoints/learner: ...')
   assert not supervisor.is_fatal('ValueError: something else')
+
+
+def test_a_full_disk_is_fatal_and_said_in_one_line_with_the_free_space(tmp_path):
+  from launch.runtime import disk
+  line = "OSError: [Errno 28] No space left on device: '/r/logs/learner/logs.csv'"
+  assert supervisor.is_fatal(line) and disk.is_disk_full(line)
+  reason = disk.disk_full_reason(str(tmp_path), 'learner')
+  assert '\n' not in reason and str(tmp_path) in reason and 'MB free' in reason
+  assert disk.low_space_warning(str(tmp_path / 'new'), 10) is None
+  warning = disk.low_space_warning(str(tmp_path), 10**15)
+  assert warning.startswith('warning: ') and 'MB free' in warning
