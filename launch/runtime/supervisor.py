@@ -36,11 +36,13 @@ from launchpad import address as lp_address
 from launchpad.nodes.python import node as python
 
 from envs import paths
-from launch.runtime import disk, run_state
+from launch.runtime import disk, hangs, run_state
 from launch.runtime.processes import die_with_parent, last_error_line  # noqa: F401 (re-exported)
 
 SUPERVISOR_LOG = 'supervisor.jsonl'
 STOP_GRACE_S = 2.0   # after a node exits: time for a program stop to become visible
+HANG_POLL_S = 5.0    # how often a supervised node's process is sampled for a hang
+MAX_HANGS = 2        # a node that hangs again after its restart stops the run
 
 
 class _Resolved(lp_address.AbstractAddressBuilder):
@@ -96,13 +98,14 @@ class SupervisedNode(python.PyNode):
   """Runs `node` (a PyNode: CourierNode, ...) in a child process and restarts it on failure."""
 
   def __init__(self, node: python.PyNode, name: str, run_dir: str, max_failures: int = 3,
-               window_s: float = 60.0):
+               window_s: float = 60.0, hang_timeout_s: float = 0.0):
     super().__init__(self._supervise)
     self._node = node
     self._name = name
     self._run_dir = run_dir
     self._max_failures = max_failures
     self._window_s = window_s
+    self._hang_timeout_s = hang_timeout_s   # 0: hangs are not looked for
     self.addresses.extend(node.addresses)  # Launchpad allocates the node's ports through us
 
   def create_handle(self):
@@ -117,6 +120,32 @@ class SupervisedNode(python.PyNode):
   def _initialize_context(self, launch_type, launch_config):
     super()._initialize_context(launch_type, launch_config)
     self._node._initialize_context(launch_type, launch_config)
+
+  def _wait(self, child: subprocess.Popen, stopping: threading.Event):
+    """(exit code, None) when the child exits; (kill's exit code, verdict) when it hung and was
+    killed (launch.runtime.hangs). While the program stops, nothing is judged (a stopped child
+    cannot act on its SIGTERM: it is killed)."""
+    if not self._hang_timeout_s:
+      return child.wait(), None
+    watch = hangs.HangWatch(self._name, self._hang_timeout_s)
+    while True:
+      try:
+        return child.wait(timeout=HANG_POLL_S), None
+      except subprocess.TimeoutExpired:
+        pass
+      if stopping.is_set():
+        child.kill()
+        return child.wait(), None
+      now = time.time()
+      own = hangs.sample(child.pid, now)
+      if own is None:
+        continue
+      peers = {(peer, pid): s for peer, pid in hangs.peer_pids(self._run_dir, self._name).items()
+               if (s := hangs.sample(pid, now)) is not None}
+      verdict = watch.observe(own, peers)
+      if verdict:
+        child.kill()   # SIGKILL ends a stopped process too
+        return child.wait(), verdict
 
   def __getstate__(self):
     # The node travels pickled inside this object's pickle, so that the supervisor's process
@@ -155,7 +184,7 @@ class SupervisedNode(python.PyNode):
         child.terminate()
     threading.Thread(target=stop_child_on_program_stop, daemon=True).start()
 
-    failures = []
+    failures, hangs_seen = [], []
     try:
       while not stopping.is_set():
         with open(log_path, 'ab') as log:
@@ -165,7 +194,19 @@ class SupervisedNode(python.PyNode):
               preexec_fn=die_with_parent)
         append_event(self._run_dir, {'node': self._name, 'event': 'start', 'pid': child.pid,
                                      'attempt': len(failures) + 1})
-        code = child.wait()
+        code, hung = self._wait(child, stopping)
+        if hung:
+          hangs_seen.append(hung)
+          append_event(self._run_dir, {'node': self._name, 'event': 'hung', 'reason': hung})
+          if len(hangs_seen) >= MAX_HANGS:
+            reason = f'{hung}; it hung {len(hangs_seen)} times, so the run stops'
+            run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
+                                 {'node': self._name, 'reason': reason, 'time': time.time()})
+            append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})
+            lp.stop()
+            return
+          print(f'{hung}: restarted', file=sys.stderr, flush=True)
+          continue
         # The program stopping kills nodes too (the signal may reach the child before this
         # process hears of the stop): an exit then is no failure.
         if code == 0 or stopping.wait(STOP_GRACE_S) or _run_ending(self._run_dir):
