@@ -379,3 +379,22 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_continues_once_space_i
   stdout, stderr = proc.communicate(timeout=600)
   assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
   assert _counts(big)['actor_steps'] >= steps + 20_000
+
+
+@pytest.mark.parametrize('node', ['learner', 'actor_1'])
+def test_a_stopped_node_is_found_restarted_and_the_run_completes(tmp_path, node):
+  run_dir = tmp_path / 'run'
+  proc = _start(run_dir, 60_000, '--hang_timeout_s', '20')
+  _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 2000, 240, proc, 'first steps')
+  stopped = _pid(run_dir, node)
+  os.kill(stopped, signal.SIGSTOP)
+  _wait(lambda: any(e['event'] == 'hung' and e['node'] == node
+                    for e in supervisor.read_events(str(run_dir))), 180, proc, f'{node} found hung')
+  stdout, stderr = proc.communicate(timeout=600)
+  assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
+  (hung,) = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'hung']
+  assert hung['node'] == node and ('stopped (SIGSTOP)' in hung['reason'] or
+                                   'no progress' in hung['reason']), hung
+  assert _pid(run_dir, node) != stopped
+  s = json.loads((run_dir / 'summary.json').read_text())
+  assert s['status'] == 'completed' and s['actor_steps'] >= 60_000, s
