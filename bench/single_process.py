@@ -102,7 +102,7 @@ def main(argv):
   from agents import networks as agent_networks
   from launch.program import presets
   from launch.program.config import ImpalaConfig
-  from launch.program.build import make_optimizer
+  from launch.program.builder import make_optimizer
 
   if FLAGS.reuse < 1 or FLAGS.envs < 1 or FLAGS.steps < 1:
     raise SystemExit('--reuse, --envs and --steps must be >= 1')

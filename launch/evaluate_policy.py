@@ -5,8 +5,8 @@ r"""Evaluates a trained IMPALA policy on the first N levels of a Sokoban level s
         --levels ../shared/data/boxoban/unfiltered_test_000.txt --num_levels 1000 \
         --policy both --count_irreversible --out results/sokoban-rae-boxoban.json
 
-The policy network is rebuilt from RUN_DIR/config.json as `launch.program.build.make_learner` builds
-it, and its parameters are read from the learner checkpoint RUN_DIR/checkpoints/learner.
+The policy network is rebuilt from RUN_DIR/config.json as `launch.program.builder.make_learner`
+builds it, and its parameters are read from the learner checkpoint RUN_DIR/checkpoints/learner.
 Every level is played once per policy, in order, up to the run's time limit (its `max_steps`
 environment option): 'greedy' takes the argmax of the logits, 'sampled' samples them (level i
 uses key fold_in(PRNGKey(seed), i), so a level's episode does not depend on which other levels

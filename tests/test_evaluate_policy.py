@@ -2,8 +2,8 @@
 
 A training run is too slow here, so each run directory is made the way launch.train leaves it:
 config.json written with the launch's own `lifecycle.jsonable(cfg)`, and a checkpoint of a real
-IMPALALearner's state (networks and optimiser built as `launch.program.build.make_learner` builds
-them) saved with `checkpointing.save_state`. One run keeps the random initial parameters; the
+IMPALALearner's state (networks and optimiser built as `launch.program.builder.make_learner`
+builds them) saved with `checkpointing.save_state`. One run keeps the random initial parameters; the
 other has its policy head zeroed except a large bias on 'right', so it always pushes right.
 """
 import json
@@ -24,7 +24,7 @@ from envs import sokoban
 from launch.program import checkpointing
 from launch.program import config as cfg_lib
 from launch.analysis import policy_evaluation as ev
-from launch.program import build as program
+from launch.program import builder
 from launch.runtime import lifecycle
 from launch.runtime import run_state
 
@@ -65,7 +65,7 @@ def _config(run_dir, env='sokoban', options=None):
 
 def _learner_state(cfg):
   """A freshly built learner's state, as make_learner builds the learner."""
-  spec = program.environment_spec(cfg)
+  spec = builder.environment_spec(cfg)
   networks = agent_networks.make_networks(spec, agent_networks.default_policy_config(
       cfg.env, agent_networks.is_image_spec(spec)))
   optimizer = optax.chain(optax.clip_by_global_norm(cfg.impala.max_gradient_norm),

@@ -157,14 +157,14 @@ def test_estimator_checkpoint_of_another_env_is_refused_before_launch(
 
 
 def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
-  from launch.program import build as program
+  from launch.program import loggers
   from launch.program.config import RunConfig
   cfg = RunConfig(run_dir=str(tmp_path))
-  first = program.make_logger(cfg, 'actor_0')
+  first = loggers.make_logger(cfg, 'actor_0')
   first.write({'actor_steps': 10, 'episode_length': 10})
   # The restarted process's first row has more keys (counters that appeared meanwhile), in
   # another order: its values must still land under the file's own columns.
-  again = program.make_logger(cfg, 'actor_0')
+  again = loggers.make_logger(cfg, 'actor_0')
   again.write({'learner_steps': 3, 'episode_length': 12, 'actor_steps': 22})
   from launch.runtime import summary
   rows = summary.read_log(str(tmp_path), 'actor_0')
