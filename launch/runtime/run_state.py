@@ -14,8 +14,8 @@ of it ended, and a stop request. Every file is JSON, written to a temporary file
 Event logs (supervisor.jsonl, replay.jsonl) are the exception: one timestamped JSON line appended
 per event (`append_record` / `read_records`), a line cut by a kill skipped on reading.
 
-This module reads and writes those files and nothing else: the launch's life
-(launch.runtime.lifecycle) and the summary (launch.runtime.summary) call down into it.
+The launch's life (launch.runtime.lifecycle) and the summary (launch.runtime.summary) call down
+into this module; it imports neither, nor anything else of launch/.
 """
 import bisect
 import json
