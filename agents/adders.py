@@ -20,7 +20,7 @@ Acme's adders wrote (tests/test_adders.py compares them on a real Reverb server)
 With self-imitation on (`--self_imitation_updates`), `SelfImitationAdder` wraps an environment's
 adder and writes the steps of the best terminated episodes to a third table, 'self_imitation':
 one item per step, (observation, [action, discounted return-to-go]), the episode's return its
-priority; the table evicts the lowest first (`launch.program.build.make_tables`).
+priority; the table evicts the lowest first (`launch.program.builder.make_tables`).
 
 Rows. Reverb's writer converts, buffers and chunks every column on every append, so a row has at
 most three columns: 'observation', 'steps' (the per-step scalars packed into one float32 vector,

@@ -219,7 +219,7 @@ def fetch_cost(fetches: int) -> dict:
   from agents import networks as agent_networks
   from estimators import networks as est_nets
   from estimators import training
-  from launch.program import build as program
+  from launch.program import builder as program
   from launch.program.config import RunConfig
   from launchpad.nodes.courier import courier_utils
   spec = program.environment_spec(RunConfig(env='cartpole', env_options={'reward_free': True}))

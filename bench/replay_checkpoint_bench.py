@@ -2,7 +2,7 @@ r"""What a replay checkpoint costs: seconds and MB to save a full precedence tab
 restore it, what the checkpoint directory holds after several saves, and whether a save holds
 up the writers (one client's inserts per second alone and while a save runs).
 
-The table is the run's own (`launch.program.build.make_tables`, `--env`'s window and
+The table is the run's own (`launch.program.builder.make_tables`, `--env`'s window and
 `table_max_windows`), filled past its size (FIFO steady state, so chunks are shared the way they
 are in a long run) with random-policy episodes of K environments written through the actors'
 adder; saved through a Reverb client as the coordinator does (`launch.program.replay`), and
@@ -29,7 +29,7 @@ from agents.acting import ReversibilityConfig
 from bench import common
 from estimators import recipes
 from estimators.training import TrainConfig
-from launch.program import build
+from launch.program import builder as build
 from launch.program import replay
 from launch.program.config import RunConfig
 

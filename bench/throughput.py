@@ -80,7 +80,7 @@ def learner_rates(run_dir: str, cfg) -> dict:
 
 def frozen_checkpoint(path: str) -> str:
   """Untrained psi/phi for the env (throughput does not depend on the parameters' values)."""
-  from launch.program import build as program
+  from launch.program import builder as program
   cfg = train.config_from_flags()
   return common.untrained_estimators(path, cfg.env, program.environment_spec(cfg))
 

@@ -7,8 +7,8 @@ r"""Evaluates a trained IMPALA policy on the first N levels of a Sokoban level s
     python -m launch.evaluate_policy --run_dir runs/sokoban-rae --num_levels 4 \
         --gif runs/sokoban-rae/policy.gif --gif_levels 0,3     # watch it (psi beside, for RAE)
 
-The policy network is rebuilt from RUN_DIR/config.json as `launch.program.build.make_learner` builds
-it, and its parameters are read from the learner checkpoint RUN_DIR/checkpoints/learner.
+The policy network is rebuilt from RUN_DIR/config.json as `launch.program.builder.make_learner`
+builds it, and its parameters are read from the learner checkpoint RUN_DIR/checkpoints/learner.
 Every level is played once per policy, in order, up to the run's time limit (its `max_steps`
 environment option): 'greedy' takes the argmax of the logits, 'sampled' samples them (level i
 uses key fold_in(PRNGKey(seed), i), so a level's episode does not depend on which other levels

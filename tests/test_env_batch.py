@@ -15,7 +15,7 @@ from envs import batch as batch_lib
 from envs.sokoban_batch import SokobanBatch
 from estimators import networks as est_nets
 from estimators import training as est_training
-from launch.program import build
+from launch.program import builder
 from launch.program.config import RunConfig
 
 
@@ -136,10 +136,10 @@ def test_loop_writes_the_same_with_the_vectorised_sokoban(mode):
 
 def test_actor_environments_follow_the_run_config():
   cfg = RunConfig(env='sokoban', env_options={'max_steps': 10})
-  assert isinstance(build.make_environments(cfg, [1, 2]), SokobanBatch)
+  assert isinstance(builder.make_environments(cfg, [1, 2]), SokobanBatch)
   off = RunConfig(env='sokoban', env_options={'max_steps': 10}, vectorised_env=False)
-  assert isinstance(build.make_environments(off, [1, 2]), batch_lib.EnvironmentList)
-  cartpole = build.make_environments(RunConfig(env='cartpole'), [1, 2, 3])
+  assert isinstance(builder.make_environments(off, [1, 2]), batch_lib.EnvironmentList)
+  cartpole = builder.make_environments(RunConfig(env='cartpole'), [1, 2, 3])
   assert isinstance(cartpole, batch_lib.EnvironmentList) and cartpole.num_envs == 3
-  assert (specs.make_environment_spec(build.make_environments(cfg, [1]))
-          == build.environment_spec(cfg))
+  assert (specs.make_environment_spec(builder.make_environments(cfg, [1]))
+          == builder.environment_spec(cfg))

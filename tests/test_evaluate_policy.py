@@ -2,8 +2,8 @@
 
 A training run is too slow here, so each run directory is made the way launch.train leaves it:
 config.json written with the launch's own `lifecycle.jsonable(cfg)`, and a checkpoint of a real
-IMPALALearner's state (networks and optimiser built as `launch.program.build.make_learner` builds
-them) saved with `checkpointing.save_state`. One run keeps the random initial parameters; the
+IMPALALearner's state (networks and optimiser built as `launch.program.builder.make_learner`
+builds them) saved with `checkpointing.save_state`. One run keeps the random initial parameters; the
 other has its policy head zeroed except a large bias on 'right', so it always pushes right.
 """
 import dataclasses
@@ -27,7 +27,7 @@ from launch.program import checkpointing
 from launch.program import config as cfg_lib
 from launch.analysis import policy_evaluation as ev
 from launch.analysis import policy_gif
-from launch.program import build as program
+from launch.program import builder
 from launch.runtime import lifecycle
 from launch.runtime import run_state
 
@@ -68,7 +68,7 @@ def _config(run_dir, env='sokoban', options=None):
 
 def _learner_state(cfg):
   """A freshly built learner's state, as make_learner builds the learner."""
-  spec = program.environment_spec(cfg)
+  spec = builder.environment_spec(cfg)
   networks = agent_networks.make_networks(spec, agent_networks.default_policy_config(
       cfg.env, agent_networks.is_image_spec(spec)))
   optimizer = optax.chain(optax.clip_by_global_norm(cfg.impala.max_gradient_norm),
@@ -246,7 +246,7 @@ def _untrained_psi(path, cfg):
   from estimators import checkpoint as est_checkpoint
   from estimators import networks as est_nets
   from estimators import training
-  spec = program.environment_spec(cfg)
+  spec = builder.environment_spec(cfg)
   network = est_nets.default_config('sokoban')
   est = est_nets.make_estimators(network, spec.actions.num_values)
   obs = np.zeros(spec.observations.shape, spec.observations.dtype)
@@ -259,7 +259,7 @@ def _untrained_psi(path, cfg):
 def _room_width(run_dir):
   from launch.runtime import run_config
   cfg = run_config.from_dict(run_config.read(run_dir), run_dir)
-  return program.environment_spec(cfg).observations.shape[1] * policy_gif.CELL_PX
+  return builder.environment_spec(cfg).observations.shape[1] * policy_gif.CELL_PX
 
 
 def _gif_frames(path):
@@ -290,7 +290,7 @@ def test_gif_of_an_rae_run_shows_psi_per_step_beside_the_room(runs, tmp_path):
   ev.evaluate(run_dir, runs['levels'], num_levels=1, policies=['greedy'], gif=str(out))
   frames, (width, _) = _gif_frames(out)
   assert frames == 2 and width == _room_width(run_dir) + policy_gif.PANEL_W
-  spec = program.environment_spec(cfg)
+  spec = builder.environment_spec(cfg)
   (padded,) = ev.pad_levels(ev.load_levels(runs['levels'], 1), spec.observations.shape[:2])
   level = sokoban.Sokoban(levels=[padded], max_steps=MAX_STEPS)
   observations = policy_gif.replay_observations(level, str(RIGHT))

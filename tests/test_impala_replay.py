@@ -7,7 +7,7 @@ from acme import specs, wrappers
 
 import envs
 from agents import adders
-from launch.program import build as program
+from launch.program import builder
 from launch.program.config import ImpalaConfig
 
 SEQUENCE = 5
@@ -52,7 +52,7 @@ def test_replay_lets_the_learner_sample_each_sequence_about_spi_times(samples_pe
   spec = specs.make_environment_spec(env)
   impala = ImpalaConfig(batch_size=2, sequence_length=SEQUENCE,
                         samples_per_insert=samples_per_insert, replay_size=64)
-  table = program.make_impala_table(impala, adders.impala_signature(spec, SEQUENCE))
+  table = builder.make_impala_table(impala, adders.impala_signature(spec, SEQUENCE))
   server = reverb.Server([table])
   try:
     client = reverb.Client(f'localhost:{server.port}')
@@ -75,7 +75,7 @@ def test_replay_lets_the_learner_sample_each_sequence_about_spi_times(samples_pe
 def test_default_is_a_queue_and_bad_replay_settings_are_refused():
   env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
   spec = specs.make_environment_spec(env)
-  table = program.make_impala_table(ImpalaConfig(), adders.impala_signature(spec, SEQUENCE))
+  table = builder.make_impala_table(ImpalaConfig(), adders.impala_signature(spec, SEQUENCE))
   server = reverb.Server([table])
   try:
     client = reverb.Client(f'localhost:{server.port}')

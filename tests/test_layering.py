@@ -4,7 +4,10 @@ Layers, bottom to top: envs/ -> estimators/ -> agents/ -> launch/ -> bench/ (a m
 its own layer and those below). Inside launch/, the sub-packages (program/, runtime/, cluster/,
 experiments/, analysis/) never import an entry module of launch/ (train, collect, ...): an entry
 module defines its absl flags at import time, and a replica that imported one would carry them
-(the cycle cluster <-> train was that). Every import counts, also those inside functions.
+(the cycle cluster <-> train was that). A run's life calls down one way: lifecycle -> summary ->
+run_state. The builder (what the agent is) knows nothing of Launchpad or the run directory; the
+layout (how it is distributed) builds the agent's parts only through it. Every import counts,
+also those inside functions.
 """
 import ast
 import os
@@ -143,6 +146,72 @@ def test_no_import_runs_up_the_layers():
   bad = [f'{m} imports {t}' for m, targets in GRAPH.items() for t in targets
          if LAYERS[t.split('.')[0]] > LAYERS[m.split('.')[0]]]
   assert bad == []
+
+
+def _reachable(module: str) -> Set[str]:
+  """Project modules `module` imports, directly or through others."""
+  seen, todo = set(), [module]
+  while todo:
+    for t in GRAPH.get(todo.pop(), ()):
+      if t not in seen:
+        seen.add(t)
+        todo.append(t)
+  return seen
+
+
+def _external_imports(path: str) -> Set[str]:
+  """Top-level packages from outside the project that a file imports anywhere."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  names = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names.update(a.name.split('.')[0] for a in node.names)
+    elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+      names.add(node.module.split('.')[0])
+  return {n for n in names if n not in LAYERS}
+
+
+# A run's life, top to bottom: the launch's life (resume checks, the run record around a launch),
+# the summary, the run directory's files.
+RUN_LIFE = ['launch.runtime.lifecycle', 'launch.runtime.summary', 'launch.runtime.run_state']
+
+
+def test_a_run_s_life_calls_down_only():
+  # Each concern of a run's life has one module, which calls down into those below it and is
+  # never called back: a change to a file of the run directory, to the summary or to the launch
+  # is made in one place.
+  assert 'launch.runtime.summary' in GRAPH['launch.runtime.lifecycle']
+  assert 'launch.runtime.run_state' in GRAPH['launch.runtime.summary']
+  up = [f'{m} reaches {t}' for i, m in enumerate(RUN_LIFE) for t in RUN_LIFE[:i]
+        if t in _reachable(m)]
+  assert up == []
+  # The run directory's files lean on nothing of launch/ (any module may read a run).
+  assert [t for t in _reachable('launch.runtime.run_state') if t.startswith('launch')] == []
+
+
+def test_the_builder_knows_nothing_of_nodes():
+  # What the agent is (launch.program.builder) is the same wherever it runs: Launchpad, the
+  # supervisor and the run directory's files belong to the layout.
+  builder = 'launch.program.builder'
+  assert 'launchpad' not in _external_imports(MODULES[builder])
+  assert [t for t in _reachable(builder) if t.startswith('launch.runtime')] == []
+  assert not {'launch.program.layout', 'launch.program.coordinator'} & _reachable(builder)
+
+
+def test_the_layout_builds_the_agent_through_the_builder():
+  # The layout places the builder's parts on nodes; it constructs no network, estimator,
+  # optimiser or learner itself.
+  layout = 'launch.program.layout'
+  assert 'launch.program.builder' in GRAPH[layout]
+  assert [t for t in GRAPH[layout] if t.split('.')[0] in ('agents', 'estimators')] == []
+  assert not {'optax', 'haiku'} & _external_imports(MODULES[layout])
+
+
+def test_only_old_pickles_use_launch_program_build():
+  # launch.program.build holds the names that programs pickled before the builder / layout
+  # split refer to; new code names the layout and the builder.
+  assert [m for m, targets in GRAPH.items() if 'launch.program.build' in targets] == []
 
 
 def test_launch_subpackages_do_not_import_entry_modules():

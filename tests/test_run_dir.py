@@ -239,14 +239,14 @@ def test_estimator_checkpoint_of_another_env_is_refused_before_launch(
 
 
 def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
-  from launch.program import build as program
+  from launch.program import loggers
   from launch.program.config import RunConfig
   cfg = RunConfig(run_dir=str(tmp_path))
-  first = program.make_logger(cfg, 'actor_0')
+  first = loggers.make_logger(cfg, 'actor_0')
   first.write({'actor_steps': 10, 'episode_length': 10})
   # The restarted process's first row has more keys (counters that appeared meanwhile), in
   # another order: its values must still land under the file's own columns.
-  again = program.make_logger(cfg, 'actor_0')
+  again = loggers.make_logger(cfg, 'actor_0')
   again.write({'learner_steps': 3, 'episode_length': 12, 'actor_steps': 22})
   from launch.runtime import summary
   rows = summary.read_log(str(tmp_path), 'actor_0')
@@ -334,6 +334,28 @@ def test_a_new_launch_closes_the_killed_one_where_counts_were_last_saved(tmp_pat
       start + 60, run_state.UNRECORDED_END, 1234)
   assert second['end'] is None and second['resumed_from_steps'] == 1234
   assert run_state.total_wall_time(run_dir, [second['start'] + 5]) == pytest.approx(65)
+
+
+def test_a_launch_s_end_is_read_from_the_run_directory(tmp_path):
+  from launch.runtime import lifecycle
+  run_dir = str(tmp_path)
+  run_state.begin_segment(run_dir, 0)
+  run_state.save_counts(run_dir, {'actor_steps': 500})
+  assert run_state.end_status(run_dir) == run_state.STOPPED   # nothing recorded how it ended
+  run_state.write_json(os.path.join(run_dir, run_state.FAILURE), {'reason': 'actor_0 died'})
+  assert run_state.end_status(run_dir) == 'failed: actor_0 died'
+  run_state.write_json(os.path.join(run_dir, run_state.FINAL_STATE), {'status': 'completed'})
+  assert run_state.end_status(run_dir) == run_state.COMPLETED
+  assert run_state.end_status(run_dir, 'failed: launcher') == 'failed: launcher'
+  summary = lifecycle.record_end(run_dir)
+  (segment,) = run_state.segments(run_dir)
+  assert (segment['status'], segment['actor_steps']) == (run_state.COMPLETED, 500)
+  assert summary['status'] == run_state.COMPLETED and summary['launches'] == 1
+  assert json.loads((tmp_path / run_state.SUMMARY).read_text()) == summary
+  run_state.request_stop(run_dir)
+  run_state.clear_launch_end(run_dir)   # the next launch's end is its own to record
+  assert not [f for f in (run_state.STOP_REQUEST, run_state.FINAL_STATE, run_state.FAILURE)
+              if (tmp_path / f).exists()]
 
 
 @pytest.mark.parametrize('args, words', [

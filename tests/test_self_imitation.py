@@ -107,8 +107,8 @@ def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
   spec = specs.EnvironmentSpec(
       observations=specs.Array((2,), np.float32), actions=specs.DiscreteArray(4),
       rewards=specs.Array((), np.float32), discounts=specs.BoundedArray((), np.float32, 0, 1))
-  from launch.program import build
-  server = reverb.Server([build.make_self_imitation_table(100, adders.self_imitation_signature(spec))])
+  from launch.program import builder
+  server = reverb.Server([builder.make_self_imitation_table(100, adders.self_imitation_signature(spec))])
   client = reverb.Client(f'localhost:{server.port}')
   writer = client.trajectory_writer(num_keep_alive_refs=1)
 

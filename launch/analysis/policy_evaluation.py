@@ -1,7 +1,7 @@
 """Plays a trained IMPALA policy on the first N levels of a Sokoban level set and scores it
 (`launch.evaluate_policy` is the command; its help says what is measured and how). The run's
 configuration comes from the one loader of config.json (launch.runtime.run_config), the
-policy network as `launch.program.build.make_learner` builds it, its parameters from the
+policy network as `launch.program.builder.make_learner` builds it, its parameters from the
 learner checkpoint RUN_DIR/checkpoints/learner; the episodes are played by
 launch.analysis.policy_episodes."""
 import dataclasses
@@ -72,15 +72,15 @@ def load_policy(cfg, run_dir: str):
   from agents import learning
   from agents import networks as agent_networks
   from launch.program import checkpointing
-  from launch.program import build as program
+  from launch.program import builder
   try:
-    spec = program.environment_spec(cfg)
+    spec = builder.environment_spec(cfg)
   except ValueError as e:  # e.g. the run's level file has moved
     raise EvaluateError(f"cannot rebuild the run's environment: {e}") from None
-  networks = program.policy_networks(cfg, spec)
+  networks = builder.policy_networks(cfg, spec)
   # The template only fixes structure and shapes; the values are replaced by the checkpoint's.
   params = networks.unroll_init_fn(jax.random.PRNGKey(0), agent_networks.DUMMY_CORE_STATE)
-  template = learning.TrainingState(params, program.make_optimizer(cfg.impala).init(params))
+  template = learning.TrainingState(params, builder.make_optimizer(cfg.impala).init(params))
   state, steps = checkpointing.load_state(checkpoint_dir(run_dir), template)
   return networks, state.params, steps, tuple(spec.observations.shape)
 

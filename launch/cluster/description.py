@@ -42,7 +42,7 @@ import os
 import re
 from typing import Any, Dict, Optional, Tuple
 
-# Node groups of launch.program.build.build_program, in the order the program adds them.
+# Node groups of launch.program.layout.build_program, in the order the program adds them.
 GROUPS = ('replay', 'counter', 'learner', 'precedence_learner', 'coordinator', 'actor')
 _ALIASES = {'actors': 'actor'}
 DEFAULT_BASE_PORT = 17100

@@ -90,8 +90,8 @@ def bind_program(program, stopper) -> Dict[str, int]:
 
 def group_sizes(cfg) -> Dict[str, int]:
   """Replicas per node group of the program `cfg` builds."""
-  from launch.program import build as program_lib
-  return {label: len(nodes) for label, nodes in program_lib.build_program(cfg).groups.items()}
+  from launch.program import layout
+  return {label: len(nodes) for label, nodes in layout.build_program(cfg).groups.items()}
 
 
 def check_placement(cfg, desc: ClusterDescription) -> None:
@@ -103,7 +103,7 @@ def check_placement(cfg, desc: ClusterDescription) -> None:
 def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
             python: Optional[str] = None) -> Package:
   """Writes RUN_DIR/cluster/ for one launch of `cfg` on the hosts of `desc`."""
-  from launch.program import build as program_lib
+  from launch.program import layout
   from launchpad.launch import serialization
 
   code_dir = code_dir or desc.code_dir or ROOT
@@ -122,7 +122,7 @@ def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
 
   launch_id = uuid.uuid4().hex[:12]
   stop_file = os.path.join(directory, f'stopped-{launch_id}.json')
-  program = program_lib.build_program(cfg)
+  program = layout.build_program(cfg)
   sizes = bind_program(program, functools.partial(request_program_stop, stop_file))
   replicas = placement.place(desc, sizes)
   k8s_text = files.kubernetes_manifests(desc, sizes, cfg.run_dir, code_dir, python)

@@ -23,11 +23,8 @@ def run(cfg, description_path: str, start: bool, resume: bool = False,
   host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
   when nothing was started). Raises ValueError (one line) on a bad description."""
   desc = description.load_description(description_path)
-  run_state.check_writable(cfg.run_dir)
-  if not resume:
-    lifecycle.write_config(cfg)
   # The coordinator's wrapper begins the run's segment when it starts.
-  lifecycle.clear_stale_end(cfg.run_dir)
+  lifecycle.prepare_launch(cfg, resume)
   pkg = package(cfg, desc)
   print_package(pkg, desc)
   if not start:

@@ -20,8 +20,8 @@ def launch_vertex_ai(cfg, requirements: str) -> None:
   except Exception:  # xm_docker raises a bare Exception when xmanager is missing
     raise ValueError(VERTEX_AI_NEEDS) from None
   import launchpad as lp  # pylint: disable=g-import-not-at-top
-  from launch.program import build as program_lib  # pylint: disable=g-import-not-at-top
-  program = program_lib.build_program(cfg)
+  from launch.program import layout  # pylint: disable=g-import-not-at-top
+  program = layout.build_program(cfg)
   config = xm_docker.DockerConfig(code_directory=ROOT, docker_requirements=requirements)
   lp.launch(program, launch_type='vertex_ai',
             xm_resources={label: config for label in program.groups})

@@ -1,4 +1,5 @@
-"""The Launchpad program: its typed configuration and per-environment presets, the factories of
-its nodes (Reverb tables, adders, IMPALA and precedence learners, actors, counter, coordinator)
-and the layout that wires them (`build.build_program`), learner checkpoints, the node loggers,
-and the single-process DQN baseline."""
+"""The Launchpad program: its typed configuration and per-environment presets, the builder (what
+the agent is: environments, networks, optimiser, tables, adders, learners, actor), the layout
+(how it is distributed: the nodes and the program that wires them, `layout.build_program`),
+the coordinator node, the replay node, learner checkpoints, the node loggers, and the
+single-process DQN baseline."""

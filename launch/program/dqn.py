@@ -78,7 +78,7 @@ def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
   from acme import specs
   from acme.utils import counting
   from agents import dqn
-  from launch.program.build import make_environment
+  from launch.program.builder import make_environment
   from launch.runtime import run_state
   from launch.runtime import summary as summary_lib
 

@@ -130,10 +130,10 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
 
 def _child_main(cfg_path: str):
   import launchpad as lp
-  from launch.program import build as program_lib
+  from launch.program import layout
   with open(cfg_path, 'rb') as f:
     cfg = pickle.load(f)
-  program = program_lib.build_program(cfg)
+  program = layout.build_program(cfg)
   if cfg.launch_type == 'local_mp':
     from launchpad.nodes.python import local_multi_processing
     from launch.program import threads

@@ -1,7 +1,11 @@
-"""A training run's life around its launch: the run record before it (config.json, a fresh
-segment, stale end files removed), progress lines while it runs, and the summary after it,
-whatever ended it. Shared by the local launch (`launch.train`), the cluster launch
-(`launch.cluster`, whose coordinator wrapper closes the record) and the DQN baseline's resume."""
+"""A training run's life around its launch: whether it may resume and whether anything is left
+to do, the run record before it (config.json, a fresh segment, the last launch's end files
+removed), progress lines while it runs, and the record and summary after it, whatever ended it.
+Shared by the local launch (`launch.train`), the cluster launch (`launch.cluster`, whose
+coordinator wrapper closes the record) and the DQN baseline's resume.
+
+The run directory's files are launch.runtime.run_state's and the summary is
+launch.runtime.summary's: this module calls down into both, and neither calls back."""
 import dataclasses
 import json
 import os
@@ -70,47 +74,29 @@ def check_resume(cfg, allowed: str = None) -> None:
                      f'(only {allowed} may change)')
 
 
-def clear_stale_end(run_dir: str) -> None:
-  """Before a launch: its stop request, final state and failure are its own to write."""
-  run_state.clear_stop_request(run_dir)
-  for stale in (run_state.FINAL_STATE, run_state.FAILURE):
-    if os.path.exists(os.path.join(run_dir, stale)):
-      os.remove(os.path.join(run_dir, stale))
+def prepare_launch(cfg, resume: bool) -> None:
+  """The run directory before a launch: writable, holding the run's config.json (written by its
+  first launch), and without the previous launch's end files. The launch's segment is begun by
+  whoever starts the program (the local launch here, a cluster's coordinator wrapper)."""
+  run_state.check_writable(cfg.run_dir)
+  if not resume:
+    write_config(cfg)
+  run_state.clear_launch_end(cfg.run_dir)
 
 
 def record_end(run_dir: str, status: str = None) -> dict:
-  """Closes the run's current segment and writes summary.json (status: the given one, else the
-  coordinator's final state, else a recorded node failure, else stopped); returns the summary."""
-  status = end_status(run_dir, status)
-  run_state.end_segment(run_dir, status, run_state.load_counts(run_dir).get('actor_steps', 0))
-  return write_summary(run_dir, status)
-
-
-def end_status(run_dir: str, status: str = None) -> str:
-  final = run_state.read_json(os.path.join(run_dir, run_state.FINAL_STATE), {}) or {}
-  failure = run_state.read_json(os.path.join(run_dir, run_state.FAILURE), {}) or {}
-  return (status or final.get('status')
-          or (f"failed: {failure['reason']}" if failure.get('reason') else None) or run_state.STOPPED)
+  """Closes the run's current segment and writes summary.json (status: the given one, else as
+  run_state.end_status reads it from the run directory); returns the summary."""
+  status = run_state.end_segment(run_dir, status)
+  return summary_lib.write_summary(run_dir, status)
 
 
 def rebuild_lost_summary(run_dir: str) -> None:
   """A run the coordinator recorded as completed but whose launcher died before writing
   summary.json (an experiment marks a run done only from its summary) gets it back; any other
   run is left untouched."""
-  final = run_state.read_json(os.path.join(run_dir, run_state.FINAL_STATE), {}) or {}
-  if (final.get('status') == run_state.COMPLETED
-      and not os.path.exists(os.path.join(run_dir, 'summary.json'))):
-    write_summary(run_dir, run_state.COMPLETED)
-
-
-def write_summary(run_dir: str, status: str) -> dict:
-  """summary.json from the run's logs and records."""
-  summary = summary_lib.summarize(run_dir, with_wall_time=True)
-  summary['status'] = status
-  summary['launches'] = len(run_state.segments(run_dir))
-  summary.update(summary_lib.restarts(run_dir))
-  run_state.write_json(os.path.join(run_dir, 'summary.json'), summary)
-  return summary
+  if run_state.end_status(run_dir) == run_state.COMPLETED and not summary_lib.exists(run_dir):
+    summary_lib.write_summary(run_dir, run_state.COMPLETED)
 
 
 GOAL_EPISODES = 100   # a length goal is judged on the mean of the last this many episodes
@@ -135,10 +121,7 @@ def progress_printer(cfg, start: float, goal_mean_length: float = 0.0) -> Callab
   asked = []
 
   def progress():
-    p = summary_lib.summarize(cfg.run_dir, last_n=20)
-    print(f"[{time.time() - start:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{cfg.max_steps:,}"
-          f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
-          f"  learner steps {p.get('learner_steps', 0):>6,.0f}", flush=True)
+    print(summary_lib.progress_line(cfg.run_dir, cfg.max_steps, time.time() - start), flush=True)
     reason = None if asked else goal_reached(cfg.run_dir, goal_mean_length)
     if reason:
       asked.append(reason)
@@ -169,26 +152,19 @@ def run_local(cfg, resume: bool = False, goal_mean_length: float = 0.0) -> dict:
   (at cfg.max_steps, or earlier at a goal, see goal_reached), returns the summary. Raises
   RunFailed."""
   from launch.runtime import launcher  # pylint: disable=g-import-not-at-top
-  run_state.check_writable(cfg.run_dir)
-  if not resume:
-    write_config(cfg)
-  start_counts = run_state.load_counts(cfg.run_dir)
-  clear_stale_end(cfg.run_dir)
-  run_state.begin_segment(cfg.run_dir, start_counts.get('actor_steps', 0))
+  prepare_launch(cfg, resume)
+  start_steps = run_state.saved_actor_steps(cfg.run_dir)
+  run_state.begin_segment(cfg.run_dir, start_steps)
   verb = 'resuming' if resume else 'run directory'
   print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
-        + (f' from {start_counts.get("actor_steps", 0):,.0f} actor steps' if resume else ''), flush=True)
+        + (f' from {start_steps:,.0f} actor steps' if resume else ''), flush=True)
   return supervise_and_record(cfg, lambda progress: launcher.launch_and_supervise(
       cfg, progress=progress), goal_mean_length)
 
 
-def steps_done(run_dir: str) -> float:
-  return run_state.load_counts(run_dir).get('actor_steps', 0)
-
-
 def already_done(cfg) -> Optional[str]:
   """On --resume: why there is nothing to do (the run reached cfg.max_steps), else None."""
-  done = steps_done(cfg.run_dir)
+  done = run_state.saved_actor_steps(cfg.run_dir)
   if done >= cfg.max_steps:
     return (f'nothing to do: {cfg.run_dir} already reached {done:,.0f}/{cfg.max_steps:,} actor '
             'steps (pass a larger --max_steps to go on)')

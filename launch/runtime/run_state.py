@@ -7,9 +7,15 @@ of it ended, and a stop request. Every file is JSON, written to a temporary file
   run_state.json     one record per launch ("segment"): start, end, status, steps reached
   stop_request.json  written by the CLI on Ctrl-C / SIGTERM / SIGHUP: the coordinator then
                      checkpoints the learners and stops the program
+  final_state.json   the coordinator's record of the end it made (status, counts, tables)
+  failure.json       the node failure that stopped the run
+  summary.json       the run's summary at the end of its last launch (launch.runtime.summary)
 
 Event logs (supervisor.jsonl, replay.jsonl) are the exception: one timestamped JSON line appended
 per event (`append_record` / `read_records`), a line cut by a kill skipped on reading.
+
+The launch's life (launch.runtime.lifecycle) and the summary (launch.runtime.summary) call down
+into this module; it imports neither, nor anything else of launch/.
 """
 import bisect
 import json
@@ -27,6 +33,8 @@ RUN_STATE = 'run_state.json'
 STOP_REQUEST = 'stop_request.json'
 FAILURE = 'failure.json'          # the first node failure that stopped the run (node, reason)
 FINAL_STATE = 'final_state.json'  # written by the coordinator just before it stops the program
+SUMMARY = 'summary.json'
+SUPERVISOR_LOG = 'supervisor.jsonl'  # the supervisors' starts and failures of nodes
 
 # What --resume may change: how much longer and on how many workers, not what is learned.
 RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',
@@ -123,6 +131,11 @@ def save_counts(run_dir: str, counts: Dict[str, float]) -> None:
   write_json(os.path.join(run_dir, COUNTS), counts)
 
 
+def saved_actor_steps(run_dir: str) -> float:
+  """The run's actor steps as the coordinator last saved them."""
+  return load_counts(run_dir).get('actor_steps', 0)
+
+
 def request_stop(run_dir: str, reason: str = STOPPED) -> None:
   write_json(os.path.join(run_dir, STOP_REQUEST), {'reason': reason, 'time': time.time()})
 
@@ -137,6 +150,26 @@ def clear_stop_request(run_dir: str) -> None:
     os.remove(os.path.join(run_dir, STOP_REQUEST))
   except FileNotFoundError:
     pass
+
+
+def clear_launch_end(run_dir: str) -> None:
+  """Before a launch: the previous launch's stop request, final state and failure go (the new
+  launch's end is its own to record)."""
+  clear_stop_request(run_dir)
+  for stale in (FINAL_STATE, FAILURE):
+    try:
+      os.remove(os.path.join(run_dir, stale))
+    except FileNotFoundError:
+      pass
+
+
+def end_status(run_dir: str, status: Optional[str] = None) -> str:
+  """How the current launch ended: `status` when given, else the coordinator's final state,
+  else a recorded node failure, else stopped."""
+  final = read_json(os.path.join(run_dir, FINAL_STATE), {}) or {}
+  failure = read_json(os.path.join(run_dir, FAILURE), {}) or {}
+  return (status or final.get('status')
+          or (f"failed: {failure['reason']}" if failure.get('reason') else None) or STOPPED)
 
 
 def segments(run_dir: str) -> List[Dict[str, Any]]:
@@ -157,18 +190,23 @@ def begin_segment(run_dir: str, resumed_from_steps: float) -> None:
     except OSError:
       last_saved = segs[-1]['start']
     segs[-1].update(end=min(max(last_saved, segs[-1]['start']), time.time()),
-                    status=UNRECORDED_END, actor_steps=load_counts(run_dir).get('actor_steps', 0))
+                    status=UNRECORDED_END, actor_steps=saved_actor_steps(run_dir))
   segs.append({'start': time.time(), 'end': None, 'status': 'running',
                'resumed_from_steps': resumed_from_steps})
   write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
 
 
-def end_segment(run_dir: str, status: str, actor_steps: float) -> None:
+def end_segment(run_dir: str, status: Optional[str] = None,
+                actor_steps: Optional[float] = None) -> str:
+  """Closes the current launch's segment at `status` (else as end_status reads it) and
+  `actor_steps` (else the saved counts'); returns the status."""
+  status = end_status(run_dir, status)
   segs = segments(run_dir)
-  if not segs:
-    return
-  segs[-1].update(end=time.time(), status=status, actor_steps=actor_steps)
-  write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
+  if segs:
+    segs[-1].update(end=time.time(), status=status, actor_steps=(
+        saved_actor_steps(run_dir) if actor_steps is None else actor_steps))
+    write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
+  return status
 
 
 def segment_spans(segs: Sequence[Dict[str, Any]], seen: Iterable[float]) -> List[Tuple[float, float]]:

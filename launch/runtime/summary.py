@@ -1,4 +1,6 @@
-"""One-screen summary of a finished run, read back from the per-node CSV logs."""
+"""What a run has done, read back from its per-node CSV logs and run records: the one-screen
+summary at its end (RUN_DIR/summary.json) and the progress line while it runs. Reads and writes
+the run directory through launch.runtime.run_state."""
 import csv
 import glob
 import os
@@ -67,6 +69,27 @@ def summarize(run_dir: str, with_wall_time: bool = False, last_n: int = 50) -> D
   return out
 
 
+def write_summary(run_dir: str, status: str) -> dict:
+  """summary.json from the run's logs and records, with the launch's end `status`."""
+  summary = summarize(run_dir, with_wall_time=True)
+  summary['status'] = status
+  summary['launches'] = len(run_state.segments(run_dir))
+  summary.update(restarts(run_dir))
+  run_state.write_json(os.path.join(run_dir, run_state.SUMMARY), summary)
+  return summary
+
+
+def exists(run_dir: str) -> bool:
+  return os.path.exists(os.path.join(run_dir, run_state.SUMMARY))
+
+
+def progress_line(run_dir: str, max_steps: int, elapsed_s: float) -> str:
+  p = summarize(run_dir, last_n=20)
+  return (f"[{elapsed_s:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{max_steps:,}"
+          f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
+          f"  learner steps {p.get('learner_steps', 0):>6,.0f}")
+
+
 def first_reaching(run_dir: str, threshold: float, window: int = 50):
   """(actor_steps, walltime-ordinal) at which the moving mean episode length first >= threshold."""
   episodes = actor_episodes(run_dir)
@@ -88,8 +111,7 @@ def format_summary(summary: Dict[str, float]) -> str:
 def restarts(run_dir: str) -> Dict[str, float]:
   """Node restarts recorded by the supervisors (launch.runtime.supervisor), e.g. {'restarts': 1,
   'restarts_actor_0': 1}; empty when no node failed."""
-  from launch.runtime import supervisor
-  events = supervisor.read_events(run_dir)
+  events = run_state.read_records(run_dir, run_state.SUPERVISOR_LOG)
   gave_up = {e.get('node') for e in events if e.get('event') == 'gave_up'}
   failures = [e for e in events if e.get('event') == 'failure' and e.get('node') not in gave_up]
   if not failures:

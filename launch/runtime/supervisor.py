@@ -39,7 +39,7 @@ from envs import paths
 from launch.runtime import disk, hangs, run_state
 from launch.runtime.processes import die_with_parent, last_error_line  # noqa: F401 (re-exported)
 
-SUPERVISOR_LOG = 'supervisor.jsonl'
+SUPERVISOR_LOG = run_state.SUPERVISOR_LOG
 STOP_GRACE_S = 2.0   # after a node exits: time for a program stop to become visible
 HANG_POLL_S = 5.0    # how often a supervised node's process is sampled for a hang
 MAX_HANGS = 2        # a node that hangs again after its restart stops the run

@@ -1,0 +1,240 @@
+"""What the agent is, wherever it runs: the run's environments and their spec, the policy
+networks, estimators and optimiser, the Reverb tables and adders, and the IMPALA learner,
+precedence learner and actor built from them (Acme's builder). Where each part runs, and the
+replay client, variable sources, counter and logger it is handed, is the layout's business
+(launch.program.layout); nothing here knows of Launchpad, nodes or the run directory."""
+import time
+from typing import List, Optional
+
+import dm_env
+import numpy as np
+import optax
+import reverb
+from acme import specs, wrappers
+from acme.jax import variable_utils
+from acme.utils import counting, loggers
+
+import envs
+from envs import batch as env_batch
+from agents import acting, adders, learning, self_imitation
+from agents import loop as loop_lib
+from agents import networks as agent_networks
+from estimators import checkpoint as est_checkpoint
+from estimators import networks as est_nets
+from launch.program.config import RunConfig
+from launch.program.precedence_learner import PrecedenceLearner, make_window_iterator
+
+IMPALA_TABLE = adders.IMPALA_TABLE
+
+
+# Environments ----------------------------------------------------------------------------------
+
+def make_environment(cfg: RunConfig, seed: int) -> dm_env.Environment:
+  # float32 rewards/discounts to match the Reverb signatures.
+  return wrappers.SinglePrecisionWrapper(envs.make(cfg.env, seed=seed, **cfg.env_options))
+
+
+def make_environments(cfg: RunConfig, seeds: List[int]) -> env_batch.BatchedEnvironment:
+  """An actor's K environments (one per seed): the environment's vectorised batch when it has
+  one and `cfg.vectorised_env`, else K single environments stepped one by one."""
+  if cfg.vectorised_env and envs.has_batch(cfg.env):
+    return envs.make_batch(cfg.env, seeds, **cfg.env_options)
+  return env_batch.EnvironmentList([make_environment(cfg, s) for s in seeds])
+
+
+def environment_spec(cfg: RunConfig) -> specs.EnvironmentSpec:
+  return specs.make_environment_spec(make_environment(cfg, 0))
+
+
+def actor_seeds(cfg: RunConfig, actor_id: int) -> List[int]:
+  """Seeds of an actor's environments (and of their action keys): distinct across the run and,
+  with one environment per actor, those of earlier versions (seed * 1000 + actor_id + 1)."""
+  k = cfg.envs_per_actor
+  return [cfg.seed * 1000 + actor_id * k + i + 1 for i in range(k)]
+
+
+# Networks and optimiser ------------------------------------------------------------------------
+
+def policy_networks(cfg: RunConfig, spec: specs.EnvironmentSpec):
+  """The IMPALA networks of the run: its recorded policy network, else the env's default."""
+  return agent_networks.make_networks(spec, cfg.policy_network or agent_networks.default_policy_config(
+      cfg.env, agent_networks.is_image_spec(spec)))
+
+
+def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Estimators:
+  return est_nets.make_estimators(cfg.network, spec.actions.num_values)
+
+
+def make_optimizer(impala) -> optax.GradientTransformation:
+  """The IMPALA learner's optimiser (its state is checkpointed: evaluation rebuilds it)."""
+  return optax.chain(optax.clip_by_global_norm(impala.max_gradient_norm),
+                     optax.adam(impala.learning_rate, b1=impala.adam_b1, b2=impala.adam_b2))
+
+
+# Reverb tables and adders ----------------------------------------------------------------------
+
+def make_tables(cfg: RunConfig) -> List[reverb.Table]:
+  """The tables the run's learners sample: IMPALA's (and its self-imitation steps') and the
+  precedence learner's trajectory windows."""
+  spec = environment_spec(cfg)
+  tables = []
+  if cfg.agent == 'impala':
+    tables.append(make_impala_table(cfg.impala, adders.impala_signature(spec, cfg.impala.sequence_length)))
+    if cfg.impala.uses_self_imitation:
+      tables.append(make_self_imitation_table(cfg.impala.self_imitation_steps,
+                                              adders.self_imitation_signature(spec)))
+  if cfg.online_estimators:
+    tables.append(reverb.Table(
+        adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(), max_size=cfg.precedence.table_max_windows,
+        rate_limiter=reverb.rate_limiters.MinSize(cfg.precedence.min_windows),
+        signature=adders.precedence_signature(spec)))
+  return tables
+
+
+def make_impala_table(impala, signature) -> reverb.Table:
+  """The queue (each sequence trained on once), or with samples_per_insert > 0 a FIFO replay of
+  `replay_size` sequences sampled uniformly, each `samples_per_insert` times on average."""
+  if not impala.uses_replay:
+    return reverb.Table.queue(IMPALA_TABLE, max_size=impala.max_queue_size, signature=signature)
+  # The learner may run ahead of (or behind) the ratio by one batch (Reverb's minimum is
+  # 2 x samples_per_insert): ahead, it would resample the sequences already there.
+  error_buffer = float(max(impala.batch_size, 2 * impala.samples_per_insert))
+  return reverb.Table(
+      IMPALA_TABLE, sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
+      max_size=impala.replay_size, max_times_sampled=0,
+      rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+          samples_per_insert=impala.samples_per_insert,
+          min_size_to_sample=2 * impala.batch_size, error_buffer=error_buffer),
+      signature=signature)
+
+
+def make_self_imitation_table(max_steps: int, signature) -> reverb.Table:
+  """The best terminated episodes' steps, sampled uniformly; a MinHeap remover: when full, the
+  steps of the lowest-return episode (their priority) go first."""
+  return reverb.Table(
+      adders.SELF_IMITATION_TABLE, sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.MinHeap(), max_size=max_steps,
+      rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
+
+
+def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.TrajectoryAdder:
+  """One environment's writes: IMPALA unrolls and/or precedence windows, from one writer."""
+  # With the replay, each environment's writer holds at most one item not yet accepted by the
+  # rate limiter: at 4 it was up to 4 x (number of environments) items queued in the actors, so
+  # each sequence reached the table ~20 updates late (policy lag ~35 updates, |log rho| ~1).
+  return adders.TrajectoryAdder(
+      replay, impala_sequence=cfg.impala.sequence_length if cfg.agent == 'impala' else None,
+      window=cfg.window if cfg.online_estimators else None,
+      max_in_flight_items=1 if cfg.agent == 'impala' and cfg.impala.uses_replay else 4)
+
+
+def make_actor_adders(cfg: RunConfig, replay: reverb.Client, num_envs: int) -> list:
+  """Each of an actor's environments' adders; with self-imitation they also offer its
+  terminated episodes to the self-imitation table (one writer shared by the actor)."""
+  # A writer gives up on the replay after 3 s, and the replay's server may still be starting
+  # (or restarting): server_info() without a timeout waits for it.
+  replay.server_info()
+  env_adders = [make_adder(cfg, replay) for _ in range(num_envs)]
+  if cfg.agent == 'impala' and cfg.impala.uses_self_imitation:
+    writer = replay.trajectory_writer(num_keep_alive_refs=1)
+    admit = self_imitation.TopReturns(cfg.impala.self_imitation_episodes).admit
+    env_adders = [adders.SelfImitationAdder(a, writer, admit, cfg.impala.discount)
+                  for a in env_adders]
+  return env_adders
+
+
+# Learners and actor ----------------------------------------------------------------------------
+
+def _throttled(check, period_s: float):
+  """`check` called at most every period_s seconds (False in between) until it returns True."""
+  last = [-float('inf')]
+
+  def throttled() -> bool:
+    if time.time() - last[0] < period_s:
+      return False
+    last[0] = time.time()
+    return bool(check())
+  return throttled
+
+
+def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: counting.Counter,
+                 logger: loggers.Logger) -> learning.IMPALALearner:
+  """The IMPALA learner, sampling batches of sequences (and self-imitation steps) from `replay`."""
+  spec = environment_spec(cfg)
+  networks = policy_networks(cfg, spec)
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=replay.server_address, table=IMPALA_TABLE,
+      max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
+  # Items hold packed rows (agents.adders): unpacked per batch into the Trajectory the loss reads.
+  iterator = adders.unpacked(
+      dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator(),
+      adders.unpack_impala)
+  imitation, imitation_ready = None, None
+  if cfg.impala.uses_self_imitation:
+    # Items leave the table only to make room, so once it holds one it never empties. Asked at
+    # most every 5 s: on the 1k set the first solved episode may take 100k env steps.
+    imitation_ready = _throttled(
+        lambda: replay.server_info()[adders.SELF_IMITATION_TABLE].current_size > 0, 5.0)
+    imitation = adders.unpacked(reverb.TrajectoryDataset.from_table_signature(
+        server_address=replay.server_address, table=adders.SELF_IMITATION_TABLE,
+        max_in_flight_samples_per_worker=2 * cfg.impala.self_imitation_batch
+    ).batch(cfg.impala.self_imitation_batch, drop_remainder=True).as_numpy_iterator(),
+        adders.unpack_self_imitation)
+  return learning.IMPALALearner(
+      networks, iterator, make_optimizer(cfg.impala), random_key, discount=cfg.impala.discount,
+      entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
+      self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
+      imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
+      imitation_ready=imitation_ready, counter=counter, logger=logger)
+
+
+def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter: counting.Counter,
+                            logger: loggers.Logger) -> PrecedenceLearner:
+  """The precedence learner: psi (and phi) trained on trajectory windows sampled from `replay`."""
+  spec = environment_spec(cfg)
+  obs_example = np.zeros(spec.observations.shape, spec.observations.dtype)
+  return PrecedenceLearner(
+      make_estimators(cfg, spec), cfg.estimator_train, period=cfg.window,
+      iterator=make_window_iterator(replay, cfg.precedence.window_batch, 2 * cfg.window),
+      obs_example=obs_example, env_steps_per_update=cfg.precedence.env_steps_per_update,
+      updates_per_sample=cfg.precedence.updates_per_sample, counter=counter, logger=logger)
+
+
+def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], learner,
+               precedence, counter: counting.Counter,
+               logger: loggers.Logger) -> loop_lib.BatchedEnvironmentLoop:
+  """Actor `actor_id`'s loop over its environments: the policy from `learner`'s variables (IMPALA),
+  the estimators from `precedence`'s or from the run's frozen checkpoint; it writes to `replay`
+  when there is one, until the run's `max_steps`."""
+  seeds = actor_seeds(cfg, actor_id)
+  environments = make_environments(cfg, seeds)
+  spec = specs.make_environment_spec(environments)
+  # Acme's VariableClient counts update() calls; the loop calls it once per K env steps.
+  calls = lambda period: max(1, period // cfg.envs_per_actor)
+  forward, policy_source = None, None
+  if cfg.agent == 'impala':
+    forward = policy_networks(cfg, spec).forward_fn
+    policy_source = acting.VersionedPolicy(variable_utils.VariableClient(
+        learner, key=['policy', learning.POLICY_VERSION],
+        update_period=calls(cfg.impala.policy_update_period), device='cpu'))
+  estimators, estimator_source = None, None
+  if cfg.uses_estimators:
+    if cfg.estimator_checkpoint:
+      ckpt = est_checkpoint.load(cfg.estimator_checkpoint)
+      estimators = ckpt.estimators
+      estimator_source = acting.FixedParams((ckpt.psi_params, ckpt.phi_params))
+    else:
+      estimators = make_estimators(cfg, spec)
+      estimator_source = variable_utils.VariableClient(
+          precedence, key=['psi', 'phi'],
+          update_period=calls(cfg.precedence.estimator_update_period), device='cpu')
+  env_adders = None
+  if replay is not None:
+    env_adders = make_actor_adders(cfg, replay, environments.num_envs)
+  actor = acting.BatchedActor(
+      spec.actions.num_values, cfg.reversibility, seeds, policy_forward=forward,
+      policy_source=policy_source, estimators=estimators, estimator_source=estimator_source)
+  return loop_lib.BatchedEnvironmentLoop(
+      environments, actor, cfg.reversibility.mode, env_adders, counter, logger,
+      track_estimators=cfg.online_estimators, total_steps_limit=cfg.max_steps)

@@ -1,0 +1,78 @@
+"""The coordinator node: ends the run at its step limit or when the CLI asks, and keeps the run
+directory's counts and the replay's checkpoints up to date meanwhile."""
+import os
+import time
+from typing import Any, Dict, Optional
+
+import launchpad as lp
+import reverb
+
+from launch.program import replay as replay_lib
+from launch.runtime import run_state
+from launch.runtime import supervisor
+
+
+class Coordinator:
+  """Ends the run: at `max_steps` actor steps, or when the CLI asks (stop_request.json).
+
+  Polls every 0.25 s (Acme's StepsLimiter polls every 10 s, overshooting by ~20k steps at 2k
+  steps/s) and keeps counts.json up to date for --resume; checkpoints the replay's tables every
+  `replay_checkpoint_s` (launch.program.replay). To end, it asks the learners to stop stepping
+  and save (their final checkpoint is their last step), checkpoints the tables, records the
+  final counts and tables, then stops the program. It keeps no state of its own, so its
+  supervisor may restart it (a restarted one that finds the run at its end finishes it again).
+  """
+
+  def __init__(self, counter, replay: Optional[reverb.Client], learners: Dict[str, Any],
+               max_steps: int, run_dir: str, replay_checkpoint_s: float = 120.0,
+               poll_s: float = 0.25, counts_every_s: float = 2.0, finish_timeout_s: float = 90.0):
+    self._counter, self._replay, self._learners = counter, replay, learners
+    self._max_steps, self._run_dir, self._poll_s = max_steps, run_dir, poll_s
+    self._counts_every_s, self._finish_timeout_s = counts_every_s, finish_timeout_s
+    supervisor.write_pid(run_dir, 'coordinator')
+    self._checkpoints = None
+    if replay is not None:
+      self._checkpoints = replay_lib.Checkpoints(replay, run_dir, replay_checkpoint_s).start()
+
+  def run(self):
+    last_saved = 0.0
+    while True:
+      counts = self._counter.get_counts()
+      status = None
+      if counts.get('actor_steps', 0) >= self._max_steps:
+        status = run_state.COMPLETED
+      elif run_state.stop_requested(self._run_dir):
+        status = run_state.stop_requested(self._run_dir)
+      if status is not None:
+        self._finish(status)
+        lp.stop()
+        return
+      if time.time() - last_saved >= self._counts_every_s:
+        run_state.save_counts(self._run_dir, counts)
+        last_saved = time.time()
+      time.sleep(self._poll_s)
+
+  def _finish(self, status: str):
+    pending = {name: handle.futures.finish() for name, handle in self._learners.items()}
+    checkpoints = {}
+    for name, future in pending.items():
+      try:
+        checkpoints[name] = {'steps': future.result(timeout=self._finish_timeout_s)}
+      except Exception as e:  # a dead or stuck learner: its last periodic checkpoint stands
+        checkpoints[name] = {'error': f'{type(e).__name__}: {e}'[:300]}
+    # The learners have stopped: the precedence table's checkpoint is what psi last trained on.
+    replay_checkpoint = self._checkpoints.final() if self._checkpoints is not None else None
+    counts = self._counter.get_counts()
+    run_state.save_counts(self._run_dir, counts)
+    tables = {}
+    if self._replay is not None:
+      try:
+        tables = {name: {'current_size': info.current_size, 'num_inserts':
+                         info.rate_limiter_info.insert_stats.completed,
+                         'num_samples': info.rate_limiter_info.sample_stats.completed}
+                  for name, info in self._replay.server_info().items()}
+      except Exception as e:  # the replay node is down (restarting): the run still ends
+        tables = {'error': f'{type(e).__name__}: {e}'[:300]}
+    run_state.write_json(os.path.join(self._run_dir, run_state.FINAL_STATE),
+                         {'status': status, 'counts': counts, 'tables': tables,
+                          'checkpoints': checkpoints, 'replay_checkpoint': replay_checkpoint})

@@ -1,0 +1,123 @@
+"""How the agent is distributed: the Launchpad program of Reverb, the counter, the coordinator,
+the IMPALA learner, the precedence learner and N actors, each node supervised (restarted when
+its process dies, launch.runtime.supervisor). Nodes talk only through Reverb tables and variable
+sources.
+
+Each node's function records its process (RUN_DIR/pids/), hands the builder's part
+(launch.program.builder: what the agent is) its replay client, variable sources, counter and
+logger, and checkpoints the learners. Runs packaged or started before the builder and the layout
+were separate pickled these functions under launch.program.build, which still names them."""
+import functools
+import os
+
+import jax
+import launchpad as lp
+from acme.utils import counting
+
+from launch.program import builder
+from launch.program import checkpointing
+from launch.program import replay as replay_lib
+from launch.program.config import RunConfig
+from launch.program.coordinator import Coordinator
+from launch.program.loggers import make_logger
+from launch.runtime import run_state
+from launch.runtime import supervisor
+
+# The IMPALA learner adds its updates to the counter node at most this often. Syncing at every
+# update made each update wait for an RPC round trip to the counter's process: 14% of the learner
+# thread's time on the busy 2-core machine (py-spy, BUILD_NOTES.md "Sokoban throughput"). Its log
+# rows then place themselves on env steps read up to this long ago.
+LEARNER_COUNTS_SYNC_S = 0.5
+# An actor's view of the run-wide step count (which ends it at max_steps) is this old at most.
+ACTOR_COUNTS_SYNC_S = 0.1
+
+
+def replay_tables(cfg: RunConfig):
+  """The replay node's tables (what ReplayNode serves and restores from its checkpoint)."""
+  supervisor.write_pid(cfg.run_dir, 'replay')
+  return builder.make_tables(cfg)
+
+
+class Counter(counting.Counter):
+  """The counter node: an Acme counter that starts from the run's saved counts (on --resume,
+  and when its supervisor restarts it: the counts since the coordinator last saved them, at
+  most `counts_every_s` ago, are lost)."""
+
+  def __init__(self, run_dir: str):
+    super().__init__()
+    supervisor.write_pid(run_dir, 'counter')
+    self._counts.update(run_state.load_counts(run_dir))
+
+
+def _checkpointed(cfg: RunConfig, learner, name: str) -> checkpointing.CheckpointedLearner:
+  # A restarted or resumed learner node continues from its last checkpoint.
+  return checkpointing.CheckpointedLearner(
+      learner, os.path.join(cfg.run_dir, 'checkpoints', name), period_s=cfg.checkpoint_period_s)
+
+
+def learner_node(cfg: RunConfig, random_key, replay, counter):
+  supervisor.write_pid(cfg.run_dir, 'learner')
+  learner = builder.make_learner(
+      cfg, random_key, replay,
+      counting.Counter(counter, 'learner', time_delta=LEARNER_COUNTS_SYNC_S),
+      make_logger(cfg, 'learner', 1.0))
+  return _checkpointed(cfg, learner, 'learner')
+
+
+def precedence_learner_node(cfg: RunConfig, replay, counter):
+  supervisor.write_pid(cfg.run_dir, 'precedence_learner')
+  learner = builder.make_precedence_learner(
+      cfg, replay, counting.Counter(counter, 'precedence', time_delta=0.0),
+      make_logger(cfg, 'precedence', 1.0))
+  return _checkpointed(cfg, learner, 'precedence_learner')
+
+
+def actor_node(cfg: RunConfig, actor_id: int, replay, learner, precedence, counter):
+  label = f'actor_{actor_id}'
+  supervisor.write_pid(cfg.run_dir, label)
+  return builder.make_actor(
+      cfg, actor_id, replay, learner, precedence,
+      counting.Counter(counter, 'actor', time_delta=ACTOR_COUNTS_SYNC_S), make_logger(cfg, label))
+
+
+def build_program(cfg: RunConfig) -> lp.Program:
+  program = lp.Program(name='noturningback')
+  key = jax.random.PRNGKey(cfg.seed)
+
+  def supervised(node, name):
+    # Every node is restarted when its process dies, on the same address: the replay from its
+    # last checkpoint, the counter from counts.json, the learners from theirs.
+    return supervisor.SupervisedNode(node, name, cfg.run_dir, max_failures=cfg.max_node_failures,
+                                     window_s=cfg.node_failure_window_s)
+
+  replay = None
+  if cfg.agent == 'impala' or cfg.online_estimators:  # otherwise no node writes or samples data
+    with program.group('replay'):
+      replay = program.add_node(supervised(
+          replay_lib.ReplayNode(functools.partial(replay_tables, cfg), cfg.run_dir), 'replay'))
+  with program.group('counter'):
+    counter = program.add_node(supervised(lp.CourierNode(Counter, cfg.run_dir), 'counter'))
+  learners = {}
+  learner = None
+  if cfg.agent == 'impala':
+    learner_key, key = jax.random.split(key)
+    with program.group('learner'):
+      learner = program.add_node(supervised(
+          lp.CourierNode(learner_node, cfg, learner_key, replay, counter), 'learner'))
+    learners['learner'] = learner
+  precedence = None
+  if cfg.online_estimators:
+    with program.group('precedence_learner'):
+      precedence = program.add_node(supervised(
+          lp.CourierNode(precedence_learner_node, cfg, replay, counter), 'precedence_learner'))
+    learners['precedence_learner'] = precedence
+  with program.group('coordinator'):
+    program.add_node(supervised(lp.CourierNode(
+        Coordinator, counter, replay, learners, cfg.max_steps, cfg.run_dir,
+        cfg.replay_checkpoint_period_s), 'coordinator'))
+  with program.group('actor'):
+    for actor_id in range(cfg.num_actors):
+      program.add_node(supervised(
+          lp.CourierNode(actor_node, cfg, actor_id, replay, learner, precedence, counter),
+          f'actor_{actor_id}'))
+  return program
