@@ -127,13 +127,16 @@ flags.DEFINE_bool('show_config', False, 'Print the resolved configuration (flags
                   'JSON and exit without launching.')
 
 
+def _given(*names_to_fields):
+  """{config field: value} of the flags the user gave (flag name -> field name pairs)."""
+  return {field: getattr(FLAGS, flag) for flag, field in names_to_fields
+          if getattr(FLAGS, flag) is not None}
+
+
 def config_from_flags():
-  """Parses flags once into a typed RunConfig; raises ValueError with a one-line message."""
+  """Parses flags once into a typed RunConfig: the env's preset (envs.presets) with the flags
+  given laid over it; raises ValueError with a one-line message."""
   import envs
-  from agents.acting import ReversibilityConfig
-  from estimators import networks as est_nets
-  from estimators import recipes
-  from estimators.training import TrainConfig
   from launch.program import config as cfg_lib
   from launch.program import presets
 
@@ -146,15 +149,7 @@ def config_from_flags():
   episode_limit = options.get('max_steps', _default_option(FLAGS.env, 'max_steps')) or 200
 
   mode = FLAGS.mode
-  agent_preset = presets.agent(FLAGS.env)
-  threshold_preset = presets.thresholds(FLAGS.env, mode)
-  recipe = recipes.recipe(FLAGS.env)
-
-  def pick(flag_name, default):
-    value = getattr(FLAGS, flag_name)
-    return default if value is None else value
-
-  window = FLAGS.window if FLAGS.window is not None else min(int(episode_limit), recipe.window)
+  from estimators import networks as est_nets
   network = est_nets.default_config(FLAGS.env)
   if FLAGS.estimator_checkpoint:
     # Validate here, in the launcher, so a bad checkpoint is one line and not a dead node.
@@ -176,42 +171,27 @@ def config_from_flags():
   if FLAGS.canvas_size is not None and policy_network.centre_on:
     policy_network = dataclasses.replace(policy_network, canvas_size=FLAGS.canvas_size)
   run_dir = FLAGS.run_dir or os.path.join('runs', f'{FLAGS.env}-{FLAGS.agent}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')
-  batch_size = pick('batch_size', agent_preset.batch_size)
-  psi_lr = pick('psi_learning_rate', recipe.learning_rate)
   return cfg_lib.RunConfig(
       env=FLAGS.env, env_options=options, agent=FLAGS.agent, num_actors=FLAGS.num_actors,
       envs_per_actor=FLAGS.envs_per_actor, vectorised_env=FLAGS.vectorised_env,
       max_steps=FLAGS.max_steps, seed=FLAGS.seed, run_dir=os.path.abspath(run_dir),
       launch_type=FLAGS.launch_type,
-      reversibility=ReversibilityConfig(
-          mode=mode, beta=pick('beta', threshold_preset.beta), lam=pick('lam', threshold_preset.lam),
-          reward_form=pick('reward_form', threshold_preset.reward_form), shield_mode=FLAGS.shield),
-      impala=cfg_lib.ImpalaConfig(
-          batch_size=batch_size, sequence_length=pick('sequence_length', agent_preset.sequence_length),
-          learning_rate=pick('learning_rate', agent_preset.learning_rate),
-          adam_b1=pick('adam_b1', agent_preset.adam_b1), adam_b2=pick('adam_b2', agent_preset.adam_b2),
-          discount=pick('discount', agent_preset.discount),
-          entropy_cost=pick('entropy_cost', agent_preset.entropy_cost),
-          max_gradient_norm=pick('max_gradient_norm', agent_preset.max_gradient_norm),
-          max_queue_size=max(160, 2 * batch_size),
-          samples_per_insert=pick('samples_per_insert', agent_preset.samples_per_insert),
-          replay_size=pick('replay_size', agent_preset.replay_size),
-          self_imitation_updates=pick('self_imitation_updates',
-                                      agent_preset.self_imitation_updates),
-          **{field: getattr(FLAGS, field) for field in (
-              'self_imitation_batch', 'self_imitation_episodes', 'self_imitation_steps')
-             if getattr(FLAGS, field) is not None}),
-      precedence=cfg_lib.PrecedenceConfig(
-          env_steps_per_update=pick('env_steps_per_psi_update', agent_preset.env_steps_per_psi_update),
-          **{field: value for field, value in (('window_batch', FLAGS.psi_windows_per_sample),
-                                               ('updates_per_sample', FLAGS.psi_updates_per_sample),
-                                               ('min_windows', FLAGS.psi_min_windows))
-             if value is not None}),
-      estimator_train=TrainConfig(window=window, batch_size=FLAGS.psi_batch_size,
-                                  learning_rate=psi_lr, phi_learning_rate=psi_lr,
-                                  weight_decay=pick('psi_weight_decay', recipe.weight_decay),
-                                  pair_sampling=pick('pair_sampling', recipe.pair_sampling),
-                                  train_phi=(mode == 'rac'), phi_loss=FLAGS.phi_loss, seed=FLAGS.seed),
+      reversibility=presets.reversibility(FLAGS.env, mode, dict(
+          shield_mode=FLAGS.shield, **_given(('beta', 'beta'), ('lam', 'lam'),
+                                             ('reward_form', 'reward_form')))),
+      impala=presets.impala(FLAGS.env, _given(*((f, f) for f in (
+          'batch_size', 'sequence_length', 'learning_rate', 'adam_b1', 'adam_b2', 'discount',
+          'entropy_cost', 'max_gradient_norm', 'samples_per_insert', 'replay_size',
+          'self_imitation_updates', 'self_imitation_batch', 'self_imitation_episodes',
+          'self_imitation_steps')))),
+      precedence=presets.precedence(FLAGS.env, _given(
+          ('env_steps_per_psi_update', 'env_steps_per_update'),
+          ('psi_windows_per_sample', 'window_batch'), ('psi_updates_per_sample', 'updates_per_sample'),
+          ('psi_min_windows', 'min_windows'))),
+      estimator_train=presets.estimator_train(FLAGS.env, mode, episode_limit, dict(
+          batch_size=FLAGS.psi_batch_size, phi_loss=FLAGS.phi_loss, seed=FLAGS.seed,
+          **_given(('window', 'window'), ('psi_learning_rate', 'learning_rate'),
+                   ('psi_weight_decay', 'weight_decay'), ('pair_sampling', 'pair_sampling')))),
       network=network, policy_network=policy_network,
       estimator_checkpoint=FLAGS.estimator_checkpoint,
       actor_threads=FLAGS.actor_threads,

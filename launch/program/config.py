@@ -18,7 +18,7 @@ LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'cluster', 'vertex_ai')
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig:
   """IMPALA hyperparameters (feed-forward nets; the Acme/Sokoban-appendix layout of options).
-  Per-environment values: `launch.program.presets`."""
+  Per-environment values: the environment's preset (envs.presets)."""
   batch_size: int = 16
   sequence_length: int = 20
   learning_rate: float = 1e-3
@@ -28,7 +28,8 @@ class ImpalaConfig:
   entropy_cost: float = 0.01
   baseline_cost: float = 0.5
   max_gradient_norm: float = 40.0
-  max_queue_size: int = 160         # items; > batch_size + 1
+  # Items the IMPALA queue holds (> batch_size + 1); None: max(160, 2 x batch_size).
+  max_queue_size: Optional[int] = None
   policy_update_period: int = 100   # actor steps between parameter fetches
   # 0: the 'impala' table is a queue (each sequence trained on once). > 0: a replay of the last
   # `replay_size` sequences, sampled uniformly, each sequence sampled this many times on average
@@ -48,6 +49,8 @@ class ImpalaConfig:
   def __post_init__(self):
     if self.batch_size < 1:
       raise ValueError(f'IMPALA batch_size must be >= 1, got {self.batch_size}')
+    if self.max_queue_size is None:
+      object.__setattr__(self, 'max_queue_size', max(160, 2 * self.batch_size))
     if self.sequence_length < 2:
       raise ValueError(f'sequence_length must be >= 2 (V-trace bootstraps from the last step), '
                        f'got {self.sequence_length}')
@@ -96,7 +99,7 @@ class PrecedenceConfig:
   window_batch: int = 64              # windows per Reverb sample
   updates_per_sample: int = 4
   env_steps_per_update: int = 50      # throttle: one psi (and phi) update per this many env steps
-  # (the paper: one per 500; ours per env in launch.program.presets, see BUILD_NOTES.md)
+  # (the paper: one per 500; ours per env in envs.presets, see BUILD_NOTES.md)
   table_max_windows: int = 20_000     # replay size, in windows of 2w steps
   min_windows: int = 8                # windows needed before training starts
   estimator_update_period: int = 100  # actor steps between psi/phi parameter fetches
