@@ -49,7 +49,8 @@ class PolicyNetConfig:
   # With centre_on: the canvas's side (odd). 0: 2H-1, every cell of an HxW image in view
   # wherever the agent stands. A room whose outer ring is always wall (zeros, as the canvas's
   # fill) loses nothing at 2H-3: Sokoban's 10x10 rooms on 15x15 show what 19x19 shows.
-  canvas_size: int = 0
+  canvas_size: int = dataclasses.field(default=0, metadata={
+      'help': "Image policies centred on the agent (sokoban): the canvas's side, odd; 0: 2H-1."})
 
   def __post_init__(self):
     if self.torso not in ('mlp', 'conv'):

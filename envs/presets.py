@@ -23,7 +23,7 @@ estimator CLI, estimators.train, reads the recipe and the psi network; estimator
 thresholds; agents.networks the policy network; launch.train all of it), and envs/ is the one
 layer all of them may import (tests/test_layering.py). The typed configs live with the code that
 uses them, above; the layer that owns a config builds it from its section
-(`launch.program.presets.resolve`, `estimators.recipes.recipe`, `estimators.networks.default_config`,
+(`launch.program.presets`, `estimators.recipes.recipe`, `estimators.networks.default_config`,
 `agents.networks.default_policy_config`), which validates it, and tests/test_presets.py builds
 every section of every preset, so a misspelt field fails there and not in a run.
 

@@ -5,6 +5,9 @@ its own layer and those below). Inside launch/, the sub-packages (program/, runt
 experiments/, analysis/) never import an entry module of launch/ (train, collect, ...): an entry
 module defines its absl flags at import time, and a replica that imported one would carry them
 (the cycle cluster <-> train was that). Every import counts, also those inside functions.
+The per-environment presets (envs.presets) sit at the bottom, in envs/, as plain values: every
+layer reads them (the offline estimator CLI, the policy network, launch.train), so they may
+import nothing above envs/.
 """
 import ast
 import os
@@ -137,6 +140,14 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycle():
   assert _cycles(GRAPH) == []
+
+
+def test_the_presets_import_only_environments():
+  assert 'envs.presets' in MODULES
+  assert {m.split('.')[0] for m in GRAPH['envs.presets']} <= {'envs'}
+  readers = {m for m, targets in GRAPH.items() if 'envs.presets' in targets}
+  assert {'estimators.recipes', 'estimators.networks', 'agents.networks',
+          'launch.program.presets'} <= readers
 
 
 def test_no_import_runs_up_the_layers():
