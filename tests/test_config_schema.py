@@ -153,4 +153,4 @@ def test_per_environment_settings_live_in_the_presets_only():
             line = text.splitlines()[node.lineno - 1]
             if HISTORY.get(rel, '\0') not in line:
               offenders.append(f'{rel}:{node.lineno}')
-  assert offenders == []
+  assert not offenders, offenders
