@@ -26,11 +26,16 @@ MODES = ('none', 'rae', 'rac')
 @dataclasses.dataclass(frozen=True)
 class ReversibilityConfig:
   """How the actors use the estimators. Parsed once from flags (launch.program.config)."""
-  mode: str = 'none'            # 'none' | 'rae' | 'rac'
-  beta: float = 0.7             # threshold (RAE: psi > beta is irreversible; RAC: phi < beta rejected)
-  lam: float = 1.0              # RAE penalty weight lambda
-  reward_form: str = 'paper'    # 'paper': -lam 1[psi>beta] psi ; 'hinge': -lam max(psi-beta, 0)
-  shield_mode: str = 'rejection'  # 'rejection' (paper) | 'replace' (authors' release)
+  mode: str = dataclasses.field(default='none', metadata={
+      'help': 'Reversibility use: none, rae (reward shaping) or rac (action control).'})
+  beta: float = dataclasses.field(default=0.7, metadata={
+      'help': 'Threshold: RAE penalises psi > beta, RAC rejects actions with phi < beta.'})
+  lam: float = dataclasses.field(default=1.0, metadata={'help': 'RAE penalty weight lambda.'})
+  reward_form: str = dataclasses.field(default='paper', metadata={
+      'help': "RAE reward: 'paper' -lam*1[psi>beta]*psi, 'hinge' -lam*max(psi-beta,0)."})
+  shield_mode: str = dataclasses.field(default='rejection', metadata={
+      'help': "RAC: 'rejection' (paper) or 'replace' with the most reversible action (authors' "
+              'code).'})
 
   def __post_init__(self):
     if self.mode not in MODES:

@@ -4,7 +4,7 @@ Acme's IMPALA expects a recurrent core; ours are feed-forward (they learned Cart
 LSTM did not, see ARCHITECTURE.md), so the "core state" is a dummy scalar carried unchanged.
 
 The architecture is a typed `PolicyNetConfig`; `default_policy_config(env_name, image)` gives the
-paper's agent network for each environment (Appendix C).
+environment's preset one (envs.presets; Appendix C).
 """
 import dataclasses
 from typing import Optional, Tuple
@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from acme import specs
 from acme.agents.jax.impala import networks as impala_networks
 
-from envs import sokoban as sokoban_env
+from envs import presets
 
 DUMMY_CORE_STATE = jnp.zeros((), jnp.float32)
 INITS = ('lecun', 'orthogonal')
@@ -49,7 +49,8 @@ class PolicyNetConfig:
   # With centre_on: the canvas's side (odd). 0: 2H-1, every cell of an HxW image in view
   # wherever the agent stands. A room whose outer ring is always wall (zeros, as the canvas's
   # fill) loses nothing at 2H-3: Sokoban's 10x10 rooms on 15x15 show what 19x19 shows.
-  canvas_size: int = 0
+  canvas_size: int = dataclasses.field(default=0, metadata={
+      'help': "Image policies centred on the agent (sokoban): the canvas's side, odd; 0: 2H-1."})
 
   def __post_init__(self):
     if self.torso not in ('mlp', 'conv'):
@@ -69,56 +70,25 @@ class PolicyNetConfig:
       raise ValueError(f"conv_paddings must be 'VALID' or 'SAME', got {self.conv_paddings}")
 
 
-# Appendix C agent networks, by environment.
-POLICY_DEFAULTS = {
-    # C.3 (Sokoban): convs 8/16/16, 3x3, strides 2/1/1, ReLU except after the last; 2 shared FC
-    # layers of 64 + ReLU; policy and value each get their own FC layer of 64 + ReLU. C.3 names
-    # no padding: SAME (Haiku's and so Acme's default) keeps 5x5x16 = 400 features of a 10x10
-    # room; VALID would leave nothing after the third conv (10 -> 4 -> 2 -> 0). C.3 names no
-    # initialisation: with Haiku's default (variance 1/fan_in) the signal's variance halves at
-    # each of the 6 ReLU layers, every state got nearly the same value and policy, and no level
-    # was learned; orthogonal weights with ReLU gain (and a near-uniform first policy) learn
-    # them (BUILD_NOTES.md, "Sokoban learning"). Not in C.3: the room is first centred on the
-    # agent, on a 15x15 canvas (-> 8x8x16 = 1024 features). With the room as drawn, the dense
-    # layers must learn "box ahead, target beyond" once per agent position, and on the 1k set
-    # the agent stayed at random play for 9M steps; centred, it left it within 1M. The canvas
-    # was 19x19 (2H-1) until a room's outer ring, always wall, was seen to be what the canvas's
-    # zeros already show: 15x15 holds the same cells at 0.65x the learner's CPU per frame
-    # (BUILD_NOTES.md, "Sokoban learning" and "Sokoban throughput").
-    'sokoban': PolicyNetConfig(torso='conv', conv_channels=(8, 16, 16), conv_strides=(2, 1, 1),
-                               conv_paddings=('SAME',) * 3,
-                               relu_after_last_conv=False, shared_hidden=(64, 64),
-                               head_hidden=(64,), init='orthogonal',
-                               centre_on=sokoban_env.PLAYER_COLOURS, canvas_size=15),
-    # C.2 (Turf PPO agent): convs 32/64/64, flatten, FC 512, ReLU after every layer, linear
-    # policy and value. The observation is a 10x10x3 image: 3x3 stride-1 VALID convs give
-    # 8x8 -> 6x6 -> 4x4 (1024 features), the same convs as the Turf psi/phi encoder; SAME would
-    # keep 10x10 and make the 512 layer ~6x larger for no gain in receptive field.
-    'turf': PolicyNetConfig(torso='conv', conv_channels=(32, 64, 64), conv_strides=(1, 1, 1),
-                            conv_paddings=('VALID',) * 3, relu_after_last_conv=True,
-                            shared_hidden=(512,), head_hidden=()),
-    # C.4 (Cartpole PPO): "both the policy network and the value network are composed of two
-    # hidden layers of size 64": two separate 2x64 MLPs, nothing shared. Cliff (vector
-    # observation, not specified in the paper) uses the same.
-    'cartpole': PolicyNetConfig(torso='mlp', shared_hidden=(), head_hidden=(64, 64)),
-    'cliff': PolicyNetConfig(torso='mlp', shared_hidden=(), head_hidden=(64, 64)),
-}
+def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
+  """The agent network of `env_name`'s preset (envs.presets; Appendix C); without an
+  environment (None), by observation kind: Sokoban's for images, else Cartpole's. An environment
+  without a preset, or whose preset's torso does not fit its observations, is a ValueError (one
+  line)."""
+  if env_name is None:
+    env_name = 'sokoban' if image else 'cartpole'
+  config = PolicyNetConfig(**presets.get(env_name).policy_network)
+  if (config.torso == 'conv') != image:
+    raise ValueError(f'the {env_name} preset\'s policy network has a {config.torso} torso, '
+                     f'which does not fit {"image" if image else "vector"} observations')
+  return config
 
 
 # What runs used before their config.json named the policy network (RunConfig.policy_network):
 # their checkpoints and --resume need it back. Sokoban's canvas was then 2H-1 (19x19).
 LEGACY_POLICY_DEFAULTS = {
-    'sokoban': dataclasses.replace(POLICY_DEFAULTS['sokoban'], canvas_size=0),
+    'sokoban': dataclasses.replace(default_policy_config('sokoban', True), canvas_size=0),
 }
-
-
-def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
-  """The paper's agent network for `env_name`; unknown envs: Sokoban's for images, else
-  Cartpole's."""
-  config = POLICY_DEFAULTS.get(env_name)
-  if config is None or (config.torso == 'conv') != image:
-    config = POLICY_DEFAULTS['sokoban' if image else 'cartpole']
-  return config
 
 
 def is_image_spec(env_spec: specs.EnvironmentSpec) -> bool:

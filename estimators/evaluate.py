@@ -43,6 +43,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from absl import app, flags
 
 from envs import paths
+from envs import presets
 from estimators import cli
 from estimators import kinds as kinds_lib
 
@@ -93,8 +94,6 @@ class EvaluateOptions:
   phi_betas: Tuple[str, ...] = ()
 
 
-PSI_BETA = {'turf': 0.8, 'sokoban': 0.9}
-PHI_BETA = {'turf': 0.2}
 CARTPOLE_POLE_LENGTH = 1.0  # gym's `length` (0.5) is half the pole
 
 
@@ -103,11 +102,13 @@ class EvaluateError(ValueError):
 
 
 def default_betas(env_name: str, beta: Optional[float], phi_beta: Optional[float]):
-  psi_b = beta if beta is not None else PSI_BETA.get(env_name, 0.7)
+  """(psi threshold, phi threshold): the given ones, else the thresholds the environment's runs
+  use (envs.presets): RAE's beta for psi, RAC's for phi; `beta` alone sets both."""
+  psi_b = beta if beta is not None else presets.thresholds(env_name, 'rae')['beta']
   if phi_beta is not None:
     phi_b = phi_beta
   else:
-    phi_b = beta if beta is not None else PHI_BETA.get(env_name, 0.4)
+    phi_b = beta if beta is not None else presets.thresholds(env_name, 'rac')['beta']
   return float(psi_b), float(phi_b)
 
 

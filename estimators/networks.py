@@ -7,7 +7,8 @@ by default (`phi_encoder='torso'`, the paper's form) its own encoder is psi's co
 (separate weights; nothing for vectors), without psi's MLP/embedding layers.
 
 The architecture is described by a typed `NetworkConfig`, stored in checkpoints so that a saved
-estimator can be rebuilt with one call. Defaults per observation kind follow Appendix C.
+estimator can be rebuilt with one call. Each environment's network is in its preset
+(envs.presets; Appendix C).
 """
 import dataclasses
 from typing import Optional, Sequence, Tuple
@@ -16,6 +17,8 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from envs import presets
 
 
 PHI_ENCODERS = ('torso', 'full')
@@ -76,41 +79,11 @@ class NetworkConfig:
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
-# Appendix C defaults, by environment.
-PAPER_DEFAULTS = {
-    # C.1 / C.4: two FC layers of 64 + ReLU per observation, concat, linear -> logit;
-    # phi (Cartpole+): "a shallow feed-forward network with a single hidden layer of size 64
-    # followed by a ReLU": input -> 64 -> one logit per action (phi_encoder='torso').
-    'cartpole': NetworkConfig(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)),
-    'cliff': NetworkConfig(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)),
-    # C.2 / C.6: 3 convs (3x3) of 32/64/64, flatten, linear to 64, concat, linear -> logit;
-    # phi: the same convs, flattened, then one hidden layer of 64 + ReLU -> logits (no
-    # embedding projection: phi_encoder='torso').
-    'turf': NetworkConfig(torso='conv', conv_channels=(32, 64, 64), conv_strides=(1, 1, 1),
-                          embedding_size=64, phi_hidden_sizes=(64,)),
-    # C.3: 2 convs of 8, strides 2 and 1 (no ReLU after the last), 3-layer MLP of 64 with
-    # dropout 0.1, final single neuron. phi is not described in the paper for Sokoban: we keep
-    # the same convs + 3 hidden layers of 64 (no embedding_size, so 'torso' == 'full' here).
-    'sokoban': NetworkConfig(torso='conv', conv_channels=(8, 8), conv_strides=(2, 1),
-                             relu_after_last_conv=False, psi_head_sizes=(64, 64, 64),
-                             phi_hidden_sizes=(64, 64, 64), dropout=0.1),
-}
-
-
-# The presets: the paper's networks, except Sokoban's psi. The paper's Siamese net with VALID
-# convs (kept as 'sokoban_paper') ranks irreversible random transitions at AUROC 0.66 on unseen
-# Boxoban levels; its two convs (strides 2, 1) applied to both frames stacked along channels,
-# with SAME padding and 32 channels each, at 0.95 (launch.experiments.psi_ablation; BUILD_NOTES.md,
-# "Sokoban psi").
-PRESETS = dict(
-    PAPER_DEFAULTS,
-    sokoban=dataclasses.replace(PAPER_DEFAULTS['sokoban'], psi_fusion='early',
-                                conv_padding='SAME', conv_channels=(32, 32)),
-    sokoban_paper=PAPER_DEFAULTS['sokoban'])
-
-
-def default_config(env_name: str) -> NetworkConfig:
-  return PRESETS.get(env_name, PRESETS['cartpole'])
+def default_config(name: str) -> NetworkConfig:
+  """The psi/phi network of environment `name`'s preset (envs.presets), or of a named variant
+  ('sokoban_paper': the paper's, App. C.3); envs.presets.PresetError (one line) for a name
+  without one."""
+  return NetworkConfig(**presets.estimator_network(name))
 
 
 class Encoder(hk.Module):

@@ -19,7 +19,7 @@ transitions of the same dataset, regressed onto psi(x', x) (L2, or --phi_loss bc
 online learner does. The whole flat dataset is put on the device once; each jitted call does
 --steps_per_call steps (lax.scan) to amortise dispatch.
 
-Defaults follow the dataset's environment (`--network_preset`; `estimators.recipes`): window,
+Defaults follow the dataset's environment's preset (`--network_preset`; `envs.presets`): window,
 learning rate, weight decay, pair and phi budgets. Cartpole/Turf: w 200/120, Adam 0.01, 3M pairs;
 Sokoban: w 15, Adam 5e-4 with weight decay 1e-4, 20M pairs, dropout 0.1.
 Errors (missing dataset, bad window...) are printed as one line; the exit code is then 2 and no
@@ -34,6 +34,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from absl import app, flags
 
+from envs import presets
 from estimators import cli
 from estimators import recipes
 
@@ -69,7 +70,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_float('learning_rate', None, 'Adam learning rate (default: preset; 0.01, sokoban 5e-4).', flag_values=fv)
   flags.DEFINE_float('phi_learning_rate', None, 'phi learning rate (default: --learning_rate).', flag_values=fv)
   flags.DEFINE_float('weight_decay', None, 'AdamW weight decay (default: preset; 0, sokoban 1e-4).', flag_values=fv)
-  flags.DEFINE_enum('network_preset', None, ['cartpole', 'turf', 'sokoban', 'sokoban_paper', 'cliff'],
+  flags.DEFINE_enum('network_preset', None, list(presets.network_names()),
                     "Network/recipe preset (default: the dataset's environment).", flag_values=fv)
   flags.DEFINE_list('mlp_sizes', None, 'Override: encoder MLP sizes, e.g. 64,64.', flag_values=fv)
   flags.DEFINE_list('conv_channels', None, 'Override: encoder conv channels, e.g. 32,64,64 (conv torso).', flag_values=fv)
@@ -457,8 +458,11 @@ def run(options: TrainOptions) -> dict:
                        f"{env_name!r} with {meta.get('num_actions')}: a mixture needs one "
                        'environment')
   shares = _shares(f.dataset_weights, len(datasets)) if f.dataset_weights else None
-  preset = f.network_preset or (env_name if env_name in recipes.RECIPES else 'cartpole')
-  recipe = recipes.recipe(preset)
+  preset = f.network_preset or env_name
+  try:
+    recipe = recipes.recipe(preset)
+  except presets.PresetError as e:
+    raise TrainError(f'{e} (or pass --network_preset)' if not f.network_preset else str(e)) from None
   network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout,
                            f.conv_padding, f.psi_fusion)
   if 'observation_shape' in meta and 'observation_dtype' in meta:

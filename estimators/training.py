@@ -23,18 +23,28 @@ from estimators import updates
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
   """How psi/phi are optimised. Defaults: Appendix C (Cartpole/Turf): Adam, lr 0.01, batch 128."""
-  window: int = 200
-  batch_size: int = 128
-  learning_rate: float = 1e-2
-  adam_b1: float = 0.9
-  adam_b2: float = 0.999
-  weight_decay: float = 0.0      # Sokoban: 1e-4 (AdamW)
+  window: int = dataclasses.field(default=200, metadata={
+      'help': 'Precedence window w: psi pairs at most w steps apart.'})
+  batch_size: int = dataclasses.field(default=128, metadata={'help': 'Pairs per psi update.'})
+  learning_rate: float = dataclasses.field(default=1e-2, metadata={
+      'help': 'Adam learning rate of psi (and of phi unless phi_learning_rate is given).'})
+  adam_b1: float = dataclasses.field(default=0.9, metadata={
+      'help': 'psi/phi Adam first-moment decay.'})
+  adam_b2: float = dataclasses.field(default=0.999, metadata={
+      'help': 'psi/phi Adam second-moment decay.'})
+  weight_decay: float = dataclasses.field(default=0.0, metadata={
+      'help': 'AdamW weight decay of psi and phi (Sokoban: 1e-4).'})
   train_psi: bool = True         # False: phi-only steps (offline phase 2: phi after a trained psi)
   train_phi: bool = False
-  phi_loss: str = 'l2'           # 'l2' (paper) or 'bce' (authors' code)
-  phi_batch_size: int = 128
-  phi_learning_rate: float = 1e-2
-  pair_sampling: str = 'uniform'  # estimators.pairs.SAMPLINGS; 'uniform' is the paper's
+  phi_loss: str = dataclasses.field(default='l2', metadata={
+      'help': "phi regression loss: 'l2' (paper) or 'bce' (authors' code)."})
+  phi_batch_size: int = dataclasses.field(default=128, metadata={
+      'help': 'Transitions per phi update.'})
+  phi_learning_rate: float = dataclasses.field(default=1e-2, metadata={
+      'help': 'Adam learning rate of phi.'})
+  pair_sampling: str = dataclasses.field(default='uniform', metadata={
+      'help': "psi pairs: 'uniform' over the valid pairs (paper) or 'start_uniform' (start "
+              'uniform, then gap uniform); estimators.pairs.SAMPLINGS.'})
   seed: int = 0
 
   def __post_init__(self):

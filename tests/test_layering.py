@@ -7,7 +7,9 @@ module defines its absl flags at import time, and a replica that imported one wo
 (the cycle cluster <-> train was that). A run's life calls down one way: lifecycle -> summary ->
 run_state. The builder (what the agent is) knows nothing of Launchpad or the run directory; the
 layout (how it is distributed) builds the agent's parts only through it. Every import counts,
-also those inside functions.
+also those inside functions. The per-environment presets (envs.presets) sit at the bottom, in
+envs/, as plain values: every layer reads them (the offline estimator CLI, the policy network,
+launch.train), so they may import nothing above envs/.
 """
 import ast
 import os
@@ -140,6 +142,14 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycle():
   assert _cycles(GRAPH) == []
+
+
+def test_the_presets_import_only_environments():
+  assert 'envs.presets' in MODULES
+  assert {m.split('.')[0] for m in GRAPH['envs.presets']} <= {'envs'}
+  readers = {m for m, targets in GRAPH.items() if 'envs.presets' in targets}
+  assert {'estimators.recipes', 'estimators.networks', 'agents.networks',
+          'launch.program.presets'} <= readers
 
 
 def test_no_import_runs_up_the_layers():

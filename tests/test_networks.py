@@ -8,6 +8,7 @@ import pytest
 from acme import specs
 
 from agents import networks as agent_nets
+from envs import presets
 from estimators import checkpoint
 from estimators import networks as nets
 
@@ -57,7 +58,7 @@ def test_sokoban_preset_is_the_papers_convs_early_fused_with_same_padding():
   assert (paper.psi_fusion, paper.conv_padding) == ('siamese', 'VALID')
   assert dataclasses.replace(ours, psi_fusion='siamese', conv_padding='VALID',
                              conv_channels=(8, 8)) == paper
-  assert nets.PAPER_DEFAULTS['sokoban'] == paper
+  assert nets.NetworkConfig(**presets.get('sokoban').paper_estimator_network) == paper
 
 
 def test_same_padding_keeps_5x5_maps_and_checkpoints_round_trip(tmp_path):
@@ -185,7 +186,7 @@ def test_orthogonal_init_keeps_the_signal_and_starts_near_uniform():
 
   def features_and_logits(init):
     # Random pixels mark no agent: the room as drawn, without the centring canvas.
-    config = dataclasses.replace(agent_nets.POLICY_DEFAULTS['sokoban'], init=init, centre_on=(),
+    config = dataclasses.replace(agent_nets.default_policy_config('sokoban', True), init=init, centre_on=(),
                                  canvas_size=0)
 
     def forward(x):
@@ -222,10 +223,14 @@ def test_cartpole_impala_is_two_separate_2x64_mlps():
       'value_hidden_0': (4, 64), 'value_hidden_1': (64, 64), 'value': (64, 1)}
 
 
-def test_default_policy_config_falls_back_by_observation_kind():
+def test_default_policy_config_is_the_presets_or_by_observation_kind_without_an_env():
   assert agent_nets.default_policy_config('cliff', False).head_hidden == (64, 64)
-  assert agent_nets.default_policy_config('unknown', True) == agent_nets.POLICY_DEFAULTS['sokoban']
-  assert agent_nets.default_policy_config(None, False) == agent_nets.POLICY_DEFAULTS['cartpole']
+  with pytest.raises(presets.PresetError, match="'unknown' has no preset"):
+    agent_nets.default_policy_config('unknown', True)
+  with pytest.raises(ValueError, match='does not fit image observations'):
+    agent_nets.default_policy_config('cartpole', True)
+  assert agent_nets.default_policy_config(None, True) == agent_nets.default_policy_config('sokoban', True)
+  assert agent_nets.default_policy_config(None, False) == agent_nets.default_policy_config('cartpole', False)
   with pytest.raises(ValueError, match='conv'):
     agent_nets.PolicyNetConfig(torso='conv', conv_channels=(8,), conv_strides=(1,))
 
@@ -273,4 +278,4 @@ def test_a_15x15_canvas_shows_what_the_19x19_one_showed_on_sokoban_rooms():
 ])
 def test_canvas_size_is_checked(kwargs, words):
   with pytest.raises(ValueError, match=words):
-    dataclasses.replace(agent_nets.POLICY_DEFAULTS['sokoban'], **kwargs)
+    dataclasses.replace(agent_nets.default_policy_config('sokoban', True), **kwargs)

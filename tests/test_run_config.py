@@ -58,16 +58,16 @@ def test_a_moved_run_directory_names_itself(tmp_path):
 def test_sokoban_runs_saved_before_the_policy_network_was_recorded_keep_their_19x19_canvas(tmp_path):
   from agents import networks as agent_nets
   raw = lifecycle.jsonable(RunConfig(env='sokoban', run_dir=str(tmp_path / 'old'),
-                                     policy_network=agent_nets.POLICY_DEFAULTS['sokoban']))
+                                     policy_network=agent_nets.default_policy_config('sokoban', True)))
   del raw['policy_network']
   old = run_config.load(_write(tmp_path / 'old', raw))
   assert old.policy_network.canvas_size == 0 and old.policy_network.centre_on
-  assert agent_nets.POLICY_DEFAULTS['sokoban'].canvas_size == 15   # today's runs differ
+  assert agent_nets.default_policy_config('sokoban', True).canvas_size == 15   # today's runs differ
   # Such a run resumes as what it was: its saved config, filled, equals the legacy config ...
   lifecycle.check_resume(old)
   # ... and a resume that would switch it to today's canvas is refused, naming the field.
   with pytest.raises(ValueError, match='policy_network.canvas_size'):
-    lifecycle.check_resume(dataclasses.replace(old, policy_network=agent_nets.POLICY_DEFAULTS['sokoban']))
+    lifecycle.check_resume(dataclasses.replace(old, policy_network=agent_nets.default_policy_config('sokoban', True)))
   # Environments whose network did not change load with none recorded (their default).
   raw = lifecycle.jsonable(RunConfig(env='cartpole', run_dir=str(tmp_path / 'cp')))
   del raw['policy_network']

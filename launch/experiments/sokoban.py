@@ -3,6 +3,7 @@ steps per scale. Its page: `launch.experiments.sokoban_page`."""
 import os
 from typing import List
 
+from envs import presets
 from launch.experiments.spec import Step, train_step, scale_settings
 
 
@@ -10,16 +11,21 @@ from launch.experiments.spec import Step, train_step, scale_settings
 # Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline
 # --------------------------------------------------------------------------------------------- #
 
-# Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, IMPALA batch,
-# sequence reuse (samples_per_insert; 0 = the paper's queue, each sequence used once),
-# gradient clip (the paper's 40 at `paper`) and self-imitation updates per V-trace update. The
-# comparison runs without self-imitation (0), unlike the Sokoban preset: it is what single
-# trap levels needed (level 1 of the gate), but on the 1k set one process with it learned less
-# (boxes on target over 500k-850k env steps: 0.52 against 0.64 without; BUILD_NOTES.md), it costs
-# learner time (the runs are learner-bound), and the comparison had 11M steps done without it.
+# Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, the agent's
+# changes to the comparison's agent (`agent`, ImpalaConfig fields) and the evaluation sizes.
+#
+# The comparison's agent is the Sokoban preset's (envs.presets) without self-imitation: it is
+# what single trap levels needed (level 1 of the gate), but on the 1k set one process with it
+# learned less (boxes on target over 500k-850k env steps: 0.52 against 0.64 without;
+# BUILD_NOTES.md), it costs learner time (the runs are learner-bound), and the comparison had 11M
+# steps done without it. Its IMPALA batch, sequence reuse (samples_per_insert; 0 = the paper's
+# queue, each sequence used once), gradient clip and self-imitation are written out on every
+# run's command line, so that a run keeps the agent it started with if the preset changes.
+SOKOBAN_AGENT = dict(self_imitation_updates=0)
+SOKOBAN_AGENT_FLAGS = ('batch_size', 'samples_per_insert', 'max_gradient_norm',
+                       'self_imitation_updates')
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
-                 batch=16, samples_per_insert=4, max_gradient_norm=1, self_imitation=0,
                  run_seconds=90,
                  eval_transitions=100,
                  eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
@@ -31,8 +37,7 @@ SOKOBAN_SCALES = {
     # Batch 16 x replay 4, the Sokoban preset: batch 256 used once played like a random policy
     # after 3M steps (BUILD_NOTES.md, "Sokoban learning").
     'small': dict(episodes=20_000, pairs=5_000_000, max_steps=5_000_000, actors=2,
-                  envs_per_actor=16, batch=16, samples_per_insert=4, max_gradient_norm=1,
-                  self_imitation=0, run_seconds=2400,
+                  envs_per_actor=16, run_seconds=2400,
                   eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                   eval_oracle_levels=100),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
@@ -41,13 +46,12 @@ SOKOBAN_SCALES = {
     # ~3.5k env steps/s here: 30M steps is ~2.4 h a run, reached over several launches; a
     # shorter budget first (--max_steps 10000000, then 20M, 30M) keeps the arms level.
     'long': dict(episodes=20_000, pairs=5_000_000, max_steps=30_000_000, actors=2,
-                 envs_per_actor=16, batch=16, samples_per_insert=4, max_gradient_norm=1,
-                 self_imitation=0, run_seconds=8600, rae_arms=('impala_rae',),
+                 envs_per_actor=16, run_seconds=8600, rae_arms=('impala_rae',),
                  eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                  eval_oracle_levels=100),
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
-                  envs_per_actor=1, batch=256, samples_per_insert=0, max_gradient_norm=40,
-                  self_imitation=0, run_seconds=0,
+                  envs_per_actor=1, run_seconds=0,
+                  agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
                   eval_transitions=10_000, eval_levels=1000, eval_boxoban_levels=1000,
                   eval_oracle_levels=1000),
 }
@@ -60,7 +64,7 @@ SOKOBAN_RAE_ARMS = (
     ('impala_rae_lam1', 'IMPALA+RAE (lambda 1)', 'psi.ckpt', 1.0),
 )
 _ALL_ARMS = tuple(arm[0] for arm in SOKOBAN_RAE_ARMS)   # a scale's default 'rae_arms'
-SOKOBAN_BETA = 0.9   # Sec. 5.3
+SOKOBAN_BETA = presets.thresholds('sokoban', 'rae')['beta']
 SOKOBAN_GIF = 'policy_boxoban.gif'   # the final greedy policy on SOKOBAN_GIF_LEVEL of Boxoban
 SOKOBAN_GIF_LEVEL = 0
 # Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
@@ -107,11 +111,10 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   if any(ckpt == 'psi_paper.ckpt' for _, _, ckpt, _ in arms):
     steps += _sokoban_psi_steps(s, '_paper', 'sokoban_paper')
   # Every arm gets the same agent settings; only the RAE flags differ.
+  agent = {**presets.get('sokoban').impala, **SOKOBAN_AGENT, **s.get('agent', {})}
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
-            str(s['envs_per_actor']), '--batch_size', str(s['batch']),
-            '--samples_per_insert', str(s['samples_per_insert']),
-            '--max_gradient_norm', str(s['max_gradient_norm']),
-            '--self_imitation_updates', str(s['self_imitation']))
+            str(s['envs_per_actor']),
+            *(arg for name in SOKOBAN_AGENT_FLAGS for arg in (f'--{name}', f'{agent[name]:g}')))
   runs = []
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],

@@ -25,10 +25,12 @@ evaluation, probe and RAC runs (beta 0.2 over `--seeds`, 0.3 and 0.4 one seed ea
 import os
 from typing import Dict, List, Optional, Sequence
 
+from envs import presets
 from launch.experiments import pages
 from launch.experiments.spec import Step, estimators_step, train_step, scale_settings
 
-TURF_RAC_BETA = 0.2                                  # Sec. 5.4
+TURF_RAC_BETA = presets.thresholds('turf', 'rac')['beta']   # Sec. 5.4
+TURF_RAE_BETA = presets.thresholds('turf', 'rae')['beta']   # C.2
 TURF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)          # Fig. 7 (App. C.7)
 TURF_SCALES = {
     'tiny': dict(episodes=40, pairs=5_000, phi_transitions=2_000, eval_transitions=200,
@@ -108,7 +110,7 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
       # psi and phi against the exact oracle on random transitions (App. C.6's estimators).
       Step('eval_estimators', 'estimators.evaluate',
            ('--checkpoint', '{out}/estimators.ckpt', '--env', 'turf', '--transitions',
-            str(s['eval_transitions']), '--beta', '0.8', '--phi_beta', f'{TURF_RAC_BETA:g}',
+            str(s['eval_transitions']), '--beta', f'{TURF_RAE_BETA:g}', '--phi_beta', f'{TURF_RAC_BETA:g}',
             '--phi_betas', ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS),
             '--labels_cache', labels, '--out', '{out}/estimator_eval'),
            done='estimator_eval/report.json', est_seconds=s['eval_transitions'] * 0.03),

@@ -14,7 +14,6 @@ from typing import Any, Dict, Iterator, List
 import numpy as np
 
 EPISODE_TABLE = 'episodes'
-STATE_ENVS = ('turf', 'cliff', 'sokoban')   # discrete states: the exact oracle applies
 _ACTOR_BATCH_STEPS = 2000                   # steps per Reverb item (several whole episodes)
 _ACTOR_BATCH_EPISODES = 64
 _QUEUE_ITEMS = 64

@@ -10,6 +10,13 @@ from estimators.training import TrainConfig as EstimatorTrainConfig
 
 AGENTS = ('impala', 'random')
 
+
+def documented(default, help_text: str):
+  """A config field with its documentation, which is also its flag's help
+  (launch.program.run_flags)."""
+  return dataclasses.field(default=default, metadata={'help': help_text})
+
+
 # cluster: many hosts through Launchpad's CLUSTER_SPEC runtime (launch.cluster); vertex_ai:
 # Launchpad's own Vertex AI launcher.
 LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'cluster', 'vertex_ai')
@@ -18,36 +25,43 @@ LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'cluster', 'vertex_ai')
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig:
   """IMPALA hyperparameters (feed-forward nets; the Acme/Sokoban-appendix layout of options).
-  Per-environment values: `launch.program.presets`."""
-  batch_size: int = 16
-  sequence_length: int = 20
-  learning_rate: float = 1e-3
-  adam_b1: float = 0.9
-  adam_b2: float = 0.999
-  discount: float = 0.99
-  entropy_cost: float = 0.01
-  baseline_cost: float = 0.5
-  max_gradient_norm: float = 40.0
-  max_queue_size: int = 160         # items; > batch_size + 1
-  policy_update_period: int = 100   # actor steps between parameter fetches
-  # 0: the 'impala' table is a queue (each sequence trained on once). > 0: a replay of the last
-  # `replay_size` sequences, sampled uniformly, each sequence sampled this many times on average
-  # (Reverb's SampleToInsertRatio holds the actors back when the learner falls behind, so the
-  # ratio holds at any speed); V-trace corrects for the policy lag the reuse adds.
-  samples_per_insert: float = 0.0
-  replay_size: int = 256            # sequences kept (samples_per_insert > 0)
-  # Self-imitation (Oh et al., 2018; agents.self_imitation): after each V-trace update, this many
-  # updates on steps of the best *terminated* episodes seen, imitating an action only where its
-  # return beat the value. 0: none (the paper's IMPALA).
-  self_imitation_updates: int = 0
-  self_imitation_batch: int = 256     # steps per self-imitation update
-  self_imitation_episodes: int = 64   # the best episodes each actor keeps forwarding
-  self_imitation_steps: int = 8192    # steps the table keeps (lowest episode return out first)
-  self_imitation_value_cost: float = 0.01   # Oh et al.'s beta for the value term
+  Per-environment values: the environment's preset (envs.presets)."""
+  batch_size: int = documented(16, 'IMPALA batch: sequences per learner update.')
+  sequence_length: int = documented(20, 'IMPALA unroll length, steps per sequence.')
+  learning_rate: float = documented(1e-3, 'IMPALA Adam learning rate.')
+  adam_b1: float = documented(0.9, 'IMPALA Adam first-moment decay.')
+  adam_b2: float = documented(0.999, 'IMPALA Adam second-moment decay.')
+  discount: float = documented(0.99, 'IMPALA discount.')
+  entropy_cost: float = documented(0.01, 'IMPALA entropy cost.')
+  baseline_cost: float = documented(0.5, 'IMPALA value-loss weight.')
+  max_gradient_norm: float = documented(40.0, 'IMPALA global gradient-norm clip.')
+  max_queue_size: Optional[int] = documented(
+      None, 'Items the IMPALA queue holds (> batch_size + 1); unset: max(160, 2 x batch_size).')
+  policy_update_period: int = documented(100, 'Actor steps between policy parameter fetches.')
+  # Reverb's SampleToInsertRatio holds the actors back when the learner falls behind, so the
+  # ratio holds at any speed; V-trace corrects for the policy lag the reuse adds.
+  samples_per_insert: float = documented(
+      0.0, "Sequence reuse. 0: the IMPALA table is a queue (each sequence trained on once); "
+      '> 0: a replay of the last replay_size sequences, sampled uniformly, each sequence '
+      'sampled this many times on average.')
+  replay_size: int = documented(256, 'Sequences the replay keeps (samples_per_insert > 0).')
+  self_imitation_updates: int = documented(
+      0, 'Self-imitation (Oh et al., 2018; agents.self_imitation): after each V-trace update, '
+      'this many updates on steps of the best terminated episodes seen, imitating an action '
+      "only where its return beat the value. 0: none (the paper's IMPALA).")
+  self_imitation_batch: int = documented(256, 'Steps per self-imitation update.')
+  self_imitation_episodes: int = documented(
+      64, 'Best episodes each actor keeps forwarding to the self-imitation table.')
+  self_imitation_steps: int = documented(
+      8192, 'Steps the self-imitation table keeps (lowest episode return out first).')
+  self_imitation_value_cost: float = documented(
+      0.01, "Oh et al.'s beta: the weight of self-imitation's value term.")
 
   def __post_init__(self):
     if self.batch_size < 1:
       raise ValueError(f'IMPALA batch_size must be >= 1, got {self.batch_size}')
+    if self.max_queue_size is None:
+      object.__setattr__(self, 'max_queue_size', max(160, 2 * self.batch_size))
     if self.sequence_length < 2:
       raise ValueError(f'sequence_length must be >= 2 (V-trace bootstraps from the last step), '
                        f'got {self.sequence_length}')
@@ -93,40 +107,49 @@ class PrecedenceConfig:
   # Each Reverb sample of `window_batch` windows serves `updates_per_sample` updates, each
   # drawing its own pairs: 64 x 4 reads a 4x larger pool per update than 16 x 1 at a lower
   # reading cost per update (bench.precedence_bench, BUILD_NOTES.md "Precedence learner").
-  window_batch: int = 64              # windows per Reverb sample
-  updates_per_sample: int = 4
-  env_steps_per_update: int = 50      # throttle: one psi (and phi) update per this many env steps
-  # (the paper: one per 500; ours per env in launch.program.presets, see BUILD_NOTES.md)
-  table_max_windows: int = 20_000     # replay size, in windows of 2w steps
-  min_windows: int = 8                # windows needed before training starts
-  estimator_update_period: int = 100  # actor steps between psi/phi parameter fetches
+  window_batch: int = documented(64, 'Windows the precedence learner samples from Reverb at once.')
+  updates_per_sample: int = documented(
+      4, 'psi (and phi) updates made on each sample of windows, each with its own pairs; 1: a '
+      'fresh sample per update.')
+  # The paper: one per 500 env steps; ours per env in envs.presets (BUILD_NOTES.md).
+  env_steps_per_update: int = documented(
+      50, 'Throttle of the precedence learner: one psi (and phi) update per this many env steps.')
+  table_max_windows: int = documented(
+      20_000, 'Size of the precedence table, in windows of 2w steps.')
+  min_windows: int = documented(8, 'Windows the precedence table must hold before psi trains.')
+  estimator_update_period: int = documented(
+      100, 'Actor steps between psi/phi parameter fetches.')
 
   def __post_init__(self):
     if not 1 <= self.min_windows <= self.table_max_windows:
-      raise ValueError(f'psi_min_windows must lie in [1, {self.table_max_windows}] (the table '
+      raise ValueError(f'min_windows must lie in [1, {self.table_max_windows}] (the table '
                        f'size), got {self.min_windows}')
     if self.env_steps_per_update < 1:
-      raise ValueError(f'env_steps_per_psi_update must be >= 1, got {self.env_steps_per_update}')
+      raise ValueError(f'env_steps_per_update must be >= 1, got {self.env_steps_per_update}')
     if self.window_batch < 1 or self.updates_per_sample < 1:
-      raise ValueError(f'psi windows per sample ({self.window_batch}) and updates per sample '
+      raise ValueError(f'window_batch ({self.window_batch}) and updates_per_sample '
                        f'({self.updates_per_sample}) must be >= 1')
 
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-  env: str = 'cartpole'
+  env: str = documented('cartpole', 'Environment name (envs.make).')
   env_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  agent: str = 'impala'
-  num_actors: int = 2
-  envs_per_actor: int = 1      # K environments stepped together by each actor node
-  # Step an actor's K environments with the environment's vectorised batch where it has one
-  # (envs.has_batch: sokoban), which behaves exactly as K single environments, only faster;
-  # False steps K single environments one by one (the reference).
-  vectorised_env: bool = True
-  max_steps: int = 100_000
-  seed: int = 0
-  run_dir: str = 'runs/default'
-  launch_type: str = 'local_mp'
+  agent: str = documented('impala', f'Policy: {" or ".join(AGENTS)} (uniform random).')
+  num_actors: int = documented(2, 'Number of actor nodes.')
+  envs_per_actor: int = documented(
+      1, 'Environments each actor steps together, with one batched inference call per step.')
+  vectorised_env: bool = documented(
+      True, "Step each actor's environments with the environment's vectorised batch where it "
+      'has one (sokoban: numpy over the K rooms, the same episodes as K single environments); '
+      'False steps them one by one (the reference).')
+  max_steps: int = documented(100_000, 'Total actor (environment) steps; the run stops there.')
+  seed: int = documented(0, 'Random seed.')
+  run_dir: str = documented('runs/default', 'Output directory.')
+  launch_type: str = documented(
+      'local_mp', f'Launchpad launch type, one of {", ".join(LAUNCH_TYPES)}. cluster: the hosts '
+      "of --cluster_description through Launchpad's CLUSTER_SPEC runtime (launch.cluster); "
+      "vertex_ai: Launchpad's own Vertex AI launcher (needs xmanager, Docker, a GCP project).")
   reversibility: ReversibilityConfig = ReversibilityConfig()
   impala: ImpalaConfig = ImpalaConfig()
   precedence: PrecedenceConfig = PrecedenceConfig()
@@ -135,18 +158,24 @@ class RunConfig:
   # The IMPALA policy/value network; None: the environment's default
   # (agents.networks.default_policy_config). launch.train always records it.
   policy_network: Optional[PolicyNetConfig] = None
-  estimator_checkpoint: Optional[str] = None   # frozen psi/phi instead of the online node
-  # Supervision: a node process that dies is restarted; one that dies this many
-  # times within the window stops the run (launch.runtime.supervisor).
-  max_node_failures: int = 3
-  checkpoint_period_s: float = 300.0   # learners' periodic checkpoints (and one at the end)
-  node_failure_window_s: float = 60.0
-  # The replay's tables (launch.program.replay), written by the coordinator; a restarted replay
-  # node loses what came after the last one.
-  replay_checkpoint_period_s: float = 120.0
-  # XLA threads per actor process (local launches): 1, or 0 for XLA's default of one per core
-  # (launch.program.threads).
-  actor_threads: int = 0
+  estimator_checkpoint: Optional[str] = documented(
+      None, 'Frozen psi/phi checkpoint (offline RAE/RAC) instead of the online precedence learner.')
+  # Supervision (launch.runtime.supervisor).
+  max_node_failures: int = documented(
+      3, 'A node process that dies is restarted; this many deaths of one node within '
+      'node_failure_window_s stop the run.')
+  checkpoint_period_s: float = documented(
+      300.0, 'Seconds between learner checkpoints (they also save when the run ends or is stopped).')
+  node_failure_window_s: float = documented(60.0, 'Seconds over which max_node_failures count.')
+  # Written by the coordinator (launch.program.replay); a restarted replay node loses what came
+  # after the last one.
+  replay_checkpoint_period_s: float = documented(
+      120.0, "Seconds between checkpoints of the replay's tables (RUN_DIR/checkpoints/replay; also "
+      'written when the run ends or is stopped): what a --resume or a restarted replay node '
+      'starts from.')
+  # launch.program.threads.
+  actor_threads: int = documented(
+      0, "XLA threads per actor process (local launches): 1, or 0 for XLA's default, one per core.")
 
   def __post_init__(self):
     if self.agent not in AGENTS:

@@ -15,7 +15,8 @@ from typing import Optional
 
 import numpy as np
 
-from launch.program.collection import (STATE_ENVS, CollectError, CollectInterrupted, CollectPlan,
+from envs import presets
+from launch.program.collection import (CollectError, CollectInterrupted, CollectPlan,
                                        build_program, collect_in_process)
 from launch.runtime import processes
 
@@ -53,11 +54,12 @@ def make_plan(env_name: str, env_options: dict, episodes: int, out: str, seed: i
     raise CollectError(f'cannot write --out {os.path.abspath(out)}: {problem}')
   try:
     env = envs.make(env_name, seed=0, **env_options)
+    oracle_states = presets.get(env_name).oracle_states
   except envs.EnvError as e:
     raise CollectError(str(e)) from e
   spec = env.observation_spec()
   if store_states is None:
-    store_states = env_name in STATE_ENVS
+    store_states = oracle_states
   if store_states and not hasattr(env, 'get_state'):
     raise CollectError(f'environment {env_name!r} has no get_state(); use --nostore_states')
   out = os.path.abspath(out)

@@ -1,0 +1,185 @@
+"""launch.train's command line, generated from the run configuration's dataclasses: one flag per
+config field, its help the field's documentation (`metadata['help']`), its type the field's.
+
+A flag of a field the environment's preset sets (envs.presets, through launch.program.presets)
+defaults to None, "not given": the run takes the preset's value. Any other flag defaults to the
+main job's value (`MAIN_JOB`), else the config class's default. A flag is named after its field;
+the fields of `precedence` (the online psi/phi learner node) and `estimator_train` (psi/phi
+optimisation) carry the prefixes `precedence_` and `estimator_`, as their names repeat IMPALA's
+(batch_size, learning_rate).
+
+The names the command line had before are aliases (`ALIASES`): each is a flag of its own that
+feeds the same field, so every existing command, README example and experiment argv keeps
+working, and a run's saved RUN_DIR/flags.json, which holds them, resumes as it was. A field takes
+the flag the command line gave (several names of one field given different values: an error),
+else the value a resumed run saved under an earlier name, else its flag's value.
+"""
+import dataclasses
+import re
+import typing
+from typing import Any, Dict, List, Tuple
+
+from absl import flags
+
+from agents.acting import ReversibilityConfig
+from agents.networks import PolicyNetConfig
+from envs import presets
+from estimators.training import TrainConfig
+from launch.program.config import ImpalaConfig, PrecedenceConfig, RunConfig
+
+# The flags define_flags makes belong to its caller (absl skips this module when it looks for
+# the module defining a flag).
+flags.disclaim_key_flags()
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+  """A config the command line sets: RunConfig's own fields ('') or one nested in it."""
+  name: str                       # the RunConfig attribute holding it; '' for RunConfig's own
+  cls: type
+  prefix: str = ''                # of its flag names
+  # Fields the program sets (the nested configs, what the mode implies), not the user.
+  exclude: Tuple[str, ...] = ()
+  only: Tuple[str, ...] = ()      # when given: the fields the command line sets
+
+
+SECTIONS = (
+    Section('', RunConfig, exclude=('env_options', 'reversibility', 'impala', 'precedence',
+                                    'estimator_train', 'network', 'policy_network')),
+    Section('reversibility', ReversibilityConfig),
+    Section('impala', ImpalaConfig),
+    Section('precedence', PrecedenceConfig, prefix='precedence_'),
+    # train_phi follows --mode (RAC), seed is the run's.
+    Section('estimator_train', TrainConfig, prefix='estimator_',
+            exclude=('train_psi', 'train_phi', 'seed')),
+    # The network comes from the preset; the canvas is what a run may change.
+    Section('policy_network', PolicyNetConfig, only=('canvas_size',)),
+)
+
+# Earlier flag name -> the flag of the field it feeds.
+ALIASES = {
+    'checkpoint_every_s': 'checkpoint_period_s',
+    'replay_checkpoint_every_s': 'replay_checkpoint_period_s',
+    'shield': 'shield_mode',
+    'window': 'estimator_window',
+    'psi_learning_rate': 'estimator_learning_rate',   # phi's follows it (presets.estimator_train)
+    'psi_weight_decay': 'estimator_weight_decay',
+    'psi_batch_size': 'estimator_batch_size',
+    'pair_sampling': 'estimator_pair_sampling',
+    'phi_loss': 'estimator_phi_loss',
+    'env_steps_per_psi_update': 'precedence_env_steps_per_update',
+    'psi_windows_per_sample': 'precedence_window_batch',
+    'psi_min_windows': 'precedence_min_windows',
+    'psi_updates_per_sample': 'precedence_updates_per_sample',
+}
+
+# `python -m launch.train` with no flags is the main job: reward-free Cartpole, IMPALA + RAE,
+# until the pole is kept up (launch.train's docstring).
+MAIN_JOB = {'mode': 'rae', 'max_steps': 1_200_000}
+
+# Flags that did not exist when older runs were saved, with the value that reproduces such a run
+# on --resume: a Sokoban run saved before self-imitation existed resumes without it, not with
+# today's preset, and one saved before the 15x15 canvas on its 19x19 one (0: 2H-1).
+ADDED_LATER = {'self_imitation_updates': 0, 'canvas_size': 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldFlag:
+  section: str
+  field: str
+  flag: str
+  kind: type        # int, float, bool or str
+  help: str
+
+
+def field_flags() -> List[FieldFlag]:
+  """Every flag a config field gets, in the order of the sections and their fields."""
+  out = []
+  for section in SECTIONS:
+    hints = typing.get_type_hints(section.cls)
+    for f in dataclasses.fields(section.cls):
+      if not f.init or f.name in section.exclude or (section.only and f.name not in section.only):
+        continue
+      kind = hints[f.name]
+      if typing.get_origin(kind) is typing.Union:   # Optional[X]
+        kind = [a for a in typing.get_args(kind) if a is not type(None)][0]
+      if kind not in (int, float, bool, str):
+        raise TypeError(f'{section.cls.__name__}.{f.name}: a {kind} field has no flag type '
+                        '(exclude it from its Section)')
+      if not f.metadata.get('help'):
+        raise TypeError(f"{section.cls.__name__}.{f.name} has no metadata['help'] (its flag's help)")
+      out.append(FieldFlag(section.name, f.name, section.prefix + f.name, kind, f.metadata['help']))
+  return out
+
+
+_DEFINE = {int: flags.DEFINE_integer, float: flags.DEFINE_float, bool: flags.DEFINE_bool,
+           str: flags.DEFINE_string}
+
+
+def preset_fields(section: str) -> Tuple[str, ...]:
+  """The fields of `section` whose default is the environment's preset (envs.presets)."""
+  keys = set()
+  for preset in presets.PRESETS.values():
+    keys |= {'impala': set(preset.impala), 'precedence': set(preset.precedence),
+             'reversibility': {k for t in preset.thresholds.values() for k in t},
+             # phi's learning rate follows psi's (launch.program.presets.estimator_train).
+             'estimator_train': set(preset.estimator_recipe) | {'phi_learning_rate'},
+             'policy_network': set(preset.policy_network)}.get(section, set())
+  return tuple(sorted(keys))
+
+
+def default(ff: FieldFlag) -> Any:
+  """The flag's default: None where the environment's preset decides (and for run_dir, named
+  after the run), else the main job's, else the config class's."""
+  if ff.field in preset_fields(ff.section) or (ff.section, ff.field) == ('', 'run_dir'):
+    return None
+  if not ff.section and ff.field in MAIN_JOB or ff.field == 'mode':
+    return MAIN_JOB[ff.field]
+  section = next(s for s in SECTIONS if s.name == ff.section)
+  return next(f.default for f in dataclasses.fields(section.cls) if f.name == ff.field)
+
+
+def define_flags(flag_values) -> None:
+  """Defines one flag per config field and one per alias on `flag_values`, as flags of the
+  module calling this (the entry module: its flags are what --help lists and flags.json saves)."""
+  by_flag = {}
+  for ff in field_flags():
+    value = default(ff)   # absl shows a default that is not None itself
+    text = ('' if value is not None else ' (default: runs/<env>-<agent>-<mode>-<time>)'
+            if ff.field == 'run_dir' else " (default: the environment's preset, envs.presets)")
+    _DEFINE[ff.kind](ff.flag, value, ff.help + text,
+                     flag_values=flag_values)
+    by_flag[ff.flag] = ff
+  for alias, target in ALIASES.items():
+    _DEFINE[by_flag[target].kind](alias, None, f'Another name of --{target}.',
+                                  flag_values=flag_values)
+
+
+def given(flag_values) -> Dict[str, Dict[str, Any]]:
+  """{section: {field: value}} of every field the command line sets: the flag given on it (two
+  names of one field given different values: ValueError, one line), else the value a resumed
+  run saved under an earlier name, else the flag's value (its default, or the resumed run's);
+  a field whose value is None is left to the environment's preset."""
+  out: Dict[str, Dict[str, Any]] = {s.name: {} for s in SECTIONS}
+  for ff in field_flags():
+    aliases = [alias for alias, target in ALIASES.items() if target == ff.flag]
+    present = {n: flag_values[n].value for n in [ff.flag] + aliases if flag_values[n].present}
+    if len(set(map(repr, present.values()))) > 1:
+      raise ValueError(f'{ff.section or "run"}.{ff.field} given twice: '
+                       + ', '.join(f'--{n}={v}' for n, v in present.items()))
+    values = (list(present.values()) + [flag_values[n].value for n in aliases]
+              + [flag_values[ff.flag].value])
+    value = next((v for v in values if v is not None), None)
+    if value is not None:
+      out[ff.section][ff.field] = value
+  return out
+
+
+def naming_fields(section: str, error: Exception) -> str:
+  """A config's error message with the section and the flags of the fields it names:
+  'precedence: min_windows must lie in ... (precedence.min_windows: --precedence_min_windows)'."""
+  text = str(error)
+  words = set(re.findall(r'[A-Za-z_]+', text))
+  named = [ff for ff in field_flags() if ff.section == section and ff.field in words]
+  where = '; '.join(f'{section + "." if section else ""}{ff.field}: --{ff.flag}' for ff in named)
+  return f'{section + ": " if section else ""}{text}' + (f' ({where})' if where else '')
