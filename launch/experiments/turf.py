@@ -60,8 +60,7 @@ TURF_SCALES = {
                                phi_mix=dict(base='paper_estimators', episodes=20_000,
                                             max_steps=20, share=0.5)),
 }
-# Thresholds of "phi < beta" in the per-kind split of the estimator evaluation (Fig. 7's range).
-TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)
+TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)   # "phi < beta" in the per-kind split (Fig. 7's range)
 
 
 def rac_group(beta: float) -> str:
@@ -214,8 +213,7 @@ def _estimator_section(out: str) -> str:
           f"{report.get('evaluated', '–')} labelled transitions: psi AUROC "
           f"{pages.fmt(psi.get('auroc'), 3)}, 1 - phi AUROC {pages.fmt(phi.get('auroc'), 3)}; "
           f"phi < {TURF_RAC_BETA:g}: precision {pages.fmt(phi.get('precision'), 3)}, recall "
-          f"{pages.fmt(phi.get('recall'), 3)}.\n\n"
-          '![psi and phi calibration against the oracle](estimator_eval/calibration.png)\n')
+          f"{pages.fmt(phi.get('recall'), 3)}.\n\n![calibration](estimator_eval/calibration.png)\n")
   if report.get('by_kind'):
     text += ('\nBy transition kind (`envs.turf.TRANSITION_KINDS`; P / R: precision and recall of '
              '"phi < beta" for irreversible within the kind; reversible flagged: the fraction of '
