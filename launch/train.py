@@ -194,6 +194,15 @@ def main(argv):
   if FLAGS.show_config:
     print(json.dumps(lifecycle.jsonable(cfg), indent=2))
     return
+  from launch.runtime import disk, run_lock
+  try:
+    run_lock.acquire(cfg.run_dir)   # held until this process ends: one launch per run directory
+  except run_lock.RunDirInUse as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  low_space = disk.low_space_warning(cfg.run_dir, cfg.max_steps)
+  if low_space:
+    print(low_space, file=sys.stderr, flush=True)
   if FLAGS.resume:
     nothing_to_do = lifecycle.already_done(cfg)
     if nothing_to_do:

@@ -398,3 +398,25 @@ def test_a_stopped_node_is_found_restarted_and_the_run_completes(tmp_path, node)
   assert _pid(run_dir, node) != stopped
   s = json.loads((run_dir / 'summary.json').read_text())
   assert s['status'] == 'completed' and s['actor_steps'] >= 60_000, s
+
+
+def test_a_second_launch_on_a_live_run_dir_is_refused_naming_the_first(tmp_path):
+  import socket
+  run_dir = tmp_path / 'run'
+  first = _start(run_dir, 1_000_000)
+  _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 1000, 240, first, 'first steps')
+  for extra in (('--resume',), ()):
+    second = _start(run_dir, 1_000_000, *extra)
+    stdout, stderr = second.communicate(timeout=300)
+    assert second.returncode == 2, stdout[-2000:] + stderr[-2000:]
+    lines = [l for l in stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith('error: '), stderr
+    if extra:   # without --resume the directory is refused before the lock is asked
+      assert f'pid {first.pid}' in lines[0] and socket.gethostname() in lines[0], lines[0]
+  assert first.poll() is None   # the live launch goes on untouched
+  first.send_signal(signal.SIGTERM)
+  first.communicate(timeout=200)
+  # Its lock died with it: a resume now is accepted.
+  again = _start(run_dir, int(_counts(run_dir)['actor_steps']) + 2000, '--resume')
+  stdout, stderr = again.communicate(timeout=600)
+  assert again.returncode == 0, stdout[-2000:] + stderr[-2000:]

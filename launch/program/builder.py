@@ -186,7 +186,8 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
       self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
       imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
-      imitation_ready=imitation_ready, counter=counter, logger=logger)
+      imitation_ready=imitation_ready, counter=counter, logger=logger,
+      max_consecutive_skips=cfg.max_skipped_updates)
 
 
 def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter: counting.Counter,
@@ -198,7 +199,8 @@ def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter: coun
       make_estimators(cfg, spec), cfg.estimator_train, period=cfg.window,
       iterator=make_window_iterator(replay, cfg.precedence.window_batch, 2 * cfg.window),
       obs_example=obs_example, env_steps_per_update=cfg.precedence.env_steps_per_update,
-      updates_per_sample=cfg.precedence.updates_per_sample, counter=counter, logger=logger)
+      updates_per_sample=cfg.precedence.updates_per_sample, counter=counter, logger=logger,
+      max_consecutive_skips=cfg.max_skipped_updates)
 
 
 def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], learner,

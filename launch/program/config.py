@@ -173,6 +173,18 @@ class RunConfig:
       120.0, "Seconds between checkpoints of the replay's tables (RUN_DIR/checkpoints/replay; also "
       'written when the run ends or is stopped): what a --resume or a restarted replay node '
       'starts from.')
+  # Faults that do not kill a process (launch.runtime.hangs, launch.program.checkpointing,
+  # estimators.updates).
+  hang_timeout_s: float = documented(
+      120.0, 'A node stopped this long, or a worker (actor, learner) whose CPU time stands still '
+      'this long while another works, is killed and restarted; a second hang stops the run. '
+      '0: hangs are not looked for.')
+  checkpoints_kept: int = documented(
+      3, 'Learner checkpoints kept per learner; a restore takes the newest valid one, so a '
+      'corrupt newest costs one checkpoint period.')
+  max_skipped_updates: int = documented(
+      100, 'Updates in a row with a non-finite loss or gradient (each one dropped and counted) '
+      'after which a learner stops the run.')
   # launch.program.threads.
   actor_threads: int = documented(
       0, "XLA threads per actor process (local launches): 1, or 0 for XLA's default, one per core.")
@@ -194,6 +206,12 @@ class RunConfig:
       raise ValueError(f'replay checkpoint period must be > 0 s, got {self.replay_checkpoint_period_s}')
     if self.actor_threads not in (0, 1):
       raise ValueError(f'actor_threads must be 0 (XLA default) or 1, got {self.actor_threads}')
+    if self.hang_timeout_s < 0:
+      raise ValueError(f'hang_timeout_s must be >= 0 (0: off), got {self.hang_timeout_s}')
+    if self.checkpoints_kept < 1:
+      raise ValueError(f'checkpoints_kept must be >= 1, got {self.checkpoints_kept}')
+    if self.max_skipped_updates < 1:
+      raise ValueError(f'max_skipped_updates must be >= 1, got {self.max_skipped_updates}')
     if self.max_node_failures < 1 or self.node_failure_window_s <= 0:
       raise ValueError('max_node_failures must be >= 1 and node_failure_window_s > 0')
     if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):

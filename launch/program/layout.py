@@ -52,7 +52,8 @@ class Counter(counting.Counter):
 def _checkpointed(cfg: RunConfig, learner, name: str) -> checkpointing.CheckpointedLearner:
   # A restarted or resumed learner node continues from its last checkpoint.
   return checkpointing.CheckpointedLearner(
-      learner, os.path.join(cfg.run_dir, 'checkpoints', name), period_s=cfg.checkpoint_period_s)
+      learner, os.path.join(cfg.run_dir, 'checkpoints', name), period_s=cfg.checkpoint_period_s,
+      keep=cfg.checkpoints_kept)
 
 
 def learner_node(cfg: RunConfig, random_key, replay, counter):
@@ -88,7 +89,8 @@ def build_program(cfg: RunConfig) -> lp.Program:
     # Every node is restarted when its process dies, on the same address: the replay from its
     # last checkpoint, the counter from counts.json, the learners from theirs.
     return supervisor.SupervisedNode(node, name, cfg.run_dir, max_failures=cfg.max_node_failures,
-                                     window_s=cfg.node_failure_window_s)
+                                     window_s=cfg.node_failure_window_s,
+                                     hang_timeout_s=cfg.hang_timeout_s)
 
   replay = None
   if cfg.agent == 'impala' or cfg.online_estimators:  # otherwise no node writes or samples data

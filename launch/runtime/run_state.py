@@ -39,7 +39,8 @@ SUPERVISOR_LOG = 'supervisor.jsonl'  # the supervisors' starts and failures of n
 # What --resume may change: how much longer and on how many workers, not what is learned.
 RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',
                      'checkpoint_period_s', 'max_node_failures', 'node_failure_window_s',
-                     'vectorised_env', 'replay_checkpoint_period_s', 'actor_threads', 'run_dir')
+                     'vectorised_env', 'replay_checkpoint_period_s', 'actor_threads',
+                     'hang_timeout_s', 'checkpoints_kept', 'max_skipped_updates', 'run_dir')
 
 COMPLETED = 'completed'
 STOPPED = 'stopped by user'
