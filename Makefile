@@ -1,6 +1,6 @@
 # Two entry points for users: `make run` (main job) and `make test`. Both set up ./.venv first.
 PY := .venv/bin/python
-.PHONY: setup run test test-slow test-slurm bench bench-cluster lock
+.PHONY: setup run test lint test-slow test-slurm bench bench-cluster lock
 
 setup:
 	@bash scripts/setup_venv.sh
@@ -8,8 +8,12 @@ setup:
 run: setup
 	$(PY) -m launch.train $(ARGS)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+
+# pyflakes' rules (unused or undefined names) and import order, over the whole checkout (ruff.toml).
+lint: setup
+	$(PY) -m ruff check --quiet .
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow tests $(PYTEST_ARGS)

@@ -25,8 +25,7 @@ from acme.agents import agent as acme_agent
 from acme.agents import replay as acme_replay
 from acme.agents.jax import actor_core as actor_core_lib
 from acme.agents.jax import actors
-from acme.agents.jax.dqn import learning_lib
-from acme.agents.jax.dqn import losses
+from acme.agents.jax.dqn import learning_lib, losses
 from acme.jax import networks as networks_lib
 from acme.jax import variable_utils
 from acme.utils import counting, loggers

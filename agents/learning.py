@@ -21,7 +21,6 @@ from acme.utils import counting, loggers
 from agents import losses
 from estimators import updates as update_guard
 
-
 POLICY_VERSION = 'policy_version'
 SKIPPED = update_guard.SKIPPED
 SKIPPED_TOTAL = 'updates_skipped'   # dropped updates so far, in this learner process

@@ -27,7 +27,6 @@ from acme.utils import counting, loggers, signals
 from agents.acting import BatchedActor, ParamChangeTracker
 from envs import batch as batch_lib
 
-
 # Acme's (dummy) core state as the adders store it: numpy, so packing a row does not convert a
 # JAX array on every step.
 _CORE_STATE = np.zeros((), np.float32)

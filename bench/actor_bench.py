@@ -81,7 +81,8 @@ def make_environments(env_name: str, seeds, stepper: str = 'vectorised'):
 
 def measure(env_name: str, ks, policies, steps: int, repeats: int,
             steppers=('vectorised',)) -> dict:
-  from estimators import networks as nets, training
+  from estimators import networks as nets
+  from estimators import training
   env0 = _make_env(env_name, 0)
   spec = specs.make_environment_spec(env0)
   num_actions = spec.actions.num_values

@@ -157,8 +157,9 @@ def run_one(num_actors: int, workdir: str) -> dict:
 def random_steps(n: int):
   """(env, n recorded random-policy Cartpole timesteps (action or None for a first step, timestep)),
   extrinsic reward, recorded beforehand so that only the writes are timed."""
-  import envs
   from acme import wrappers
+
+  import envs
   env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
   rng = np.random.default_rng(0)
   steps = [(None, env.reset())]
@@ -176,6 +177,7 @@ def insert_cost(num_steps: int) -> dict:
   one process on loopback. Process CPU counts the server's start and stop too."""
   import reverb
   from acme import specs
+
   from agents import adders
   env, steps = random_steps(num_steps)
   spec = specs.make_environment_spec(env)
@@ -216,12 +218,13 @@ def fetch_cost(fetches: int) -> dict:
   psi + phi of Cartpole."""
   import courier
   import jax
+  from launchpad.nodes.courier import courier_utils
+
   from agents import networks as agent_networks
   from estimators import networks as est_nets
   from estimators import training
   from launch.program import builder as program
   from launch.program.config import RunConfig
-  from launchpad.nodes.courier import courier_utils
   spec = program.environment_spec(RunConfig(env='cartpole', env_options={'reward_free': True}))
   nets = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))
   key_state, key_params = jax.random.split(jax.random.PRNGKey(0))

@@ -36,6 +36,7 @@ def untrained_estimators(path: str, env_name: str, spec) -> str:
   """An estimator checkpoint of `env_name`'s preset psi/phi, untrained, for `spec` (an Acme
   EnvironmentSpec): what a throughput measurement needs, its cost not depending on the values."""
   import numpy as np
+
   from estimators import checkpoint, training
   from estimators import networks as nets
   network = nets.default_config(env_name)

@@ -12,8 +12,6 @@ the old way) against the vectorised batch, in interleaved rounds (best of each k
 ratio holds on a busy machine), as {name}_batch: {one_by_one, vectorised, ratio} env steps/s.
 """
 import argparse
-import json
-import os
 import sys
 import time
 from typing import Dict, Sequence
@@ -22,8 +20,9 @@ import numpy as np
 from acme import wrappers
 
 import envs
-from envs import batch as batch_lib
 from bench import common
+from envs import batch as batch_lib
+
 
 def measure_steps(env, seconds: float, seed: int = 0) -> Dict[str, float]:
   rng = np.random.default_rng(seed)

@@ -74,13 +74,12 @@ def _timed_calls(fn, state, *args, seconds: float, per_call: int):
 def measure_throughput(name: str, network, flat, window: int, batch_size: int,
                        steps_per_call: int, seconds: float, num_actions: int) -> Dict[str, Any]:
   import jax
-  import jax.numpy as jnp
   import optax
-  from estimators import losses
+
+  from estimators import losses, training
   from estimators import networks as nets
   from estimators import pairs as pairs_lib
   from estimators import train as train_lib
-  from estimators import training
 
   est = nets.make_estimators(network, num_actions)
   config = training.TrainConfig(window=window, batch_size=batch_size)

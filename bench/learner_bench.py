@@ -18,8 +18,8 @@ import numpy as np
 import optax
 from absl import app, flags
 from acme import specs, wrappers
-from acme.utils import loggers
 from acme.adders.reverb.base import Trajectory
+from acme.utils import loggers
 
 from agents import learning
 from agents import networks as agent_networks

@@ -27,8 +27,7 @@ from acme import specs, wrappers
 from agents import adders
 from bench import common
 from estimators import networks as est_nets
-from estimators import recipes
-from estimators import training
+from estimators import recipes, training
 from launch.program import precedence_learner
 
 FLAGS = flags.FLAGS

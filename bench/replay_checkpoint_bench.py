@@ -23,7 +23,6 @@ import reverb
 from absl import app, flags
 from reverb.platform import checkpointers_lib
 
-import envs
 from agents import adders
 from agents.acting import ReversibilityConfig
 from bench import common

@@ -73,6 +73,7 @@ def _with(flags, name, value):
 def untrained_psi(path: str) -> str:
   """An untrained psi/phi checkpoint of the Sokoban preset network."""
   from acme import specs, wrappers
+
   import envs
   spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make('sokoban', seed=0)))
   return common.untrained_estimators(path, 'sokoban', spec)

@@ -26,9 +26,8 @@ import time
 from absl import app, flags
 
 from bench import common
-from launch.runtime import summary
-from launch.runtime import lifecycle
 from launch import train  # defines the run flags (--env, --num_actors, --max_steps, ...)
+from launch.runtime import lifecycle, summary
 
 FLAGS = flags.FLAGS
 

@@ -10,6 +10,7 @@ import numpy as np
 from dm_env import specs
 from gym.envs.classic_control import cartpole as gym_cartpole
 from PIL import Image, ImageDraw
+
 from envs import base
 
 

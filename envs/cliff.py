@@ -45,6 +45,7 @@ from typing import Tuple
 import dm_env
 import numpy as np
 from dm_env import specs
+
 from envs import base
 
 ROWS, COLS = 6, 8

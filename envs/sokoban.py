@@ -33,8 +33,8 @@ import dm_env
 import numpy as np
 from dm_env import specs
 
-from envs import levels as levels_lib
 from envs import base
+from envs import levels as levels_lib
 
 DEFAULT_LEVELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data',
                               'sokoban_1000.txt')

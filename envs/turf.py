@@ -79,6 +79,7 @@ from typing import Dict, NamedTuple, Tuple
 import dm_env
 import numpy as np
 from dm_env import specs
+
 from envs import base
 
 SIZE = 10

@@ -8,6 +8,7 @@ def quiet_logs(flag_values):
   asked for a --verbosity (in `flag_values`, the entry module's FlagValues); keeps errors to
   one line."""
   from absl import logging
+
   from envs import quiet
   quiet.quiet_startup()   # gym's deprecation notice, jax's backend probing
   if not flag_values['verbosity'].present:

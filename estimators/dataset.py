@@ -24,10 +24,33 @@ This module is the facade of the package estimators/rlds/ (schema, writer, reade
 flat): the names the tools use, from the module that defines each.
 """
 # pylint: disable=unused-import
-from estimators.rlds.flat import concat_flat, flat_states, flatten, load_flat  # noqa: F401
-from estimators.rlds.reader import as_tf_dataset, iter_episodes, load_episodes, read_metadata  # noqa: F401
-from estimators.rlds.schema import (DATASET_NAME, METADATA_FILE, SPLIT, DamagedDatasetError,  # noqa: F401
-                                    DatasetError, DatasetExistsError, Episode, FlatData,
-                                    decode_state, encode_state)
+from estimators.rlds.flat import (  # noqa: F401
+                                    concat_flat,
+                                    flat_states,
+                                    flatten,
+                                    load_flat,
+)
+from estimators.rlds.reader import (  # noqa: F401
+                                    as_tf_dataset,
+                                    iter_episodes,
+                                    load_episodes,
+                                    read_metadata,
+)
+from estimators.rlds.schema import (  # noqa: F401
+                                    DATASET_NAME,
+                                    METADATA_FILE,
+                                    SPLIT,
+                                    DamagedDatasetError,
+                                    DatasetError,
+                                    DatasetExistsError,
+                                    Episode,
+                                    FlatData,
+                                    decode_state,
+                                    encode_state,
+)
 from estimators.rlds.verify import verify_dataset  # noqa: F401
-from estimators.rlds.writer import dataset_exists, unwritable_reason, write_episodes  # noqa: F401
+from estimators.rlds.writer import (  # noqa: F401
+                                    dataset_exists,
+                                    unwritable_reason,
+                                    write_episodes,
+)

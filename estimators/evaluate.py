@@ -32,8 +32,8 @@ Thresholds: --beta (psi) defaults to the paper's value for the env (turf 0.8, so
 others 0.7); --phi_beta defaults to --beta when that is given, else the paper's RAC value
 (turf 0.2, others 0.4).
 """
-import hashlib
 import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -42,8 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from absl import app, flags
 
-from envs import paths
-from envs import presets
+from envs import paths, presets
 from estimators import cli
 from estimators import kinds as kinds_lib
 
@@ -170,6 +169,7 @@ def _clean(obj):
 def score(scores, irreversible, predicted, num_bins: int) -> Dict[str, Any]:
   """AUROC, precision/recall of `predicted`, best-F1 threshold, calibration bins of `scores`."""
   import numpy as np
+
   from estimators import metrics
   cal = metrics.calibration_bins(scores, irreversible, num_bins)
   irr = np.asarray(irreversible, bool)
@@ -234,6 +234,7 @@ def oracle_labels(env_name: str, env_options: dict, data: Dict[str, Any], seed: 
   """The oracle's status per transition of `data` (collect_transitions with states), read from
   `labels_cache` when the very same transitions were labelled before; returns (status, cached)."""
   import numpy as np
+
   import envs
   from envs import oracle
 
@@ -288,6 +289,7 @@ def clean_states_by_kind(env, predictor, psi_beta: float, phi_betas, max_expansi
   """Every action from each of `env.clean_states()`, labelled by the oracle and split by kind:
   the states an agent that has ruined nothing stands in, which a random walk rarely visits."""
   import numpy as np
+
   from envs import oracle
   states, actions, obs, next_obs = [], [], [], []
   for state in env.clean_states():
@@ -320,6 +322,7 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
                       labels_cache: Optional[str] = None,
                       phi_betas: Tuple[float, ...] = ()) -> Dict[str, Any]:
   import numpy as np
+
   import envs
   from envs import oracle
   from estimators import predict
@@ -413,9 +416,9 @@ def _cartpole_grid(predictor, n: int = 61):
 def evaluate_cartpole(ckpt, env_options: dict, num: int, psi_beta: float, phi_beta: float,
                       out_dir: str, seed: int = 0, batch: int = 4096) -> Dict[str, Any]:
   import numpy as np
+
   import envs
-  from estimators import metrics
-  from estimators import predict
+  from estimators import metrics, predict
   plt = _plt()
 
   env = envs.make('cartpole', seed=seed, **env_options)

@@ -20,7 +20,6 @@ import numpy as np
 
 from envs import presets
 
-
 PHI_ENCODERS = ('torso', 'full')
 PSI_FUSIONS = ('siamese', 'early')
 

@@ -12,7 +12,6 @@ unwritable --output or one that is the --input) are one line, exit 2; nothing is
 """
 import os
 import sys
-from typing import Optional
 
 from absl import app, flags
 
@@ -42,6 +41,7 @@ class Predictor:
 
   def __init__(self, ckpt, batch: int = 4096):
     import jax
+
     from estimators import training
     self.ckpt = ckpt
     self.batch = max(1, int(batch))
@@ -125,6 +125,7 @@ def check_paths(input_path: str, output_path: str):
 def predict_file(checkpoint_path: str, input_path: str, output_path: str, batch: int = 4096) -> dict:
   """Runs the CLI's work; returns {key: shape} of what was written."""
   import numpy as np
+
   from estimators import checkpoint
 
   check_paths(input_path, output_path)

@@ -30,9 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from envs import paths
-from envs import quiet
-from envs import sokoban_solver
+from envs import paths, quiet, sokoban_solver
 
 MAX_FRAMES = 16
 LABEL_COLOURS = {'irreversible': 'tab:red', 'reversible': '0.6', 'unknown': 'black'}

@@ -35,8 +35,7 @@ from typing import Any, Dict, Optional, Tuple
 from absl import app, flags
 
 from envs import presets
-from estimators import cli
-from estimators import recipes
+from estimators import cli, recipes
 
 FLAGS = flags.FLAGS
 
@@ -192,6 +191,7 @@ def flat_batch(flat, segment_ends=None, shares=None):
   import jax
   import jax.numpy as jnp
   import numpy as np
+
   from estimators import training
   last = np.asarray(flat.last, np.int32)
   if shares is not None:
@@ -215,8 +215,9 @@ def run_steps(est, config, state, batch, num_steps: int, steps_per_call: int,
   """
   import jax
   import numpy as np
-  from estimators import training
   from tqdm import tqdm
+
+  from estimators import training
 
   k = max(1, min(int(steps_per_call), num_steps))
   full_calls, rem = divmod(num_steps, k)
@@ -275,6 +276,7 @@ def eval_psi_accuracy(est, psi_params, batch, window: int, num_pairs: int, seed:
   import jax
   import jax.numpy as jnp
   import numpy as np
+
   from estimators import pairs as pairs_lib
   from estimators import training
   if num_pairs <= 0:
@@ -301,6 +303,7 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
   segments of `flat` ending at `segment_ends` are sampled in those shares (`mixture_starts`)."""
   import jax
   import numpy as np
+
   from estimators import networks as nets
   from estimators import training
 
@@ -439,9 +442,9 @@ def _env_name(meta: dict) -> str:
 def run(options: TrainOptions) -> dict:
   """Trains what `options` say; returns the checkpoint metadata. Raises TrainError etc."""
   import numpy as np
-  from estimators import checkpoint
+
+  from estimators import checkpoint, training
   from estimators import dataset as dataset_lib
-  from estimators import training
 
   f = options
   check_flags(f)
@@ -612,5 +615,5 @@ if __name__ == '__main__':
   # TensorFlow (behind the dataset reader) must be imported before absl's app.run: imported
   # inside main, tf.data fails with "Unable to find FunctionDef ... read_one_file" (TF 2.8).
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  import tensorflow  # pylint: disable=unused-import
+  import tensorflow  # noqa: F401
   app.run(main)

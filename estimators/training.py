@@ -6,18 +6,16 @@ Data arrives in the flat layout of `estimators.pairs`: observations [N, ...], ac
 `last` [N] (end of each position's segment, -1 = padding) and the allowed pair starts.
 """
 import dataclasses
-import functools
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import optax
 
-from estimators import losses
+from estimators import losses, updates
 from estimators import networks as nets
 from estimators import pairs as pairs_lib
-from estimators import updates
 
 
 @dataclasses.dataclass(frozen=True)

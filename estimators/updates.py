@@ -7,7 +7,6 @@ from typing import Any, Tuple
 import jax
 import jax.numpy as jnp
 
-
 SKIPPED = 'update_skipped'   # a learner's log: 1 (or, over several steps, the fraction) dropped
 
 

@@ -72,8 +72,7 @@ def _stopped(e: KeyboardInterrupt) -> int:
 
 def main(argv):
   signal.signal(signal.SIGTERM, _terminate_gracefully)
-  from estimators import cli
-  from estimators import dataset
+  from estimators import cli, dataset
   cli.quiet_logs(FLAGS)   # TFDS's INFO lines (e.g. "Load dataset info") would bury the one-line errors
   if len(argv) > 1:
     print(f'error: unexpected arguments {argv[1:]}', file=sys.stderr)

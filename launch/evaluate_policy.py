@@ -38,7 +38,12 @@ from typing import Any, Dict, Optional
 
 from absl import app, flags
 
-from launch.analysis.policy_evaluation import POLICIES, EvaluateError, evaluate, format_table
+from launch.analysis.policy_evaluation import (
+  POLICIES,
+  EvaluateError,
+  evaluate,
+  format_table,
+)
 
 FLAGS = flags.FLAGS
 

@@ -15,7 +15,14 @@ import os
 import sys
 
 from launch.experiments import registry
-from launch.experiments.runner import report, run_experiment, select_steps, step_argv, step_done, table_markdown
+from launch.experiments.runner import (
+  report,
+  run_experiment,
+  select_steps,
+  step_argv,
+  step_done,
+  table_markdown,
+)
 from launch.experiments.spec import SCALES
 from launch.runtime import run_state
 

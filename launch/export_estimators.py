@@ -17,6 +17,7 @@ class ExportError(ValueError):
 
 def export(run_dir: str, out: str) -> dict:
   import numpy as np
+
   import envs
   from estimators import checkpoint as est_checkpoint
   from estimators import networks as est_nets

@@ -20,14 +20,14 @@ import os
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from envs import quiet
 
 # Before the configs below import gym and start jax: not for the terminal.
 quiet.quiet_startup()
 from launch.program import run_flags  # noqa: E402  pylint: disable=g-import-not-at-top
-from launch.runtime import termination  # noqa: E402  pylint: disable=g-import-not-at-top
+from launch.runtime import termination  # noqa: E402
 
 FLAGS = flags.FLAGS
 MAIN_JOB_GOAL = 195.0   # `make run`: the pole is kept up (the cap is 200), the point is made
@@ -144,6 +144,7 @@ def check_launch_type_flags() -> None:
 
 def _default_option(env_name, option):
   import inspect
+
   import envs
   p = inspect.signature(envs.env_class(env_name).__init__).parameters.get(option)
   return None if p is None else p.default
@@ -165,8 +166,7 @@ def _train_flags():
 def main(argv):
   del argv
   termination.stop_like_ctrl_c_on_termination()
-  from launch.runtime import lifecycle
-  from launch.runtime import run_state
+  from launch.runtime import lifecycle, run_state
   from launch.runtime.processes import RunFailed
   try:
     if not FLAGS.show_config:   # printing the configuration touches no run

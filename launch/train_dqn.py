@@ -98,8 +98,7 @@ def main(argv):
   del argv
   quiet.quiet_startup()
   termination.stop_like_ctrl_c_on_termination()
-  from launch.runtime import lifecycle
-  from launch.runtime import run_state
+  from launch.runtime import lifecycle, run_state
   try:
     run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
     if FLAGS.resume:

@@ -45,6 +45,7 @@ def untrained_estimator_checkpoint(tmp_path):
   def make(env, obs_shape, dtype, num_actions=4):
     import jax
     import numpy as np
+
     from estimators import checkpoint
     from estimators import networks as nets
     config = nets.default_config(env)

@@ -12,9 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from launch.analysis import aggregate
-from launch.analysis import plot
-from launch.analysis import reference_curves
+from launch.analysis import aggregate, plot, reference_curves
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 T975_DF2 = 4.302653  # Student t, 0.975 quantile, 2 degrees of freedom

@@ -2,7 +2,6 @@
 seeds write (real Reverb servers, IMPALA unrolls and precedence windows), and its fused call gives
 the RAE and RAC values of the unfused functions."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import reverb

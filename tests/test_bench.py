@@ -10,8 +10,17 @@ import types
 import numpy as np
 import pytest
 
-from bench import actor_bench, cluster_scaling, common, envs_bench, estimators_bench
-from bench import precedence_bench, program_profile, replay_checkpoint_bench, throughput
+from bench import (
+  actor_bench,
+  cluster_scaling,
+  common,
+  envs_bench,
+  estimators_bench,
+  precedence_bench,
+  program_profile,
+  replay_checkpoint_bench,
+  throughput,
+)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 

@@ -1,4 +1,3 @@
-import dm_env
 import numpy as np
 import pytest
 

@@ -11,12 +11,8 @@ import pytest
 from absl import flags
 
 from envs import render
-from estimators import dataset
-from estimators import cli
-from estimators import evaluate
+from estimators import cli, dataset, evaluate, predict, train
 from estimators import networks as nets
-from estimators import predict
-from estimators import train
 from launch.runtime import collection as collect
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

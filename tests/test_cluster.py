@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 
+import cluster_checks
 import pytest
 
-import cluster_checks
 from launch.cluster import netns_hosts
 from launch.runtime import launcher
 

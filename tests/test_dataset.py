@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 import envs
-from estimators import dataset
+from estimators import dataset, pairs
 from estimators.rlds import flat as rlds_flat
 from estimators.rlds import writer as rlds_writer
-from estimators import pairs
 from launch.program import collection as collect_program
 from launch.runtime import collection as collect
 
@@ -225,7 +224,7 @@ def test_collect_distributed_reports_progress(tmp_path, capfd, monkeypatch):
 
 def test_collect_imports_next_to_train():
   from launch import collect as collect_cli
-  from launch import train   # both define --env/--seed: collect's flags exist only as a program
+  from launch import train  # both define --env/--seed: collect's flags exist only as a program
   assert train.FLAGS is collect_cli.FLAGS
 
 

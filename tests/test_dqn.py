@@ -40,6 +40,7 @@ def test_epsilon_decays_linearly_then_stays():
 
 def test_losses_are_acmes_with_the_papers_coefficients():
   from acme.agents.jax.dqn import losses
+
   from agents import dqn
   m = dqn.make_loss(dqn.DQNConfig(algorithm='mdqn'))
   assert isinstance(m, losses.MunchausenQLearning)
@@ -52,6 +53,7 @@ def test_losses_are_acmes_with_the_papers_coefficients():
 def test_network_gives_one_q_value_per_action_and_refuses_images():
   import jax
   from acme import specs
+
   import envs
   from agents import dqn
   spec = specs.make_environment_spec(envs.make('cartpole', max_steps=50_000))

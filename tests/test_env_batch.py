@@ -1,7 +1,6 @@
 """The batched-environment interface of the actor loop (envs.batch): the generic adapter is the
 old one-by-one stepping, and the actor loop writes the same with the vectorised Sokoban batch as
 with K single Sokoban environments."""
-import jax
 import numpy as np
 import pytest
 from acme import adders as acme_adders

@@ -11,14 +11,8 @@ import pytest
 from absl import flags
 
 import envs
-from estimators import checkpoint
-from estimators import dataset
-from estimators import cli
-from estimators import evaluate
+from estimators import checkpoint, cli, dataset, evaluate, predict, train, training
 from estimators import networks as nets
-from estimators import predict
-from estimators import train
-from estimators import training
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -330,6 +324,7 @@ def test_steps_per_call_equals_single_steps_and_phases_train_their_own_net(netwo
   """K steps in one call (lax.scan, or the Python loop used for conv nets on CPU) give the same
   parameters as K single-step calls; train_psi=False leaves psi untouched."""
   import dataclasses
+
   import jax
   rng = np.random.default_rng(0)
   shape = (6, 6, 3) if network.torso == 'conv' else (5,)

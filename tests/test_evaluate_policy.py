@@ -19,17 +19,14 @@ import pytest
 from acme.utils import loggers
 
 from agents import learning
-from agents.acting import ReversibilityConfig
 from agents import networks as agent_networks
-from envs import oracle
-from envs import sokoban
-from launch.program import checkpointing
-from launch.program import config as cfg_lib
+from agents.acting import ReversibilityConfig
+from envs import oracle, sokoban
 from launch.analysis import policy_evaluation as ev
 from launch.analysis import policy_gif
-from launch.program import builder
-from launch.runtime import lifecycle
-from launch.runtime import run_state
+from launch.program import builder, checkpointing
+from launch.program import config as cfg_lib
+from launch.runtime import lifecycle, run_state
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 RIGHT = sokoban.ACTION_NAMES.index('right')

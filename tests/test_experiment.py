@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from launch.experiments import runner
-from launch.experiments import registry, spec
+from launch.experiments import registry, runner, spec
 from launch.runtime import run_state
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

@@ -10,8 +10,15 @@ import sys
 import numpy as np
 import pytest
 
-from launch.experiments import cli, psi_ablation, runner, single_process, sokoban_gate
-from launch.experiments import sokoban_reuse, turf_coverage
+from launch.experiments import (
+  cli,
+  psi_ablation,
+  runner,
+  single_process,
+  sokoban_gate,
+  sokoban_reuse,
+  turf_coverage,
+)
 from launch.runtime import run_state
 
 

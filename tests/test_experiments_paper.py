@@ -7,13 +7,11 @@ import sys
 
 import pytest
 
-from launch.experiments import runner
-from launch.experiments import registry
 from launch.experiments import cartpole_plus as cp
 from launch.experiments import cartpole_reward_free as cprf
-from launch.experiments import turf
-from launch.runtime import run_state
+from launch.experiments import registry, runner, turf
 from launch.experiments.spec import train_step
+from launch.runtime import run_state
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 NEW = ('cartpole_plus', 'cartpole_reward_free', 'turf')

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from launch.analysis import aggregate
 from launch import export_logs
+from launch.analysis import aggregate
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -10,8 +10,8 @@ from acme.utils import loggers
 
 from agents import learning
 from agents import networks as agent_networks
-from estimators import training
 from estimators import networks as est_nets
+from estimators import training
 from estimators.updates import DivergenceError
 from launch.runtime import supervisor
 

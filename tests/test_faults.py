@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from launch.program import checkpointing
-from launch.program import replay
+from launch.program import checkpointing, replay
 from launch.runtime import launcher, summary, supervisor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

@@ -7,7 +7,6 @@ import sys
 import time
 
 import psutil
-import pytest
 
 from launch.program import checkpointing
 from launch.runtime import launcher, summary

@@ -2,12 +2,10 @@
 hand-made cases whose figures are worked out by hand."""
 import math
 
-import numpy as np
 import pytest
 
 import envs
-from envs import oracle
-from envs import turf
+from envs import oracle, turf
 from estimators import kinds
 
 

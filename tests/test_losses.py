@@ -98,8 +98,8 @@ def test_masked_vtrace_ignores_filler_step_exactly():
 
 def test_policy_network_forward_matches_unroll_for_images_and_vectors():
   """The actor's single-observation forward pass and the learner's unroll use one set of params."""
-  import dm_env
   from acme import specs
+
   from agents import networks
   for shape, dtype, env_name in (((4,), np.float32, 'cartpole'), ((10, 10, 3), np.uint8, 'sokoban'),
                                  ((10, 10, 3), np.uint8, 'turf'), ((10, 10, 3), np.uint8, None)):
@@ -118,6 +118,7 @@ def test_policy_network_forward_matches_unroll_for_images_and_vectors():
 
 def test_policy_lag_skips_fillers_and_the_bootstrap_step():
   from acme.adders.reverb.base import Trajectory
+
   from agents import learning
   # One sequence of 5 steps: step 2 is the filler closing an episode (step 3 starts one), step 4
   # only bootstraps. Trained steps 0, 1, 3 were acted by versions 6, 7, 9 -> lags 4, 3, 1 at 10.

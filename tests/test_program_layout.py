@@ -7,8 +7,7 @@ import pickle
 
 import pytest
 
-from launch.program import coordinator
-from launch.program import layout
+from launch.program import coordinator, layout
 
 # name under launch.program.build -> (what it is now, the arguments old pickles pass it)
 PICKLED_NAMES = {

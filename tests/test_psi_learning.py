@@ -5,8 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from estimators import networks as nets
-from estimators import pairs
-from estimators import training
+from estimators import pairs, training
 
 
 def _drift_process(rng, num_episodes, length):

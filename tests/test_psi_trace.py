@@ -11,9 +11,8 @@ import pytest
 
 from envs import oracle
 from envs.sokoban import Sokoban
-from estimators import checkpoint
+from estimators import checkpoint, psi_trace
 from estimators import networks as nets
-from estimators import psi_trace
 
 REPO = Path(__file__).resolve().parents[1]
 

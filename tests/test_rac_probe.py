@@ -8,9 +8,7 @@ import os
 import numpy as np
 
 from estimators import checkpoint
-from launch.experiments import cliff
-from launch.experiments import cliff_spread
-from launch.experiments import rac_probe
+from launch.experiments import cliff, cliff_spread, rac_probe
 
 
 def test_probe_counts_whole_episodes_and_the_shield(untrained_estimator_checkpoint):

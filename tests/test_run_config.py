@@ -1,6 +1,5 @@
 """launch.runtime.run_config: the one loader of a run's config.json."""
 import dataclasses
-import json
 import os
 
 import pytest

@@ -12,9 +12,9 @@ import subprocess
 import sys
 import time
 
+import cluster_checks
 import pytest
 
-import cluster_checks
 from launch.cluster import slurm_local
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

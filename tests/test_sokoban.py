@@ -8,8 +8,7 @@ import pytest
 
 import envs
 from envs import levels as levels_lib
-from envs import oracle
-from envs import sokoban
+from envs import oracle, sokoban
 from envs.sokoban import DEFAULT_LEVELS, Sokoban
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,7 +151,7 @@ def test_observation_is_gym_sokobans_tiny_rgb():
     expected = room_to_tiny_world_rgb(engine.room_state, engine.room_fixed)
     np.testing.assert_array_equal(ts.observation, expected)
     assert ts.observation.dtype == np.uint8 and ts.observation.shape == (4, 7, 3)
-    ts = env.step(int(rng.integers(4)))
+    env.step(int(rng.integers(4)))
 
 
 def test_rewards_and_termination():
@@ -203,7 +202,7 @@ def test_state_round_trip_on_shipped_levels():
   rng = np.random.default_rng(0)
   seen = []
   for _ in range(300):
-    ts = env.step(int(rng.integers(4)))
+    env.step(int(rng.integers(4)))
     seen.append((env.get_state(), env.render().copy()))
   other = Sokoban(seed=2)
   for state, frame in seen[::7]:

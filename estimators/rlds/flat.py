@@ -7,8 +7,16 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from estimators.rlds.reader import _builder, _one_line, load_episodes, read_metadata
-from estimators.rlds.schema import (_ACTION_KEY, _OBS_KEY, SPLIT, DatasetError, Episode, FlatData,
-                                    _obs_shape_dtype, import_tfds)
+from estimators.rlds.schema import (
+  _ACTION_KEY,
+  _OBS_KEY,
+  SPLIT,
+  DatasetError,
+  Episode,
+  FlatData,
+  _obs_shape_dtype,
+  import_tfds,
+)
 
 _FLAT_READ_EPISODES = 128      # serialized episodes per tf.data batch (parsed together)
 # TFDS's default read order for as_dataset(shuffle_files=False) when the dataset info does not

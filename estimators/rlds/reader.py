@@ -3,9 +3,17 @@ import json
 import os
 from typing import Iterator, List, Tuple
 
-from estimators.rlds.schema import (_FEATURES_FILE, _INFO_FILE, METADATA_FILE, SPLIT,
-                                    DamagedDatasetError, DatasetError, Episode, _from_steps,
-                                    import_tfds)
+from estimators.rlds.schema import (
+  _FEATURES_FILE,
+  _INFO_FILE,
+  METADATA_FILE,
+  SPLIT,
+  DamagedDatasetError,
+  DatasetError,
+  Episode,
+  _from_steps,
+  import_tfds,
+)
 
 
 def read_metadata(path: str) -> dict:

@@ -7,8 +7,16 @@ from typing import List, Tuple
 import numpy as np
 
 from estimators.rlds.reader import _one_line, _read_json, read_metadata
-from estimators.rlds.schema import (_ACTION_KEY, _FEATURES_FILE, _INFO_FILE, DATASET_NAME,
-                                    METADATA_FILE, SPLIT, DamagedDatasetError, import_tfds)
+from estimators.rlds.schema import (
+  _ACTION_KEY,
+  _FEATURES_FILE,
+  _INFO_FILE,
+  DATASET_NAME,
+  METADATA_FILE,
+  SPLIT,
+  DamagedDatasetError,
+  import_tfds,
+)
 
 _SHARD_PREFIX = f'{DATASET_NAME}-{SPLIT}.'
 _VERIFY_BATCH = 256

@@ -16,9 +16,19 @@ import numpy as np
 
 from envs import paths
 from estimators.rlds.reader import read_metadata
-from estimators.rlds.schema import (DATASET_NAME, METADATA_FILE, SPLIT, DatasetError,
-                                    DatasetExistsError, Episode, _check_episode, _ds_info,
-                                    _obs_shape_dtype, _to_example, import_tfds)
+from estimators.rlds.schema import (
+  DATASET_NAME,
+  METADATA_FILE,
+  SPLIT,
+  DatasetError,
+  DatasetExistsError,
+  Episode,
+  _check_episode,
+  _ds_info,
+  _obs_shape_dtype,
+  _to_example,
+  import_tfds,
+)
 from estimators.rlds.verify import verify_dataset
 
 EPISODES_PER_SHARD = 2000

@@ -25,8 +25,7 @@ from typing import Any, Dict, List, NamedTuple, Sequence, Tuple, Union
 
 import numpy as np
 
-from launch.runtime import run_state
-from launch.runtime import summary
+from launch.runtime import run_state, summary
 
 X_AXES = ('actor_steps', 'wall_time')
 NODE_LOGS = ('precedence', 'learner')

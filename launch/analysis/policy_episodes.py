@@ -13,6 +13,7 @@ def make_act(networks):
   Sampling splits each key as the actors do (`agents.acting`): key, sub = split(key)."""
   import jax
   import jax.numpy as jnp
+
   from agents.networks import DUMMY_CORE_STATE
 
   def act(params, obs, keys, greedy):

@@ -12,7 +12,12 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from launch.analysis.policy_episodes import IrreversibilityJudge, make_act, play, summarize
+from launch.analysis.policy_episodes import (
+  IrreversibilityJudge,
+  make_act,
+  play,
+  summarize,
+)
 from launch.runtime import run_config
 
 POLICIES = ('greedy', 'sampled')
@@ -69,10 +74,10 @@ def pad_levels(levels: Sequence[Any], shape: Tuple[int, int]) -> Tuple[Any, ...]
 def load_policy(cfg, run_dir: str):
   """(networks, params, checkpoint steps, observation shape) of the run's learner checkpoint."""
   import jax
+
   from agents import learning
   from agents import networks as agent_networks
-  from launch.program import checkpointing
-  from launch.program import builder
+  from launch.program import builder, checkpointing
   try:
     spec = builder.environment_spec(cfg)
   except ValueError as e:  # e.g. the run's level file has moved
@@ -146,8 +151,9 @@ def evaluate(run_dir: str, levels: Optional[str] = None, num_levels: int = 100,
   check_gif(gif, gif_levels, gif_policy, num_levels, policies)
   raw, levels, level_set = prepare(run_dir, levels, num_levels, policies, seed,
                                      max_expansions)
-  import envs
   import jax
+
+  import envs
   cfg = run_config.from_dict(raw, run_dir)
   networks, params, steps, obs_shape = load_policy(cfg, run_dir)
   level_set = pad_levels(level_set, obs_shape[:2])

@@ -10,8 +10,7 @@ import sys
 from launch.cluster.description import ClusterSpecError
 from launch.cluster.package import read_launch
 from launch.cluster.replica import host_main, node_main
-from launch.runtime import processes
-from launch.runtime import run_state
+from launch.runtime import processes, run_state
 
 
 def stop_main(run_dir: str) -> int:

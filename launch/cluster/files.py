@@ -12,8 +12,7 @@ import json
 import shlex
 from typing import Dict, List, Mapping, Sequence
 
-from launch.cluster import description
-from launch.cluster import placement
+from launch.cluster import description, placement
 from launch.cluster.description import ClusterDescription, Replica
 
 TASK_DIR = 'tasks'

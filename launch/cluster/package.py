@@ -22,9 +22,7 @@ import time
 import uuid
 from typing import Dict, List, Optional
 
-from launch.cluster import description
-from launch.cluster import placement
-from launch.cluster import files
+from launch.cluster import description, files, placement
 from launch.cluster.description import ClusterDescription, ClusterSpecError, Replica
 from launch.runtime import run_state
 
@@ -103,8 +101,9 @@ def check_placement(cfg, desc: ClusterDescription) -> None:
 def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
             python: Optional[str] = None) -> Package:
   """Writes RUN_DIR/cluster/ for one launch of `cfg` on the hosts of `desc`."""
-  from launch.program import layout
   from launchpad.launch import serialization
+
+  from launch.program import layout
 
   code_dir = code_dir or desc.code_dir or ROOT
   python = python or desc.python or sys.executable

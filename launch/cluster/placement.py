@@ -3,8 +3,14 @@ and the CLUSTER_SPEC each replica's task reads (Launchpad's Vertex AI addressing
 import json
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from launch.cluster.description import (ClusterDescription, ClusterSpecError, Host, Replica,
-                                        check_port, format_host)
+from launch.cluster.description import (
+  ClusterDescription,
+  ClusterSpecError,
+  Host,
+  Replica,
+  check_port,
+  format_host,
+)
 
 
 def place(desc: ClusterDescription, group_sizes: Mapping[str, int]) -> List[Replica]:

@@ -28,14 +28,16 @@ import subprocess
 import sys
 import time
 
-from launch.cluster import placement
-from launch.cluster import files
+from launch.cluster import files, placement
 from launch.cluster.description import ClusterSpecError
-from launch.cluster.package import LOG_DIR, PROGRAM_DIR, package_dir, read_launch, request_program_stop
-from launch.runtime import lifecycle
-from launch.runtime import loopback
-from launch.runtime import processes
-from launch.runtime import run_state
+from launch.cluster.package import (
+  LOG_DIR,
+  PROGRAM_DIR,
+  package_dir,
+  read_launch,
+  request_program_stop,
+)
+from launch.runtime import lifecycle, loopback, processes, run_state
 
 RESOLVE_TIMEOUT_S = 120.0          # Kubernetes: a pod's DNS record may appear after it starts
 KILL_AFTER_S = 30.0                # program stopped: time for a node to exit before SIGKILL

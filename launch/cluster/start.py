@@ -7,14 +7,17 @@ import signal
 import subprocess
 import time
 
-from launch.cluster import description
-from launch.cluster import files
+from launch.cluster import description, files
 from launch.cluster.description import ClusterDescription
-from launch.cluster.package import LOG_DIR, Package, quote, package, request_program_stop
+from launch.cluster.package import (
+  LOG_DIR,
+  Package,
+  package,
+  quote,
+  request_program_stop,
+)
 from launch.cluster.replica import KILL_AFTER_S, record_failure
-from launch.runtime import lifecycle
-from launch.runtime import processes
-from launch.runtime import run_state
+from launch.runtime import lifecycle, processes, run_state
 
 
 def run(cfg, description_path: str, start: bool, resume: bool = False,

@@ -1,7 +1,6 @@
 """--launch_type vertex_ai: the program handed to Launchpad's own Vertex AI launcher."""
 from launch.cluster.package import ROOT
 
-
 VERTEX_AI_NEEDS = (
     "--launch_type vertex_ai needs Launchpad's XManager runtime, which is not installed here: "
     '`pip install -c constraints.txt xmanager google-cloud-aiplatform` (their protobuf must stay '
@@ -20,6 +19,7 @@ def launch_vertex_ai(cfg, requirements: str) -> None:
   except Exception:  # xm_docker raises a bare Exception when xmanager is missing
     raise ValueError(VERTEX_AI_NEEDS) from None
   import launchpad as lp  # pylint: disable=g-import-not-at-top
+
   from launch.program import layout  # pylint: disable=g-import-not-at-top
   program = layout.build_program(cfg)
   config = xm_docker.DockerConfig(code_directory=ROOT, docker_requirements=requirements)

@@ -9,7 +9,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from launch.experiments import pages
-from launch.experiments.spec import Step, estimators_step, train_step, scale_settings
+from launch.experiments.spec import Step, estimators_step, scale_settings, train_step
 
 # --------------------------------------------------------------------------------------------- #
 # Cartpole+ (Sec. 5.4, Fig. 6): random policy + RAC with estimators trained offline on random

@@ -9,7 +9,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from launch.experiments import pages
-from launch.experiments.spec import Step, train_step, scale_settings
+from launch.experiments.spec import Step, scale_settings, train_step
 
 # --------------------------------------------------------------------------------------------- #
 # Reward-free Cartpole (Sec. 5.1, Fig. 3): IMPALA + RAE with psi learned online, no extrinsic

@@ -10,7 +10,7 @@ the spread over estimator trainings (and run seeds), which is what moves the mid
 import os
 from typing import List, Optional, Sequence
 
-from launch.experiments.spec import Step, train_step, scale_settings
+from launch.experiments.spec import Step, scale_settings, train_step
 
 # --------------------------------------------------------------------------------------------- #
 # Windy cliff-walk, Tables 1-2 (App. D): random policy, and random policy + RAC

@@ -135,9 +135,9 @@ def box_moved_reference(levels: str, num: int, out: str) -> dict:
   """A score that is no psi at all: 1 when the transition moved a box, else 0. Its AUROC is what
   a psi reaches that knows pushes from walks and nothing more, which tells where a psi stands."""
   import numpy as np
+
   import envs
-  from envs import oracle
-  from envs import sokoban
+  from envs import oracle, sokoban
   from estimators import evaluate, metrics
 
   env = envs.make('sokoban', levels=levels)

@@ -16,7 +16,6 @@ from launch.experiments.sokoban import sokoban_steps
 from launch.experiments.sokoban_page import SOKOBAN_MILESTONE_EPISODES, sokoban_markdown
 from launch.experiments.spec import Experiment
 
-
 EXPERIMENTS: Dict[str, Experiment] = {
     'sokoban': Experiment(
         name='sokoban',

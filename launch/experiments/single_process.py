@@ -121,8 +121,8 @@ def main(argv=None):
   from agents import acting, learning, self_imitation
   from agents import networks as agent_networks
   from launch.program import presets
-  from launch.program.config import ImpalaConfig
   from launch.program.builder import make_optimizer
+  from launch.program.config import ImpalaConfig
 
   options = {} if args.level < 0 else {'level_index': args.level}
   seeds = [args.seed * 1000 + k + 1 for k in range(args.envs)]

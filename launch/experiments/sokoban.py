@@ -4,8 +4,7 @@ import os
 from typing import List
 
 from envs import presets
-from launch.experiments.spec import Step, train_step, scale_settings
-
+from launch.experiments.spec import Step, scale_settings, train_step
 
 # --------------------------------------------------------------------------------------------- #
 # Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline

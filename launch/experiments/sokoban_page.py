@@ -4,9 +4,12 @@ seed by seed, psi accuracy against the oracle and along a solution. Its steps:
 import functools
 import os
 
-from launch.experiments.sokoban import (SOKOBAN_GIF, SOKOBAN_GIF_LEVEL, SOKOBAN_RAE_ARMS,
-                                        sokoban_steps)
-
+from launch.experiments.sokoban import (
+  SOKOBAN_GIF,
+  SOKOBAN_GIF_LEVEL,
+  SOKOBAN_RAE_ARMS,
+  sokoban_steps,
+)
 
 # 1% and 2% tell arms apart early (at 5M env steps no arm's last 1,000 episodes had solved 5%);
 # 90% is "solves the set", the paper's claim for IMPALA + RAE by 30M steps (Fig. 5b).
@@ -20,8 +23,8 @@ def sokoban_milestones_markdown(table: dict, out: str, load=None) -> str:
   area under the solved curve over the budget every run has reached. `load`: run dir -> its
   logs (`aggregate.load`, or a cache of it shared by the page's sections)."""
   from launch.analysis import aggregate
-  from launch.runtime import run_state
   from launch.experiments.pages import mean_ci_text, runs_by_group
+  from launch.runtime import run_state
   load = load or aggregate.load
   groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
   if not groups:
@@ -77,8 +80,8 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   takes out what a seed does to both. Negative steps to a milestone: RAE got there sooner.
   `load` as in `sokoban_milestones_markdown`."""
   from launch.analysis import aggregate
-  from launch.runtime import run_state
   from launch.experiments.pages import fmt, mean_ci_text, read_json
+  from launch.runtime import run_state
   load = load or aggregate.load
   steps = [st for st in sokoban_steps(table['scale'], table['seeds']) if st.is_training]
   done = {(st.group, st.seed): os.path.join(out, st.run_dir) for st in steps

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence
 
 from envs import presets
 from launch.experiments import pages
-from launch.experiments.spec import Step, estimators_step, train_step, scale_settings
+from launch.experiments.spec import Step, estimators_step, scale_settings, train_step
 
 TURF_RAC_BETA = presets.thresholds('turf', 'rac')['beta']   # Sec. 5.4
 TURF_RAE_BETA = presets.thresholds('turf', 'rae')['beta']   # C.2

@@ -6,5 +6,7 @@ from launch.program.coordinator import Coordinator  # noqa: F401
 from launch.program.layout import Counter  # noqa: F401
 from launch.program.layout import actor_node as make_actor  # noqa: F401
 from launch.program.layout import learner_node as make_learner  # noqa: F401
-from launch.program.layout import precedence_learner_node as make_precedence_learner  # noqa: F401
+from launch.program.layout import (
+    precedence_learner_node as make_precedence_learner,  # noqa: F401
+)
 from launch.program.layout import replay_tables as make_tables  # noqa: F401

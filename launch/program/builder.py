@@ -15,10 +15,10 @@ from acme.jax import variable_utils
 from acme.utils import counting, loggers
 
 import envs
-from envs import batch as env_batch
 from agents import acting, adders, learning, self_imitation
 from agents import loop as loop_lib
 from agents import networks as agent_networks
+from envs import batch as env_batch
 from estimators import checkpoint as est_checkpoint
 from estimators import networks as est_nets
 from launch.program.config import RunConfig

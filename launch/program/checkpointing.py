@@ -23,8 +23,8 @@ import time
 from typing import Any, List, Optional, Tuple
 
 import jax
-from absl import logging
 import numpy as np
+from absl import logging
 from acme import core
 
 from envs import paths

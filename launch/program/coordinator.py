@@ -8,8 +8,7 @@ import launchpad as lp
 import reverb
 
 from launch.program import replay as replay_lib
-from launch.runtime import run_state
-from launch.runtime import supervisor
+from launch.runtime import run_state, supervisor
 
 
 class Coordinator:

@@ -77,6 +77,7 @@ def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
   import acme
   from acme import specs
   from acme.utils import counting
+
   from agents import dqn
   from launch.program.builder import make_environment
   from launch.runtime import run_state

@@ -14,14 +14,12 @@ import jax
 import launchpad as lp
 from acme.utils import counting
 
-from launch.program import builder
-from launch.program import checkpointing
+from launch.program import builder, checkpointing
 from launch.program import replay as replay_lib
 from launch.program.config import RunConfig
 from launch.program.coordinator import Coordinator
 from launch.program.loggers import make_logger
-from launch.runtime import run_state
-from launch.runtime import supervisor
+from launch.runtime import run_state, supervisor
 
 # The IMPALA learner adds its updates to the counter node at most this often. Syncing at every
 # update made each update wait for an RPC round trip to the counter's process: 14% of the learner

@@ -19,9 +19,9 @@ import threading
 import time
 from typing import Callable, Dict, Iterable, Optional, Sequence
 
-from absl import logging
 import launchpad as lp
 import reverb
+from absl import logging
 from launchpad import address as lp_address
 from launchpad.launch import worker_manager
 from reverb.platform import checkpointers_lib

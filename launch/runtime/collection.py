@@ -16,8 +16,13 @@ from typing import Optional
 import numpy as np
 
 from envs import presets
-from launch.program.collection import (CollectError, CollectInterrupted, CollectPlan,
-                                       build_program, collect_in_process)
+from launch.program.collection import (
+  CollectError,
+  CollectInterrupted,
+  CollectPlan,
+  build_program,
+  collect_in_process,
+)
 from launch.runtime import processes
 
 PROGRESS_EVERY_S = 10.0   # between the progress lines of a distributed collection

@@ -19,16 +19,20 @@ from typing import Optional
 
 import psutil
 
-from launch.runtime import loopback
-from launch.runtime import processes
-from launch.runtime import run_state
+from launch.runtime import loopback, processes, run_state
 
 NODE_DEATH_GRACE_S = 30.0   # a node died but the others did not follow: the run failed
 
 
 # Re-exported: callers catch launcher.RunFailed and tests ask launcher.leftover_processes.
-from launch.runtime.processes import (GRACEFUL_STOP_S, RunFailed, kill_session,  # noqa: F401
-                                      leftover_processes, node_processes, signal_group)
+from launch.runtime.processes import (  # noqa: F401
+  GRACEFUL_STOP_S,
+  RunFailed,
+  kill_session,
+  leftover_processes,
+  node_processes,
+  signal_group,
+)
 
 
 def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> float:
@@ -130,12 +134,14 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
 
 def _child_main(cfg_path: str):
   import launchpad as lp
+
   from launch.program import layout
   with open(cfg_path, 'rb') as f:
     cfg = pickle.load(f)
   program = layout.build_program(cfg)
   if cfg.launch_type == 'local_mp':
     from launchpad.nodes.python import local_multi_processing
+
     from launch.program import threads
     resources = {group: local_multi_processing.PythonProcess(env=env) for group, env in
                  threads.node_environment(cfg.actor_threads).items()}

@@ -12,8 +12,7 @@ import os
 import time
 from typing import Any, Callable, Dict, Iterable, Optional
 
-from launch.runtime import run_config
-from launch.runtime import run_state
+from launch.runtime import run_config, run_state
 from launch.runtime import summary as summary_lib
 from launch.runtime.processes import RunFailed
 

@@ -10,6 +10,7 @@ from typing import Optional, Tuple
 
 from envs import paths
 
+
 class _BuildFailed(Exception):
   """The compiler's last error line."""
 

@@ -31,13 +31,16 @@ from typing import List, Optional
 
 import cloudpickle
 import launchpad as lp
-from launchpad.launch import worker_manager
 from launchpad import address as lp_address
+from launchpad.launch import worker_manager
 from launchpad.nodes.python import node as python
 
 from envs import paths
 from launch.runtime import disk, hangs, run_state
-from launch.runtime.processes import die_with_parent, last_error_line  # noqa: F401 (re-exported)
+from launch.runtime.processes import (  # noqa: F401 (re-exported)
+  die_with_parent,
+  last_error_line,
+)
 
 SUPERVISOR_LOG = run_state.SUPERVISOR_LOG
 STOP_GRACE_S = 2.0   # after a node exits: time for a program stop to become visible
