@@ -99,10 +99,13 @@ class IMPALALearner(acme.Learner):
       (loss, metrics), grads = jax.value_and_grad(batch_loss, has_aux=True)(state.params, data)
       updates, opt_state = optimizer.update(grads, state.opt_state)
       params = optax.apply_updates(state.params, updates)
-      metrics.update(loss=loss, grad_norm=optax.global_norm(grads), param_norm=optax.global_norm(params),
+      grad_norm = optax.global_norm(grads)
+      metrics.update(loss=loss, grad_norm=grad_norm, param_norm=optax.global_norm(params),
                      param_updates_norm=optax.global_norm(updates))
+      # The gradient's norm too: finite gradients whose squares overflow float32 clip to zero
+      # updates, a learner that has stopped learning without a NaN anywhere.
       new_state, finite = update_guard.keep_if_finite(TrainingState(params, opt_state), state,
-                                                      loss, grads)
+                                                      loss, grads, grad_norm)
       return new_state, {**metrics, SKIPPED: 1.0 - finite.astype(jnp.float32)}
 
     key_state, key_params = jax.random.split(random_key)

@@ -131,11 +131,13 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
   def one_step(state: TrainState, batch: Batch):
     key, k_pairs, k_drop, k_trans = jax.random.split(state.key, 4)
     psi_params, psi_opt_state, metrics = state.psi_params, state.psi_opt, {}
+    checked = []   # the gradients' global norms (see updates.keep_if_finite)
     if config.train_psi:
       p = pairs_lib.sample_pairs(k_pairs, batch.last, batch.starts, batch.num_starts,
                                  config.batch_size, config.window, config.pair_sampling)
       x, y = batch.observations[p.first], batch.observations[p.second]
       (l_psi, acc), g = jax.value_and_grad(psi_loss, has_aux=True)(psi_params, k_drop, x, y, p.label)
+      checked.append(optax.global_norm(g))
       upd, psi_opt_state = psi_opt.update(g, psi_opt_state, psi_params)
       psi_params = optax.apply_updates(psi_params, upd)
       metrics = {'psi_loss': l_psi, 'psi_accuracy': acc}
@@ -146,6 +148,7 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
                                           jnp.maximum(batch.num_starts, 1))]
       l_phi, g = jax.value_and_grad(phi_loss)(phi_params, psi_params, batch.observations[k],
                                               batch.actions[k], batch.observations[k + 1])
+      checked.append(optax.global_norm(g))
       upd, phi_opt_state = phi_opt.update(g, phi_opt_state, phi_params)
       phi_params = optax.apply_updates(phi_params, upd)
       metrics['phi_loss'] = l_phi
@@ -153,7 +156,7 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
     # the next step draws other pairs.
     (psi_params, psi_opt_state, phi_params, phi_opt_state), finite = updates.keep_if_finite(
         (psi_params, psi_opt_state, phi_params, phi_opt_state),
-        (state.psi_params, state.psi_opt, state.phi_params, state.phi_opt), metrics)
+        (state.psi_params, state.psi_opt, state.phi_params, state.phi_opt), metrics, checked)
     metrics[updates.SKIPPED] = 1.0 - finite.astype(jnp.float32)
     new_state = TrainState(psi_params, psi_opt_state, phi_params, phi_opt_state, key, state.steps + 1)
     return new_state, metrics

@@ -43,7 +43,8 @@ def all_finite(*trees: Any) -> jnp.ndarray:
 
 def keep_if_finite(new_state: Any, old_state: Any, *checked: Any) -> Tuple[Any, jnp.ndarray]:
   """(new_state if `checked` and new_state are all finite else old_state, that verdict).
-  Jittable: a select per leaf, no branch."""
+  Jittable: a select per leaf, no branch. Pass the gradients' global norm among `checked`: it
+  overflows (inf) where every gradient is still finite but the update has become meaningless."""
   finite = all_finite(new_state, *checked)
   state = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), new_state, old_state)
   return state, finite

@@ -101,3 +101,18 @@ def test_a_full_disk_is_fatal_and_said_in_one_line_with_the_free_space(tmp_path)
   assert disk.low_space_warning(str(tmp_path / 'new'), 10) is None
   warning = disk.low_space_warning(str(tmp_path), 10**15)
   assert warning.startswith('warning: ') and 'MB free' in warning
+
+
+def test_gradients_whose_norm_overflows_skip_the_update():
+  # Every gradient finite, their squares past float32's range: the global norm is inf, and a
+  # clipped or Adam-normalised update of them is zero or NaN. The guard drops it.
+  import jax.numpy as jnp
+  import optax
+
+  from estimators import updates
+  grads = {'w': jnp.full((4,), 3e19, jnp.float32)}
+  norm = optax.global_norm(grads)
+  assert bool(jnp.all(jnp.isfinite(grads['w']))) and not bool(jnp.isfinite(norm))
+  old = {'w': jnp.zeros(4)}
+  state, finite = updates.keep_if_finite({'w': jnp.ones(4)}, old, grads, norm)
+  assert not bool(finite) and float(state['w'][0]) == 0.0
