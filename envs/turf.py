@@ -115,7 +115,7 @@ DEFAULT_LAYOUT = 'paper'
 RUIN_MODES = ('leave', 'enter')
 # Where an episode starts: 'fixed' (the layout's start, the paper) or 'stone' (a uniformly random
 # stone cell, the start included: random walks then see the whole road with the grass still
-# fresh, which the fixed start never gives them beyond the first bends; issue 21).
+# fresh, which the fixed start never gives them beyond the first bends).
 START_MODES = ('fixed', 'stone')
 
 AGENT = (0, 0, 255)
@@ -128,7 +128,7 @@ STONE = (128, 128, 128)
 _MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
 # What a transition does, from the true states before and after it (`Turf.transition_kind`);
-# the split of the estimators' scores by kind (issue 21) shows which kind lets grass through.
+# the split of the estimators' scores by kind shows which kind lets grass through.
 #   bump: the agent stayed in place (a move into the border).
 #   goal: the agent entered the goal (the episode ends: irreversible).
 #   leave_fresh_grass: it left a fresh grass cell (ruin='leave' ruins it: irreversible).

@@ -3,7 +3,7 @@ against DQN and M-DQN. Step builders and page sections; registered in
 `launch.experiments.registry.EXPERIMENTS` (reward-free Cartpole: cartpole_reward_free.py).
 
 `--seeds` is the number of seeds of each group; at the small and paper scales the random + RAC
-group, which the issue asks 10 seeds of, gets at least that many.
+group gets at least the paper's 10 seeds (Fig. 6a).
 """
 import os
 from typing import Dict, List, Optional, Sequence

@@ -4,8 +4,8 @@ psi/phi trained offline; its steps per scale and the paper's grid on its page.
 Seed k of a wind is an estimator training and a run: psi/phi are trained with `--seed k` on the
 wind's random episodes (seed 0 keeps the name estimators/pK.ckpt, the others pK-eK.ckpt), and
 the RAC runs of seed k use that checkpoint. So the spread of a Table 2 cell over `--seeds` is
-the spread over estimator trainings (and run seeds), which is what moves the middle thresholds
-(issue 21); the random policy's cells vary by run seed only.
+the spread over estimator trainings (and run seeds), which is what moves the middle
+thresholds; the random policy's cells vary by run seed only.
 """
 import os
 from typing import List, Optional, Sequence

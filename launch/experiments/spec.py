@@ -13,7 +13,7 @@ import os
 from typing import Callable, ClassVar, List, Optional, Tuple, Union
 
 # tiny: a smoke test of every step (tests, a first try). paper_estimators: the paper's offline
-# estimator recipe with the small scale's runs (Turf only, issue 21: 100k random episodes and 3M
+# estimator recipe with the small scale's runs (Turf only: 100k random episodes and 3M
 # pairs are affordable here, 10 seeds of 1M-step runs are not). paper_phi_coverage: Turf only,
 # paper_estimators' psi with phi retrained on more coverage (launch.experiments.turf). long:
 # Sokoban only, the small scale's agent to 30M env steps (launch.experiments.sokoban).

@@ -3,16 +3,16 @@ online, and IMPALA + RAC with psi/phi trained offline on random trajectories, wi
 threshold sweep. Step builders and page sections; registered in `launch.experiments.registry.EXPERIMENTS`.
 
 `--seeds` is the number of seeds of IMPALA, IMPALA + RAE and IMPALA + RAC at beta = 0.2 (at least
-3 at the small and paper scales, issue 9); the other thresholds of the sweep get
+3 at the small and paper scales); the other thresholds of the sweep get
 `sweep_seeds` (at most `--seeds`).
 
-Scale `paper_estimators` (issue 21): psi/phi with the paper's offline recipe (100k random
+Scale `paper_estimators`: psi/phi with the paper's offline recipe (100k random
 episodes, 3M pairs, phi on 100k transitions) and the small scale's RAC runs (500k steps; beta =
 0.2 over `--seeds` >= 3, the sweep 0.1-0.5 one seed each); no IMPALA or IMPALA + RAE runs (they
 use no offline estimator: the small scale's page has them). Output in its own directory, e.g.
 `--out results/turf/paper_estimators`.
 
-Scale `paper_phi_coverage` (issue 21, after `paper_estimators`): that scale's psi kept, phi
+Scale `paper_phi_coverage` (after `paper_estimators`): that scale's psi kept, phi
 retrained (500k transitions) on its 100k random episodes mixed half and half
 (`estimators.train --dataset_weights`)
 with short random episodes started on a random stone cell (`start=stone`, 20 steps): random
