@@ -215,7 +215,7 @@ def table_markdown(exp: Experiment, table: dict, out: str = '') -> str:
             '![curves against wall time](curves_wall.png)', '']
   for figure in exp.reference_figures():
     lines += [f'Grey, on the {figure.metric} panel against env steps: the authors\' {figure.figure}, '
-              f'read off the figure ({figure.accuracy}); source: {figure.source}.', '']
+              f'{figure.accuracy}; source: {figure.source}.', '']
   if exp.extra_markdown is not None:
     lines += [exp.extra_markdown(table, out)]
   return '\n'.join(lines)
