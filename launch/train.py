@@ -15,6 +15,7 @@ learners save their final checkpoints. A RUN_DIR that holds a run is refused unl
     python -m launch.train --run_dir runs/rae --resume --max_steps 2000000 # ... and go further
 """
 import dataclasses
+import errno
 import json
 import os
 import sys
@@ -195,6 +196,12 @@ def main(argv):
     print(json.dumps(lifecycle.jsonable(cfg), indent=2))
     return
   from launch.runtime import disk, run_lock
+  if FLAGS.resume:
+    nothing_to_do = lifecycle.already_done(cfg)
+    if nothing_to_do:
+      lifecycle.rebuild_lost_summary(cfg.run_dir)
+      print(nothing_to_do)
+      return
   try:
     run_lock.acquire(cfg.run_dir)   # held until this process ends: one launch per run directory
   except run_lock.RunDirInUse as e:
@@ -203,13 +210,7 @@ def main(argv):
   low_space = disk.low_space_warning(cfg.run_dir, cfg.max_steps)
   if low_space:
     print(low_space, file=sys.stderr, flush=True)
-  if FLAGS.resume:
-    nothing_to_do = lifecycle.already_done(cfg)
-    if nothing_to_do:
-      lifecycle.rebuild_lost_summary(cfg.run_dir)
-      print(nothing_to_do)
-      return
-  else:
+  if not FLAGS.resume:
     run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE), _train_flags())
   try:
     if cfg.launch_type == 'cluster':
@@ -227,6 +228,13 @@ def main(argv):
     sys.exit(2)
   except RunFailed as e:
     print(f'error: run failed: {e}', file=sys.stderr)
+    sys.exit(1)
+  except OSError as e:
+    if e.errno != errno.ENOSPC:
+      raise
+    # The launcher's own records (run_state.json, summary.json) hit the full disk; what was
+    # written before is whole (atomic writes), and --resume rebuilds what is missing.
+    print(f'error: run failed: {disk.disk_full_reason(cfg.run_dir, "launcher")}', file=sys.stderr)
     sys.exit(1)
   except KeyboardInterrupt:
     sys.exit(130)

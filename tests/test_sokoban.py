@@ -151,7 +151,7 @@ def test_observation_is_gym_sokobans_tiny_rgb():
     expected = room_to_tiny_world_rgb(engine.room_state, engine.room_fixed)
     np.testing.assert_array_equal(ts.observation, expected)
     assert ts.observation.dtype == np.uint8 and ts.observation.shape == (4, 7, 3)
-    env.step(int(rng.integers(4)))
+    ts = env.step(int(rng.integers(4)))
 
 
 def test_rewards_and_termination():
