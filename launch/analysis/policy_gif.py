@@ -20,27 +20,23 @@ PSI_COLOUR = (31, 119, 180)
 ABOVE_BETA = (214, 39, 40)
 
 
-def replay_frames(env, actions: str) -> List[np.ndarray]:
-  """The rooms (rendered at CELL_PX) from the reset through every action of the record."""
-  env.reset()
-  frames = [env.render(CELL_PX)]
+def replay(env, actions: str):
+  """(rooms rendered at CELL_PX, observations x_0 .. x_T) from the reset through every action of
+  a recorded episode: what the GIF shows and what psi is given, in one pass."""
+  ts = env.reset()
+  frames, observations = [env.render(CELL_PX)], [ts.observation]
   for digit in actions:
     ts = env.step(int(digit))
     frames.append(env.render(CELL_PX))
-    if ts.last():
-      break
-  return frames
-
-
-def replay_observations(env, actions: str) -> np.ndarray:
-  """The observations x_0 .. x_T of a recorded episode (what psi is given)."""
-  observations = [env.reset().observation]
-  for digit in actions:
-    ts = env.step(int(digit))
     observations.append(ts.observation)
     if ts.last():
       break
-  return np.stack(observations)
+  return frames, np.stack(observations)
+
+
+def replay_observations(env, actions: str) -> np.ndarray:
+  """The observations x_0 .. x_T of a recorded episode."""
+  return replay(env, actions)[1]
 
 
 def _font():
@@ -139,10 +135,9 @@ def gif_of_evaluation(cfg, result: Dict[str, Any], level_set: Sequence[Any], opt
     record = records[level]
     env = envs.make('sokoban', seed=0, **options, levels=[level_set[level]])
     outcome = 'solved' if record['solved'] else f"{record['boxes_on_target']} on target"
-    episodes.append({'frames': replay_frames(env, record['actions']),
-                     'caption': f'level {level} {policy}: {outcome}'})
-    if show_psi:
-      observations.append(replay_observations(env, record['actions']))
+    frames, obs = replay(env, record['actions'])
+    episodes.append({'frames': frames, 'caption': f'level {level} {policy}: {outcome}'})
+    observations.append(obs)
   if show_psi:
     for episode, psi in zip(episodes, psi_of_episodes(cfg.estimator_checkpoint, observations)):
       episode.update(psi=psi, beta=cfg.reversibility.beta)
