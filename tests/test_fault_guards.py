@@ -101,6 +101,17 @@ def test_a_full_disk_is_fatal_and_said_in_one_line_with_the_free_space(tmp_path)
   assert disk.low_space_warning(str(tmp_path / 'new'), 10) is None
   warning = disk.low_space_warning(str(tmp_path), 10**15)
   assert warning.startswith('warning: ') and 'MB free' in warning
+  assert not disk.is_full(str(tmp_path))
+
+
+def test_no_node_is_restarted_once_another_gave_up_or_the_run_ended(tmp_path):
+  from launch.runtime import run_state
+  assert not supervisor._run_ending(str(tmp_path))
+  for name in (run_state.FAILURE, run_state.FINAL_STATE):
+    path = tmp_path / name
+    run_state.write_json(str(path), {'node': 'coordinator'})
+    assert supervisor._run_ending(str(tmp_path))
+    path.unlink()
 
 
 def test_gradients_whose_norm_overflows_skip_the_update():

@@ -40,6 +40,15 @@ def low_space_warning(run_dir: str, max_steps: int) -> Optional[str]:
           f'writes about {_mb(need)} (logs, checkpoints); it will stop when the disk is full')
 
 
+# Below this much free space a node's failure is put down to the disk: no node writes less
+# than this between two checkpoints, so a restart would fail again.
+FULL_BELOW_BYTES = 1 * 2**20
+
+
+def is_full(run_dir: str) -> bool:
+  return free_bytes(run_dir) < FULL_BELOW_BYTES
+
+
 def is_disk_full(error_line: str) -> bool:
   return any(marker in error_line for marker in _DISK_FULL)
 

@@ -84,8 +84,12 @@ def is_fatal(error_line: str) -> bool:
 
 
 def _run_ending(run_dir: str) -> bool:
-  # The coordinator writes final_state.json just before it stops the program.
-  return os.path.exists(os.path.join(run_dir, run_state.FINAL_STATE))
+  # The coordinator writes final_state.json just before it stops the program; a supervisor
+  # that gives up writes failure.json before it does. Either way the stop may not have reached
+  # this supervisor yet, and a node restarted now would meet the cause of the other's failure
+  # (a full disk) or be killed at once.
+  return any(os.path.exists(os.path.join(run_dir, name))
+             for name in (run_state.FINAL_STATE, run_state.FAILURE))
 
 
 def _run_node(node_bytes: bytes, addresses: List[str]):
@@ -220,12 +224,15 @@ class SupervisedNode(python.PyNode):
         append_event(self._run_dir, {'node': self._name, 'event': 'failure', 'exit_code': code,
                                      'error': error})
         recent = [t for t in failures if now - t <= self._window_s]
-        fatal = is_fatal(error)
+        # A node may fail on a full disk with another error than ENOSPC (a peer that died of it,
+        # a write that failed in a library): the disk itself is asked too.
+        disk_full = disk.is_disk_full(error) or disk.is_full(self._run_dir)
+        fatal = is_fatal(error) or disk_full
         if fatal or len(recent) >= self._max_failures:
           how = f'exit code {code}'
           if code < 0:
             how += f', killed by {signal.Signals(-code).name}'
-          if disk.is_disk_full(error):
+          if disk_full:
             reason = disk.disk_full_reason(self._run_dir, self._name)
           elif fatal:
             reason = f'node {self._name} failed ({how}), not restarted: {error}'
