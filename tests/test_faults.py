@@ -63,6 +63,21 @@ def _wait(predicate, timeout, proc=None, what=''):
   raise AssertionError(f'timed out waiting for {what}')
 
 
+def _record(test, **figures):
+  """Appends a test's measured outcome (times in seconds) to $FAULTS_RECORD, a JSON-lines file,
+  when it is set: the figures a README row and a closing note quote come from a run."""
+  path = os.environ.get('FAULTS_RECORD')
+  if path:
+    with open(path, 'a') as f:
+      f.write(json.dumps({'test': test, 'time': time.time(), **figures}) + '\n')
+
+
+def _event_time(run_dir, event, node=None, after=0.0):
+  return min((e['time'] for e in supervisor.read_events(str(run_dir))
+              if e['event'] == event and (node is None or e['node'] == node) and
+              e['time'] > after), default=None)
+
+
 def _pid(run_dir, node):
   return int((run_dir / 'pids' / f'{node}.pid').read_text())
 
@@ -301,11 +316,13 @@ def test_killed_counter_and_coordinator_are_restarted_and_the_run_completes(tmp_
 
 def test_a_diverging_learner_stops_the_run_naming_its_step_and_last_finite_checkpoint(tmp_path):
   run_dir = tmp_path / 'run'
+  t0 = time.time()
   proc = _start(run_dir, 2_000_000, '--noreward_free', '--learning_rate', '10000',
                 '--checkpoint_every_s', '2')
   stdout, stderr = proc.communicate(timeout=600)
   assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]
   last = stderr.strip().splitlines()[-1]
+  _record('divergence', launch_to_stop_s=time.time() - t0, last_line=last)
   assert 'node learner failed' in last and 'not restarted' in last, last
   assert 'DivergenceError' in last and 'updates in a row' in last, last
   assert 'last finite checkpoint' in last, last
@@ -338,10 +355,13 @@ def test_a_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path, how):
     data[data.find(b'leaf_0.npy') + 200] ^= 0x10
   with open(newest, 'wb') as f:
     f.write(bytes(data))
+  t0 = time.time()
   proc = _start(run_dir, 1_000_000, '--resume')
   _wait(lambda: any(e['event'] == 'start' and e['node'] == 'learner'
                     for e in supervisor.read_events(str(run_dir))[-20:]) and
         _ckpt_steps(run_dir) > fallback_steps, 300, proc, 'a checkpoint after the fallback')
+  _record(f'corrupt checkpoint ({how})', resume_to_next_checkpoint_s=time.time() - t0,
+          fell_back_to_steps=fallback_steps)
   log = (run_dir / 'node_logs' / 'learner.log').read_text()
   assert 'skipped' in log and os.path.basename(newest) in log and 'corrupt' in log
   assert os.path.exists(newest + '.corrupt')   # kept to look at, no longer a candidate
@@ -361,6 +381,7 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_continues_once_space_i
     run_dir = small / 'run'
     proc = _start(run_dir, 2_000_000)
     stdout, stderr = proc.communicate(timeout=900)
+    t_exit = time.time()
     assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]
     lines = stderr.strip().splitlines()
     assert any(l.startswith('warning: ') and 'MB free' in l for l in lines), stderr[-2000:]
@@ -372,16 +393,20 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_continues_once_space_i
     first = min(e['time'] for e in events if e['event'] == 'failure' and
                 'No space left' in e.get('error', ''))
     assert not [e for e in events if e['event'] == 'start' and e['time'] > first], events
+    _record('full disk', first_enospc_to_exit_s=t_exit - first, last_line=last)
     big = tmp_path / 'run'
     subprocess.run(['cp', '-a', str(run_dir), str(big)], check=True)
   finally:
     subprocess.run(['umount', '-l', str(small)], check=False)
   steps = _counts(big).get('actor_steps', 0)
   # Every file is still valid: the copy resumes and goes 20,000 steps further.
+  t0 = time.time()
   proc = _start(big, int(steps) + 20_000, '--resume')
   stdout, stderr = proc.communicate(timeout=600)
   assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
   assert _counts(big)['actor_steps'] >= steps + 20_000
+  _record('full disk, resume of the copy', resumed_from_steps=steps,
+          resume_20k_steps_s=time.time() - t0)
 
 
 @pytest.mark.parametrize('node', ['learner', 'actor_1'])
@@ -390,9 +415,14 @@ def test_a_stopped_node_is_found_restarted_and_the_run_completes(tmp_path, node)
   proc = _start(run_dir, 60_000, '--hang_timeout_s', '20')
   _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 2000, 240, proc, 'first steps')
   stopped = _pid(run_dir, node)
+  t_stop = time.time()
   os.kill(stopped, signal.SIGSTOP)
   _wait(lambda: any(e['event'] == 'hung' and e['node'] == node
                     for e in supervisor.read_events(str(run_dir))), 180, proc, f'{node} found hung')
+  hung_at = _event_time(run_dir, 'hung', node)
+  _record(f'hung {node} (--hang_timeout_s 20)', stop_to_found_s=hung_at - t_stop,
+          stop_to_restarted_s=(_event_time(run_dir, 'start', node, after=hung_at) or
+                               float('nan')) - t_stop)
   stdout, stderr = proc.communicate(timeout=600)
   assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
   (hung,) = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'hung']
@@ -409,8 +439,11 @@ def test_a_second_launch_on_a_live_run_dir_is_refused_naming_the_first(tmp_path)
   first = _start(run_dir, 1_000_000)
   _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 1000, 240, first, 'first steps')
   for extra in (('--resume',), ()):
+    t0 = time.time()
     second = _start(run_dir, 1_000_000, *extra)
     stdout, stderr = second.communicate(timeout=300)
+    _record(f'second launch {" ".join(extra)}'.strip(), refused_in_s=time.time() - t0,
+            line=stderr.strip()[-300:])
     assert second.returncode == 2, stdout[-2000:] + stderr[-2000:]
     lines = [l for l in stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith('error: '), stderr
