@@ -263,6 +263,34 @@ def test_flags_live_in_entry_modules_only():
   assert [m for m in below_entries if _reads_global_flags(MODULES[m])] == []
 
 
+def _defines_flags_anywhere(path: str) -> bool:
+  """flags.DEFINE_* named anywhere in the file (also inside a define_flags function)."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  return any(isinstance(n, ast.Attribute) and n.attr.startswith('DEFINE') for n in ast.walk(tree))
+
+
+def test_flags_are_defined_by_entry_modules_and_the_run_schema_only():
+  # A command's flags are written beside its main (or generated from the run's schema,
+  # launch.program.run_flags): a reader finds every flag of a command in the module they run.
+  definers = {m for m, p in MODULES.items() if _defines_flags_anywhere(p)}
+  assert {'launch.train', 'launch.experiment', 'launch.plot', 'envs.render'} <= definers
+  assert [m for m in definers if not _is_entry(MODULES[m])] == ['launch.program.run_flags']
+
+
+def test_one_cli_style():
+  # Every command line is absl flags (Launchpad's own): --name=value or --name value, --noname,
+  # comma-separated lists, --flagfile. argparse spells booleans and lists differently, so a tool
+  # written with it would parse the same command line otherwise.
+  scripts = {f'scripts.{n[:-3]}': os.path.join(ROOT, 'scripts', n)
+             for n in os.listdir(os.path.join(ROOT, 'scripts')) if n.endswith('.py')}
+  tests = {f'tests.{n[:-3]}': os.path.join(ROOT, 'tests', n)
+           for n in os.listdir(os.path.join(ROOT, 'tests')) if n.endswith('.py')}
+  everything = {**MODULES, **scripts, **tests}
+  assert [m for m, p in everything.items() if {'argparse', 'optparse', 'getopt', 'click'}
+          & _external_imports(p)] == []
+
+
 def test_every_library_module_imports():
   """Each module that defines no flags at import, imported in one fresh interpreter (a moved
   module whose importers were not updated fails here, not in a node's log)."""
