@@ -52,7 +52,7 @@ class CheckpointError(ValueError):
 
 @dataclasses.dataclass
 class EstimatorCheckpoint:
-  network: nets.NetworkConfig
+  network: nets.EstimatorNetConfig
   num_actions: int
   obs_shape: Tuple[int, ...]
   obs_dtype: str
@@ -178,7 +178,7 @@ def _write_atomically(path: str, arrays: Dict[str, np.ndarray]) -> None:
     np.savez(f, **arrays)
 
 
-def save(path: str, network: nets.NetworkConfig, num_actions: int, obs_shape, obs_dtype,
+def save(path: str, network: nets.EstimatorNetConfig, num_actions: int, obs_shape, obs_dtype,
          psi_params, phi_params, metadata: Optional[Dict[str, Any]] = None) -> None:
   """Writes the checkpoint to exactly `path`. phi_params may be None (a psi-only checkpoint)."""
   arrays = _arrays(network, num_actions, obs_shape, obs_dtype, psi_params, phi_params, metadata)
@@ -234,7 +234,7 @@ def _checkpoint(path: str, document: Dict[str, Any], trees: Dict[str, dict]) -> 
     raise CheckpointError(f'{path} holds phi arrays but says it has no phi')
   try:
     return EstimatorCheckpoint(
-        network=nets.NetworkConfig.from_dict(document['network']),
+        network=nets.EstimatorNetConfig.from_dict(document['network']),
         num_actions=int(document['num_actions']),
         obs_shape=tuple(int(s) for s in document['obs_shape']),
         obs_dtype=str(np.dtype(document['obs_dtype'])),
@@ -308,7 +308,7 @@ def convert(old_path: str, new_path: str) -> None:
   a config without `phi_encoder` reads as 'full', as it did)."""
   p = _read_pickle_checkpoint(old_path)
   try:
-    network = nets.NetworkConfig.from_dict(p['network'])
+    network = nets.EstimatorNetConfig.from_dict(p['network'])
     fields = (p['num_actions'], p['obs_shape'], p['obs_dtype'], p['psi'], p['phi'], p['metadata'])
   except (KeyError, TypeError, ValueError) as e:
     raise CheckpointError(f'cannot convert {old_path}: malformed ({_one_line(e)})') from e

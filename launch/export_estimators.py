@@ -35,7 +35,7 @@ def export(run_dir: str, out: str) -> dict:
   if cfg.estimator_checkpoint or cfg.reversibility.mode == 'none':
     raise ExportError(f'{run_dir} trained no estimator online (mode none, or a frozen checkpoint)')
   ckpt_dir = os.path.join(run_dir, 'checkpoints', 'precedence_learner')
-  network, train_config = cfg.network, cfg.estimator_train
+  network, train_config = cfg.estimator_network, cfg.estimator_train
   try:
     env = envs.make(cfg.env, seed=0, **cfg.env_options)
   except (KeyError, TypeError, ValueError) as e:
