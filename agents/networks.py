@@ -1,7 +1,8 @@
 """Feed-forward policy/value networks for IMPALA, shaped as Acme's `IMPALANetworks`.
 
 Acme's IMPALA expects a recurrent core; ours are feed-forward (they learned Cartpole where an
-LSTM did not, see ARCHITECTURE.md), so the "core state" is a dummy scalar carried unchanged.
+LSTM did not: BUILD_NOTES.md, "Feed-forward IMPALA networks"), so the "core state" is a dummy
+scalar carried unchanged.
 
 The architecture is a typed `PolicyNetConfig`; `default_policy_config(env_name, image)` gives the
 environment's preset one (envs.presets; Appendix C).
@@ -71,7 +72,7 @@ class PolicyNetConfig:
 
 
 def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
-  """The agent network of `env_name`'s preset (envs.presets; Appendix C); without an
+  """The policy network of `env_name`'s preset (envs.presets; Appendix C); without an
   environment (None), by observation kind: Sokoban's for images, else Cartpole's. An environment
   without a preset, or whose preset's torso does not fit its observations, is a ValueError (one
   line)."""

@@ -86,7 +86,7 @@ def measure(env_name: str, ks, policies, steps: int, repeats: int,
   env0 = _make_env(env_name, 0)
   spec = specs.make_environment_spec(env0)
   num_actions = spec.actions.num_values
-  est = nets.make_estimators(nets.default_config(env_name), num_actions)
+  est = nets.make_estimators(nets.default_estimator_config(env_name), num_actions)
   state = training.init_state(est, training.TrainConfig(), np.zeros(spec.observations.shape,
                                                                     spec.observations.dtype))
   estimator_source = acting.FixedParams((state.psi_params, state.phi_params))

@@ -229,7 +229,7 @@ def fetch_cost(fetches: int) -> dict:
   nets = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))
   key_state, key_params = jax.random.split(jax.random.PRNGKey(0))
   policy = nets.unroll_init_fn(key_params, nets.initial_state_fn(nets.initial_state_init_fn(key_state)))
-  est = est_nets.make_estimators(est_nets.default_config('cartpole'), spec.actions.num_values)
+  est = est_nets.make_estimators(est_nets.default_estimator_config('cartpole'), spec.actions.num_values)
   obs = np.zeros(spec.observations.shape, spec.observations.dtype)
   state = training.init_state(est, training.TrainConfig(train_phi=True), obs)
   payloads = {'policy': policy, 'psi': state.psi_params, 'phi': state.phi_params}

@@ -39,7 +39,7 @@ def untrained_estimators(path: str, env_name: str, spec) -> str:
 
   from estimators import checkpoint, training
   from estimators import networks as nets
-  network = nets.default_config(env_name)
+  network = nets.default_estimator_config(env_name)
   est = nets.make_estimators(network, spec.actions.num_values)
   obs = np.zeros(spec.observations.shape, spec.observations.dtype)
   state = training.init_state(est, training.TrainConfig(), obs)

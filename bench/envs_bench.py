@@ -11,17 +11,18 @@ single environments one by one (`envs.batch.EnvironmentList` of SinglePrecisionW
 the old way) against the vectorised batch, in interleaved rounds (best of each kept, so the
 ratio holds on a busy machine), as {name}_batch: {one_by_one, vectorised, ratio} env steps/s.
 """
-import argparse
 import sys
 import time
 from typing import Dict, Sequence
 
 import numpy as np
+from absl import flags
 from acme import wrappers
 
 import envs
 from bench import common
 from envs import batch as batch_lib
+from envs import cli
 
 
 def measure_steps(env, seconds: float, seed: int = 0) -> Dict[str, float]:
@@ -113,13 +114,16 @@ def run(seconds: float, batch_envs: int = 16) -> Dict[str, Dict[str, object]]:
   return results
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('out', 'results/envs_bench.json', 'JSON output', flag_values=fv)
+  flags.DEFINE_float('seconds', 2.5, 'time per environment', flag_values=fv)
+  flags.DEFINE_integer('batch_envs', 16, 'K for the one-by-one vs vectorised comparison (0: skip '
+                       'it)', flag_values=fv)
+
+
 def main(argv: Sequence[str] = None) -> int:
-  p = argparse.ArgumentParser(prog='python -m bench.envs_bench', description=__doc__.split('\n')[0])
-  p.add_argument('--out', default='results/envs_bench.json')
-  p.add_argument('--seconds', type=float, default=2.5, help='time per environment')
-  p.add_argument('--batch_envs', type=int, default=16,
-                 help='K for the one-by-one vs vectorised comparison (0: skip it)')
-  args = p.parse_args(argv)
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.envs_bench',
+                      description=__doc__.split('\n')[0])
   results = run(args.seconds, args.batch_envs)
   for name, r in results.items():
     if 'ratio' in r:

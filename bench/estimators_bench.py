@@ -150,10 +150,10 @@ def measure(seconds: float, mlp_steps_per_call: int, conv_steps_per_call: int,
   turf = random_flat('turf', turf_episodes)
   results = []
   for batch in batches:
-    results.append(measure_throughput('cartpole_mlp', nets.default_config('cartpole'), cart, 200,
+    results.append(measure_throughput('cartpole_mlp', nets.default_estimator_config('cartpole'), cart, 200,
                                       batch, mlp_steps_per_call, seconds, 2))
     print(json.dumps(results[-1]), flush=True)
-  results.append(measure_throughput('turf_cnn', nets.default_config('turf'), turf, 120, 128,
+  results.append(measure_throughput('turf_cnn', nets.default_estimator_config('turf'), turf, 120, 128,
                                     conv_steps_per_call, seconds, 4))
   print(json.dumps(results[-1]), flush=True)
   return {'configs': results, 'peer_reference': PEER_REFERENCE}

@@ -101,7 +101,7 @@ def measure(client, spec, env_name: str, windows: int, updates_per_sample: int, 
   config = training.TrainConfig(window=recipe.window, learning_rate=recipe.learning_rate,
                                 weight_decay=recipe.weight_decay,
                                 pair_sampling=recipe.pair_sampling, train_phi=train_phi)
-  est = est_nets.make_estimators(est_nets.default_config(env_name), spec.actions.num_values)
+  est = est_nets.make_estimators(est_nets.default_estimator_config(env_name), spec.actions.num_values)
   iterator = precedence_learner.make_window_iterator(client, windows, 2 * recipe.window)
   obs_example = np.zeros(spec.observations.shape, spec.observations.dtype)
   state = training.init_state(est, config, obs_example)

@@ -15,7 +15,6 @@ gRPC's). Beside it, from the nodes' own logs over the same run: the learner's
 seconds per update (its jitted step only) and the actors' loop timers (environment, inference,
 writes). Then the run is stopped.
 """
-import argparse
 import json
 import os
 import signal
@@ -25,8 +24,10 @@ import tempfile
 import time
 
 import psutil
+from absl import flags
 
 from bench import common
+from envs import cli
 from launch.runtime import run_state, summary
 
 
@@ -154,21 +155,24 @@ def profile(train_args, warmup_steps: int, window_s: float, workdir: str,
           'actor_loop_wall_us_per_env_step': common.actor_loop_us(run_dir)}
 
 
-def main():
-  argv = sys.argv[1:]
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_integer('warmup_steps', 100_000, 'Env steps before the window opens (start-up and '
+                       'compiling excluded).', flag_values=fv)
+  flags.DEFINE_float('window_s', 60.0, 'Seconds measured.', flag_values=fv)
+  flags.DEFINE_string('out', 'results/bench/program_profile.json', 'JSON output.', flag_values=fv)
+  flags.DEFINE_string('workdir', None, 'Where the run goes (default: a temp dir).', flag_values=fv)
+  flags.DEFINE_string('tree', None, 'Profile the code of this checkout (e.g. a git worktree of an '
+                      'earlier commit) instead of this one.', flag_values=fv)
+
+
+def main(argv=None):
+  argv = list(sys.argv[1:] if argv is None else argv)
   train_args = []
   if '--' in argv:
     i = argv.index('--')
     argv, train_args = argv[:i], argv[i + 1:]
-  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--warmup_steps', type=int, default=100_000,
-                      help='Env steps before the window opens (start-up and compiling excluded).')
-  parser.add_argument('--window_s', type=float, default=60.0, help='Seconds measured.')
-  parser.add_argument('--out', default='results/bench/program_profile.json', help='JSON output.')
-  parser.add_argument('--workdir', default=None, help='Where the run goes (default: a temp dir).')
-  parser.add_argument('--tree', default=None, help='Profile the code of this checkout (e.g. a git '
-                      'worktree of an earlier commit) instead of this one.')
-  args = parser.parse_args(argv)
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.program_profile',
+                      description=__doc__.split('\n\n')[0])
   workdir = args.workdir or tempfile.mkdtemp(prefix='bench-profile-')
   os.makedirs(workdir, exist_ok=True)
   result = profile(train_args, args.warmup_steps, args.window_s, workdir,

@@ -22,7 +22,6 @@ env steps at which the trailing 1,000 training episodes first reached each miles
 the runs), and that divided by the version's measured IMPALA env steps/s: the wall time of a
 run on a quiet machine like this one.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -31,8 +30,10 @@ import tempfile
 import time
 
 import numpy as np
+from absl import flags
 
 from bench import common
+from envs import cli
 
 MILESTONES = (('boxes_on_target', 1.0), ('solved', 0.01))
 MILESTONE_EPISODES = 1000
@@ -118,22 +119,25 @@ def milestones(groups) -> dict:
   return out
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--baseline_tree', required=True,
-                      help='A checkout of the code to compare against (e.g. a git worktree).')
-  parser.add_argument('--scale', default='small', help="The comparison's scale whose runs are timed.")
-  parser.add_argument('--max_steps', type=int, default=1_000_000, help='Env steps per run.')
-  parser.add_argument('--warmup_steps', type=int, default=50_000,
-                      help='Env steps excluded from the measurement (start-up, compiling).')
-  parser.add_argument('--modes', default='none,rae', help="Arms: 'none' (IMPALA), 'rae'.")
-  parser.add_argument('--repeats', type=int, default=1, help='Rounds of all runs.')
-  parser.add_argument('--learning_runs', action='append', default=[],
-                      help="'before=DIR,DIR' / 'after=DIR': 1k-set runs of each version, for "
-                           'the milestones (repeatable).')
-  parser.add_argument('--out', default='results/bench/sokoban_speed.json', help='JSON output.')
-  parser.add_argument('--workdir', default=None, help='Where runs go (default: a temp dir).')
-  args = parser.parse_args()
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('baseline_tree', None, 'A checkout of the code to compare against (e.g. a '
+                      'git worktree).', flag_values=fv)
+  flags.DEFINE_string('scale', 'small', "The comparison's scale whose runs are timed.",
+                      flag_values=fv)
+  flags.DEFINE_integer('max_steps', 1_000_000, 'Env steps per run.', flag_values=fv)
+  flags.DEFINE_integer('warmup_steps', 50_000, 'Env steps excluded from the measurement '
+                       '(start-up, compiling).', flag_values=fv)
+  flags.DEFINE_string('modes', 'none,rae', "Arms: 'none' (IMPALA), 'rae'.", flag_values=fv)
+  flags.DEFINE_integer('repeats', 1, 'Rounds of all runs.', flag_values=fv)
+  flags.DEFINE_multi_string('learning_runs', [], "'before=DIR,DIR' / 'after=DIR': 1k-set runs of "
+                            'each version, for the milestones (repeatable).', flag_values=fv)
+  flags.DEFINE_string('out', 'results/bench/sokoban_speed.json', 'JSON output.', flag_values=fv)
+  flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).', flag_values=fv)
+
+
+def main(argv=None):
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.sokoban_speed',
+                      description=__doc__.split('\n\n')[0], required=('baseline_tree',))
   workdir = args.workdir or tempfile.mkdtemp(prefix='bench-sokoban-speed-')
   os.makedirs(workdir, exist_ok=True)
   ckpt = untrained_psi(os.path.join(workdir, 'untrained_psi.ckpt'))

@@ -7,23 +7,23 @@ BUILD_NOTES.md row that says why).
 
 A preset gathers, per environment: the IMPALA settings, the precedence learner's throttle, the
 thresholds of each mode (beta, lambda, reward form), the psi/phi training recipe (window,
-learning rate, weight decay, pair sampling, offline budgets), the psi/phi network, the policy
-network, and whether the environment's datasets keep oracle states. Each section is a mapping of
+learning rate, weight decay, pair sampling, offline budgets), the estimator (psi/phi) network,
+the policy network, and whether the environment's datasets keep oracle states. Each section is a mapping of
 the keyword arguments of the typed config it feeds, under that config's own field names:
 
     impala            launch.program.config.ImpalaConfig
     precedence        launch.program.config.PrecedenceConfig
     thresholds[mode]  agents.acting.ReversibilityConfig (beta, lam, reward_form)
     estimator_recipe  estimators.recipes.EstimatorRecipe
-    estimator_network estimators.networks.NetworkConfig
+    estimator_network estimators.networks.EstimatorNetConfig
     policy_network    agents.networks.PolicyNetConfig
 
 Why here, at the bottom layer, as plain values: the settings are read on every layer (the offline
-estimator CLI, estimators.train, reads the recipe and the psi network; estimators.evaluate the
+estimator CLI, estimators.train, reads the recipe and the estimator network; estimators.evaluate the
 thresholds; agents.networks the policy network; launch.train all of it), and envs/ is the one
 layer all of them may import (tests/test_layering.py). The typed configs live with the code that
 uses them, above; the layer that owns a config builds it from its section
-(`launch.program.presets`, `estimators.recipes.recipe`, `estimators.networks.default_config`,
+(`launch.program.presets`, `estimators.recipes.recipe`, `estimators.networks.default_estimator_config`,
 `agents.networks.default_policy_config`), which validates it, and tests/test_presets.py builds
 every section of every preset, so a misspelt field fails there and not in a run.
 
@@ -263,7 +263,7 @@ def network_env(name: str) -> str:
 
 
 def estimator_network(name: str) -> Mapping[str, Any]:
-  """NetworkConfig fields of network preset `name` (an environment, or '<env>_paper')."""
+  """EstimatorNetConfig fields of network preset `name` (an environment, or '<env>_paper')."""
   preset = get(network_env(name))
   if name == network_env(name):
     return preset.estimator_network

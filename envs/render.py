@@ -6,16 +6,16 @@
 `--option key=value` (repeatable) passes extra options to `envs.make`; values are parsed as
 bool (true/false), int, float, or left as strings. The PNG goes next to the GIF (FILE.png).
 """
-import argparse
 import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
+from absl import flags
 from PIL import Image
 
 import envs
-from envs import paths
+from envs import cli, paths
 
 
 def parse_options(items: Sequence[str]) -> Dict[str, Any]:
@@ -49,18 +49,17 @@ def write_gif(frames: Sequence[np.ndarray], path: str, fps: float) -> str:
   return png
 
 
-def build_parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog='python -m envs.render', description=__doc__.split('\n')[0])
-  p.add_argument('--env', required=True, help=f'one of: {", ".join(envs.names())}')
-  p.add_argument('--policy', default='random', choices=['random'])
-  p.add_argument('--episodes', type=int, default=1)
-  p.add_argument('--out', required=True, help='output .gif path')
-  p.add_argument('--seed', type=int, default=0)
-  p.add_argument('--fps', type=float, default=10.0)
-  p.add_argument('--max_frames', '--max-frames', type=int, default=2000)
-  p.add_argument('--option', action='append', default=[], metavar='KEY=VALUE',
-                 help='extra environment option (repeatable)')
-  return p
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('env', None, f'one of: {", ".join(envs.names())}', flag_values=fv)
+  flags.DEFINE_enum('policy', 'random', ['random'], 'policy that acts', flag_values=fv)
+  flags.DEFINE_integer('episodes', 1, 'episodes drawn', flag_values=fv)
+  flags.DEFINE_string('out', None, 'output .gif path', flag_values=fv)
+  flags.DEFINE_integer('seed', 0, 'seed of the environment and the policy', flag_values=fv)
+  flags.DEFINE_float('fps', 10.0, 'frames per second of the GIF', flag_values=fv)
+  flags.DEFINE_integer('max_frames', 2000, 'frames drawn at most', flag_values=fv)
+  flags.DEFINE_alias('max-frames', 'max_frames', flag_values=fv)
+  flags.DEFINE_multi_string('option', [], 'KEY=VALUE: extra environment option (repeatable)',
+                            flag_values=fv)
 
 
 class RenderError(ValueError):
@@ -88,7 +87,8 @@ def check_args(args):
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-  args = build_parser().parse_args(argv)
+  args, _ = cli.parse(define_flags, argv, prog='python -m envs.render',
+                      description=__doc__.split('\n')[0], required=('env', 'out'))
   try:
     check_args(args)
     env = envs.make(args.env, seed=args.seed, **parse_options(args.option))

@@ -16,7 +16,6 @@ Command line:
     python -m estimators.checkpoint --info PATH          # the JSON document and parameter shapes
     python -m estimators.checkpoint --convert OLD NEW    # format-1 pickle -> this format
 """
-import argparse
 import collections.abc
 import dataclasses
 import json
@@ -29,8 +28,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import jax
 import numpy as np
+from absl import flags
 
-from envs import paths
+from envs import cli, paths
 from estimators import networks as nets
 
 FORMAT = 'noturningback-estimators/2'
@@ -52,7 +52,7 @@ class CheckpointError(ValueError):
 
 @dataclasses.dataclass
 class EstimatorCheckpoint:
-  network: nets.NetworkConfig
+  network: nets.EstimatorNetConfig
   num_actions: int
   obs_shape: Tuple[int, ...]
   obs_dtype: str
@@ -178,7 +178,7 @@ def _write_atomically(path: str, arrays: Dict[str, np.ndarray]) -> None:
     np.savez(f, **arrays)
 
 
-def save(path: str, network: nets.NetworkConfig, num_actions: int, obs_shape, obs_dtype,
+def save(path: str, network: nets.EstimatorNetConfig, num_actions: int, obs_shape, obs_dtype,
          psi_params, phi_params, metadata: Optional[Dict[str, Any]] = None) -> None:
   """Writes the checkpoint to exactly `path`. phi_params may be None (a psi-only checkpoint)."""
   arrays = _arrays(network, num_actions, obs_shape, obs_dtype, psi_params, phi_params, metadata)
@@ -234,7 +234,7 @@ def _checkpoint(path: str, document: Dict[str, Any], trees: Dict[str, dict]) -> 
     raise CheckpointError(f'{path} holds phi arrays but says it has no phi')
   try:
     return EstimatorCheckpoint(
-        network=nets.NetworkConfig.from_dict(document['network']),
+        network=nets.EstimatorNetConfig.from_dict(document['network']),
         num_actions=int(document['num_actions']),
         obs_shape=tuple(int(s) for s in document['obs_shape']),
         obs_dtype=str(np.dtype(document['obs_dtype'])),
@@ -308,7 +308,7 @@ def convert(old_path: str, new_path: str) -> None:
   a config without `phi_encoder` reads as 'full', as it did)."""
   p = _read_pickle_checkpoint(old_path)
   try:
-    network = nets.NetworkConfig.from_dict(p['network'])
+    network = nets.EstimatorNetConfig.from_dict(p['network'])
     fields = (p['num_actions'], p['obs_shape'], p['obs_dtype'], p['psi'], p['phi'], p['metadata'])
   except (KeyError, TypeError, ValueError) as e:
     raise CheckpointError(f'cannot convert {old_path}: malformed ({_one_line(e)})') from e
@@ -329,14 +329,24 @@ def describe(path: str) -> Dict[str, Any]:
   }
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('info', None, 'PATH: print the metadata and parameter shapes',
+                      flag_values=fv)
+  flags.DEFINE_string('convert', None, 'OLD NEW: rewrite an old pickle checkpoint (trusted only) '
+                      'in the npz format', flag_values=fv)
+
+
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog='python -m estimators.checkpoint',
-                                   description='Inspect or convert estimator checkpoints.')
-  group = parser.add_mutually_exclusive_group(required=True)
-  group.add_argument('--info', metavar='PATH', help='print the metadata and parameter shapes')
-  group.add_argument('--convert', nargs=2, metavar=('OLD', 'NEW'),
-                     help='rewrite an old pickle checkpoint (trusted only) in the npz format')
-  args = parser.parse_args(argv)
+  args, rest = cli.parse(define_flags, argv, prog='python -m estimators.checkpoint',
+                         description='Inspect or convert estimator checkpoints.',
+                         positional='(NEW, after --convert OLD)')
+  if (args.info is None) == (args.convert is None):
+    cli.fail('give one of --info PATH and --convert OLD NEW')
+  if args.convert is not None and len(rest) != 1 or args.info is not None and rest:
+    cli.fail('--convert takes OLD NEW' if args.convert is not None else
+             f'unexpected arguments: {" ".join(rest)}')
+  if args.convert is not None:
+    args.convert = [args.convert, rest[0]]
   try:
     if args.info:
       print(json.dumps(describe(args.info), indent=2, sort_keys=True))

@@ -6,9 +6,10 @@ phi encodes one observation and outputs one logit per action (sigmoid = reversib
 by default (`phi_encoder='torso'`, the paper's form) its own encoder is psi's conv layers only
 (separate weights; nothing for vectors), without psi's MLP/embedding layers.
 
-The architecture is described by a typed `NetworkConfig`, stored in checkpoints so that a saved
-estimator can be rebuilt with one call. Each environment's network is in its preset
-(envs.presets; Appendix C).
+The architecture is described by a typed `EstimatorNetConfig` (the estimator network; the agent's
+is agents.networks.PolicyNetConfig, the policy network), stored in checkpoints so that a saved
+estimator can be rebuilt with one call. Each environment's estimator network is in its preset
+(envs.presets, `estimator_network`; Appendix C).
 """
 import dataclasses
 from typing import Optional, Sequence, Tuple
@@ -25,8 +26,9 @@ PSI_FUSIONS = ('siamese', 'early')
 
 
 @dataclasses.dataclass(frozen=True)
-class NetworkConfig:
-  """What the encoder and heads look like. `torso='mlp'` for vectors, `'conv'` for images."""
+class EstimatorNetConfig:
+  """The estimator network (psi and phi): what the encoder and heads look like. `torso='mlp'`
+  for vectors, `'conv'` for images."""
   torso: str = 'mlp'
   mlp_sizes: Tuple[int, ...] = (64, 64)        # encoder MLP (torso='mlp')
   conv_channels: Tuple[int, ...] = ()          # encoder convs, 3x3 (torso='conv')
@@ -78,17 +80,21 @@ class NetworkConfig:
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
-def default_config(name: str) -> NetworkConfig:
+# The name programs pickled by older versions refer to (a restarted node unpickles them).
+NetworkConfig = EstimatorNetConfig
+
+
+def default_estimator_config(name: str) -> EstimatorNetConfig:
   """The psi/phi network of environment `name`'s preset (envs.presets), or of a named variant
   ('sokoban_paper': the paper's, App. C.3); envs.presets.PresetError (one line) for a name
   without one."""
-  return NetworkConfig(**presets.estimator_network(name))
+  return EstimatorNetConfig(**presets.estimator_network(name))
 
 
 class Encoder(hk.Module):
   """Embeds a batch of observations [B, ...] into vectors [B, D]."""
 
-  def __init__(self, config: NetworkConfig, name: str = 'encoder', torso_only: bool = False):
+  def __init__(self, config: EstimatorNetConfig, name: str = 'encoder', torso_only: bool = False):
     """torso_only: convs only (conv torso) / just a flatten (mlp torso), no embedding."""
     super().__init__(name=name)
     self._config = config
@@ -118,7 +124,7 @@ class Encoder(hk.Module):
     return x
 
 
-def _psi_logits(config: NetworkConfig, x: jnp.ndarray, x_next: jnp.ndarray,
+def _psi_logits(config: EstimatorNetConfig, x: jnp.ndarray, x_next: jnp.ndarray,
                 is_training: bool) -> jnp.ndarray:
   encoder = Encoder(config)
   if config.psi_fusion == 'early':
@@ -132,7 +138,7 @@ def _psi_logits(config: NetworkConfig, x: jnp.ndarray, x_next: jnp.ndarray,
   return hk.Linear(1, name='psi_out')(h)[..., 0]
 
 
-def _phi_logits(config: NetworkConfig, num_actions: int, x: jnp.ndarray) -> jnp.ndarray:
+def _phi_logits(config: EstimatorNetConfig, num_actions: int, x: jnp.ndarray) -> jnp.ndarray:
   h = Encoder(config, name='phi_encoder', torso_only=config.phi_encoder == 'torso')(x)
   for size in config.phi_hidden_sizes:
     h = jax.nn.relu(hk.Linear(size)(h))
@@ -143,7 +149,7 @@ def _phi_logits(config: NetworkConfig, num_actions: int, x: jnp.ndarray) -> jnp.
 class Estimators:
   """Pure functions: psi_apply(params, rng, x, x', is_training) -> logits [B];
   phi_apply(params, x) -> logits [B, A]. rng may be None when is_training is False."""
-  config: NetworkConfig
+  config: EstimatorNetConfig
   num_actions: int
   psi_init: callable
   psi_apply: callable
@@ -151,7 +157,7 @@ class Estimators:
   phi_apply: callable
 
 
-def make_estimators(config: NetworkConfig, num_actions: int) -> Estimators:
+def make_estimators(config: EstimatorNetConfig, num_actions: int) -> Estimators:
   psi = hk.transform(lambda x, y, is_training: _psi_logits(config, x, y, is_training))
   phi = hk.without_apply_rng(hk.transform(lambda x: _phi_logits(config, num_actions, x)))
   return Estimators(config, num_actions,

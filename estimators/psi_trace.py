@@ -21,7 +21,6 @@ budgets, unwritable outputs) is one line on stderr, exit 2. Python callers: `tra
 dict (its 'observations' array feeds `draw`), `draw(trace_dict, out_path)`,
 `write_json(trace_dict, path)`.
 """
-import argparse
 import io
 import math
 import os
@@ -29,8 +28,9 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from absl import flags
 
-from envs import paths, quiet, sokoban_solver
+from envs import cli, paths, quiet, sokoban_solver
 
 MAX_FRAMES = 16
 LABEL_COLOURS = {'irreversible': 'tab:red', 'reversible': '0.6', 'unknown': 'black'}
@@ -245,29 +245,19 @@ def write_json(trace_dict: Dict[str, Any], path: str) -> str:
 # Command line
 # ------------------------------------------------------------------------------------------- #
 
-class _Parser(argparse.ArgumentParser):
-  """Usage errors as one line (exit 2), like the project's other CLIs."""
-
-  def error(self, message):
-    print(f'error: {message}', file=sys.stderr)
-    sys.exit(2)
-
-
-def build_parser() -> argparse.ArgumentParser:
-  p = _Parser(prog='python -m estimators.psi_trace', description=__doc__.split('\n')[0])
-  p.add_argument('--checkpoint', required=True, help='estimator checkpoint with psi')
-  p.add_argument('--levels', default='default', help="'default' or a Boxoban/XSB level file")
-  p.add_argument('--level', type=int, default=0, help='level index in --levels')
-  p.add_argument('--max_solution_steps', type=int, default=120,
-                 help='longest solution accepted, in moves (the env time limit is 120)')
-  p.add_argument('--max_search_nodes', type=int, default=200_000,
-                 help='states the solver may expand before giving up')
-  p.add_argument('--oracle_expansions', type=int, default=100_000,
-                 help="oracle search budget per step (past it, the label is 'unknown')")
-  p.add_argument('--beta', type=float, default=0.9, help='psi threshold drawn and scored')
-  p.add_argument('--out', help='PNG figure to write')
-  p.add_argument('--json', help='JSON trace to write')
-  return p
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('checkpoint', None, 'estimator checkpoint with psi', flag_values=fv)
+  flags.DEFINE_string('levels', 'default', "'default' or a Boxoban/XSB level file", flag_values=fv)
+  flags.DEFINE_integer('level', 0, 'level index in --levels', flag_values=fv)
+  flags.DEFINE_integer('max_solution_steps', 120, 'longest solution accepted, in moves (the env '
+                       'time limit is 120)', flag_values=fv)
+  flags.DEFINE_integer('max_search_nodes', 200_000, 'states the solver may expand before giving '
+                       'up', flag_values=fv)
+  flags.DEFINE_integer('oracle_expansions', 100_000, 'oracle search budget per step (past it, the '
+                       "label is 'unknown')", flag_values=fv)
+  flags.DEFINE_float('beta', 0.9, 'psi threshold drawn and scored', flag_values=fv)
+  flags.DEFINE_string('out', None, 'PNG figure to write', flag_values=fv)
+  flags.DEFINE_string('json', None, 'JSON trace to write', flag_values=fv)
 
 
 def _check_outputs(paths: Sequence[Optional[str]]) -> None:
@@ -283,7 +273,8 @@ def _check_outputs(paths: Sequence[Optional[str]]) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-  args = build_parser().parse_args(argv)
+  args, _ = cli.parse(define_flags, argv, prog='python -m estimators.psi_trace',
+                      description=__doc__.split('\n')[0], required=('checkpoint',))
   quiet.quiet_startup()   # gym prints a notice on stderr when first imported (Sokoban env)
   try:
     _check_outputs((args.out, args.json))

@@ -141,9 +141,9 @@ def _ints(values, name) -> Tuple[int, ...]:
 
 def network_config(preset: str, mlp_sizes=None, conv_channels=None, conv_strides=None,
                    dropout=None, conv_padding=None, psi_fusion=None):
-  """The preset's NetworkConfig with the given overrides applied."""
+  """The preset's EstimatorNetConfig with the given overrides applied."""
   from estimators import networks as nets
-  config = nets.default_config(preset)
+  config = nets.default_estimator_config(preset)
   changes: Dict[str, Any] = {}
   if mlp_sizes:
     changes['mlp_sizes'] = _ints(mlp_sizes, 'mlp_sizes')

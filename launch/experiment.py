@@ -10,10 +10,12 @@ after Ctrl-C, a crash or the end of a session, the same command goes on where it
 At the end (and with --report_only) the runs are aggregated over seeds into OUT/table.json,
 OUT/table.md and OUT/curves_steps.png / curves_wall.png.
 """
-import argparse
 import os
 import sys
 
+from absl import flags
+
+from envs import cli
 from launch.experiments import registry
 from launch.experiments.runner import (
   report,
@@ -27,19 +29,27 @@ from launch.experiments.spec import SCALES
 from launch.runtime import run_state
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_enum('scale', 'small', list(SCALES), 'Scale of every run.', flag_values=fv)
+  flags.DEFINE_integer('seeds', 3, 'Seeds of every arm.', flag_values=fv)
+  flags.DEFINE_string('out', None, 'output directory (default: results/NAME)', flag_values=fv)
+  flags.DEFINE_integer('max_steps', None, 'override the env steps of every training run (a '
+                       'shorter or longer budget)', flag_values=fv)
+  flags.DEFINE_string('only', '', 'comma-separated shell patterns of step names to run '
+                      '(e.g. "impala-s*"); the others are left as they are (default: every step)',
+                      flag_values=fv)
+  flags.DEFINE_bool('list', False, 'print the steps and their state, run nothing', flag_values=fv)
+  flags.DEFINE_bool('report_only', False, 'only aggregate what has run', flag_values=fv)
+
+
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument('name', help=f'experiment: {", ".join(sorted(registry.EXPERIMENTS))}')
-  p.add_argument('--scale', default='small', choices=SCALES)
-  p.add_argument('--seeds', type=int, default=3)
-  p.add_argument('--out', default=None, help='output directory (default: results/NAME)')
-  p.add_argument('--max_steps', type=int, default=None,
-                 help='override the env steps of every training run (a shorter or longer budget)')
-  p.add_argument('--only', default='', help='comma-separated shell patterns of step names to run '
-                 '(e.g. "impala-s*"); the others are left as they are (default: every step)')
-  p.add_argument('--list', action='store_true', help='print the steps and their state, run nothing')
-  p.add_argument('--report_only', action='store_true', help='only aggregate what has run')
-  args = p.parse_args(argv)
+  args, names = cli.parse(define_flags, argv, prog='python -m launch.experiment',
+                          description=__doc__.splitlines()[0],
+                          positional=f'NAME ({", ".join(sorted(registry.EXPERIMENTS))})')
+  if len(names) != 1:
+    cli.fail(f'expected one experiment NAME ({", ".join(sorted(registry.EXPERIMENTS))}), got '
+             f'{" ".join(names) or "none"}')
+  args.name = names[0]
   try:
     exp = registry.get(args.name)
     if args.seeds < 1:

@@ -6,9 +6,12 @@ checkpoint, so the offline tools (`estimators.evaluate`, `estimators.predict`) c
 The paper freezes the online classifier of reward-free Cartpole and draws its predictions
 (Fig. 3b/3c); this takes the learner's last checkpoint (RUN_DIR/checkpoints/precedence_learner).
 """
-import argparse
 import os
 import sys
+
+from absl import flags
+
+from envs import cli
 
 
 class ExportError(ValueError):
@@ -32,7 +35,7 @@ def export(run_dir: str, out: str) -> dict:
   if cfg.estimator_checkpoint or cfg.reversibility.mode == 'none':
     raise ExportError(f'{run_dir} trained no estimator online (mode none, or a frozen checkpoint)')
   ckpt_dir = os.path.join(run_dir, 'checkpoints', 'precedence_learner')
-  network, train_config = cfg.network, cfg.estimator_train
+  network, train_config = cfg.estimator_network, cfg.estimator_train
   try:
     env = envs.make(cfg.env, seed=0, **cfg.env_options)
   except (KeyError, TypeError, ValueError) as e:
@@ -58,13 +61,16 @@ def export(run_dir: str, out: str) -> dict:
           'has_phi': bool(train_config.train_phi)}
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('run_dir', None, 'a launch.train run with online estimators', flag_values=fv)
+  flags.DEFINE_string('out', None, 'estimator checkpoint file to write', flag_values=fv)
+
+
 def main(argv=None):
   from envs import quiet
   quiet.quiet_startup()
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument('--run_dir', required=True, help='a launch.train run with online estimators')
-  p.add_argument('--out', required=True, help='estimator checkpoint file to write')
-  args = p.parse_args(argv)
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.export_estimators',
+                      description=__doc__.splitlines()[0], required=('run_dir', 'out'))
   out_dir = os.path.dirname(os.path.abspath(args.out))
   try:
     if not os.path.isdir(out_dir):

@@ -11,7 +11,6 @@ row of each actor (a 20M-step Sokoban run logs ~170k episodes: ~11 MB in full, ~
 --actor_every 8 --digits 3, and curves averaged over hundreds of episodes barely move).
 Nothing in the source run is changed.
 """
-import argparse
 import csv
 import glob
 import os
@@ -19,7 +18,9 @@ import shutil
 import sys
 from typing import List, Optional, Sequence
 
-from envs import paths
+from absl import flags
+
+from envs import cli, paths
 
 ACTOR_COLUMNS = ('actor_steps', 'unix_time', 'env_index', 'episode_length', 'episode_return',
                  'solved', 'boxes_on_target', 'intrinsic_return', 'penalised_steps', 'max_psi',
@@ -96,19 +97,26 @@ def export_run(run_dir: str, out: str, actor_columns: Sequence[str],
   return written
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('out', None, 'destination run directory (must hold no logs yet)',
+                      flag_values=fv)
+  flags.DEFINE_string('actor_columns', ','.join(ACTOR_COLUMNS),
+                      'columns kept from actor episode logs', flag_values=fv)
+  flags.DEFINE_string('node_columns', ','.join(NODE_COLUMNS),
+                      'columns kept from learner and precedence logs', flag_values=fv)
+  flags.DEFINE_integer('actor_every', 1, 'keep every N-th episode row of each actor log (1: all)',
+                       flag_values=fv)
+  flags.DEFINE_integer('digits', None, 'decimals kept in numbers (default: as logged)',
+                       flag_values=fv)
+
+
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument('run_dir', help='the run directory to export')
-  p.add_argument('--out', required=True, help='destination run directory (must hold no logs yet)')
-  p.add_argument('--actor_columns', default=','.join(ACTOR_COLUMNS),
-                 help='columns kept from actor episode logs')
-  p.add_argument('--node_columns', default=','.join(NODE_COLUMNS),
-                 help='columns kept from learner and precedence logs')
-  p.add_argument('--actor_every', type=int, default=1,
-                 help='keep every N-th episode row of each actor log (1: all)')
-  p.add_argument('--digits', type=int, default=None,
-                 help='decimals kept in numbers (default: as logged)')
-  args = p.parse_args(argv)
+  args, run_dirs = cli.parse(define_flags, argv, prog='python -m launch.export_logs',
+                             description=__doc__.splitlines()[0],
+                             positional='RUN_DIR (the run directory to export)', required=('out',))
+  if len(run_dirs) != 1:
+    cli.fail(f'expected one RUN_DIR (the run directory to export), got {len(run_dirs)}')
+  args.run_dir = run_dirs[0]
   try:
     for line in export_run(args.run_dir, args.out, args.actor_columns.split(','),
                            args.node_columns.split(','), args.actor_every, args.digits):

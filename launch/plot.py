@@ -12,20 +12,14 @@ even grid of env steps (or wall time), each point the mean over a trailing windo
 of the x range. The default metrics are those of DEFAULT_METRICS that any run logs; a run that
 does not log a metric (intrinsic_return of a run without RAE) is left out of that subplot.
 """
-import argparse
 import sys
 from typing import Dict, List
 
+from absl import flags
+
+from envs import cli
 from launch.analysis import aggregate as aggregation
 from launch.analysis.plot import DEFAULT_METRICS, plot_runs
-
-
-class _Parser(argparse.ArgumentParser):
-  """Usage errors as one line (exit 2), like the project's other CLIs."""
-
-  def error(self, message):
-    print(f'error: {message}', file=sys.stderr)
-    sys.exit(2)
 
 
 def parse_group(spec: str) -> tuple:
@@ -54,21 +48,26 @@ def groups_from_args(args) -> Dict[str, List[str]]:
   return {'runs': args.run_dirs}
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('out', None, 'PNG to write', flag_values=fv)
+  flags.DEFINE_string('metrics', None, 'comma-separated metrics (default: those of '
+                      f'{",".join(DEFAULT_METRICS)} that the runs log)', flag_values=fv)
+  flags.DEFINE_enum('x', 'actor_steps', list(aggregation.X_AXES), 'x axis of the curves',
+                    flag_values=fv)
+  flags.DEFINE_bool('aggregate', False, 'one mean line with a 95% band over all the runs',
+                    flag_values=fv)
+  flags.DEFINE_multi_string('group', [], 'LABEL=RUN_DIR,...: one mean line with a 95% band per '
+                            'group (repeatable)', flag_values=fv)
+  flags.DEFINE_float('smooth', aggregation.DEFAULT_SMOOTH, 'trailing window of each point, as a '
+                     'fraction of the x range', flag_values=fv)
+  flags.DEFINE_string('title', None, 'title of the figure', flag_values=fv)
+
+
 def main(argv=None) -> int:
-  parser = _Parser(prog='python -m launch.plot', description=__doc__.split('\n')[0])
-  parser.add_argument('run_dirs', nargs='*', metavar='RUN_DIR')
-  parser.add_argument('--out', required=True, help='PNG to write')
-  parser.add_argument('--metrics', help='comma-separated metrics (default: those of '
-                      f'{",".join(DEFAULT_METRICS)} that the runs log)')
-  parser.add_argument('--x', default='actor_steps', choices=aggregation.X_AXES)
-  parser.add_argument('--aggregate', action='store_true',
-                      help='one mean line with a 95%% band over all the runs')
-  parser.add_argument('--group', action='append', default=[], metavar='LABEL=RUN_DIR,...',
-                      help='one mean line with a 95%% band per group (repeatable)')
-  parser.add_argument('--smooth', type=float, default=aggregation.DEFAULT_SMOOTH,
-                      help='trailing window of each point, as a fraction of the x range')
-  parser.add_argument('--title')
-  args = parser.parse_args(argv)
+  args, run_dirs = cli.parse(define_flags, argv, prog='python -m launch.plot',
+                             description=__doc__.split('\n')[0], positional='[RUN_DIR ...]',
+                             required=('out',))
+  args.run_dirs = run_dirs
   try:
     groups = groups_from_args(args)
     metrics = [m for m in args.metrics.split(',') if m] if args.metrics else None

@@ -86,7 +86,7 @@ def config_from_flags():
   episode_limit = options.get('max_steps', _default_option(env_name, 'max_steps')) or 200
 
   from estimators import networks as est_nets
-  network = est_nets.default_config(env_name)
+  estimator_network = est_nets.default_estimator_config(env_name)
   checkpoint = run.get('estimator_checkpoint')
   if checkpoint:
     # Validate here, in the launcher, so a bad checkpoint is one line and not a dead node.
@@ -97,7 +97,7 @@ def config_from_flags():
                                     env_name)
     if mode == 'rac' and ckpt.phi_params is None:
       raise ValueError(f'{checkpoint} holds no phi (train it with --phi) and --mode rac needs phi')
-    network = ckpt.network
+    estimator_network = ckpt.network
   from agents import networks as agent_networks
   policy_network = agent_networks.default_policy_config(
       env_name, len(env.observation_spec().shape) == 3)
@@ -119,7 +119,7 @@ def config_from_flags():
           env_name, mode, episode_limit, {'seed': run['seed'], **given['estimator_train']})))
   return _section('', lambda: cfg_lib.RunConfig(
       **{**run, 'env_options': options, 'run_dir': os.path.abspath(run_dir)}, **sections,
-      network=network, policy_network=policy_network))
+      estimator_network=estimator_network, policy_network=policy_network))
 
 
 def check_launch_type_flags() -> None:

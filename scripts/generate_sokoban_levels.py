@@ -14,7 +14,6 @@ the existing file is parsed; complete levels are kept and generation resumes aft
     nice -n 19 .venv/bin/python scripts/generate_sokoban_levels.py            # 1000 levels
     .venv/bin/python scripts/generate_sokoban_levels.py -n 3 -o /tmp/three.txt
 """
-import argparse
 import os
 import random
 import sys
@@ -22,9 +21,11 @@ import time
 import warnings
 
 import numpy as np
+from absl import flags
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
+from envs import cli  # pylint: disable=wrong-import-position
 from envs import levels as levels_lib  # pylint: disable=wrong-import-position
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, 'envs', 'data',
@@ -87,18 +88,23 @@ def existing_levels(path: str, first: int = 0):
   return len(good)
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_integer('num_levels', 1000, 'levels in the set', short_name='n', flag_values=fv)
+  flags.DEFINE_alias('num-levels', 'num_levels', flag_values=fv)
+  flags.DEFINE_string('out', DEFAULT_OUT, 'level file to write (resumed where it stops)',
+                      short_name='o', flag_values=fv)
+  flags.DEFINE_integer('seed', 0, 'seed of the set', flag_values=fv)
+  flags.DEFINE_integer('boxes', 4, 'boxes per level', flag_values=fv)
+  flags.DEFINE_integer('size', 10, 'rows and columns of a level', flag_values=fv)
+  flags.DEFINE_bool('fresh', False, 'overwrite instead of resuming', flag_values=fv)
+  flags.DEFINE_integer('first', 0, 'index of the first level in --out (to generate a shard of the '
+                       'set in parallel: level i depends only on (seed, i); concatenate shards '
+                       'after)', flag_values=fv)
+
+
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('-n', '--num-levels', type=int, default=1000)
-  parser.add_argument('-o', '--out', default=DEFAULT_OUT)
-  parser.add_argument('--seed', type=int, default=0)
-  parser.add_argument('--boxes', type=int, default=4)
-  parser.add_argument('--size', type=int, default=10)
-  parser.add_argument('--fresh', action='store_true', help='overwrite instead of resuming')
-  parser.add_argument('--first', type=int, default=0,
-                      help='index of the first level in --out (to generate a shard of the set in '
-                           'parallel: level i depends only on (seed, i); concatenate shards after)')
-  args = parser.parse_args(argv)
+  args, _ = cli.parse(define_flags, argv, prog='scripts/generate_sokoban_levels.py',
+                      description=__doc__.split('\n')[0])
 
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
   out = os.path.abspath(args.out)

@@ -48,7 +48,7 @@ def untrained_estimator_checkpoint(tmp_path):
 
     from estimators import checkpoint
     from estimators import networks as nets
-    config = nets.default_config(env)
+    config = nets.default_estimator_config(env)
     est = nets.make_estimators(config, num_actions)
     x = np.zeros((2, *obs_shape), dtype)
     path = str(tmp_path / f'{env}.ckpt')

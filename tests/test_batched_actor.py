@@ -26,7 +26,7 @@ def _setup(mode):
   spec = specs.make_environment_spec(_env(0))
   nets = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))
   policy = acting.FixedParams(nets.unroll_init_fn(jax.random.PRNGKey(1), agent_networks.DUMMY_CORE_STATE))
-  est = est_nets.make_estimators(est_nets.default_config('cartpole'), 2)
+  est = est_nets.make_estimators(est_nets.default_estimator_config('cartpole'), 2)
   state = est_training.init_state(est, est_training.TrainConfig(train_phi=True), np.zeros(4, np.float32))
   estimator = acting.FixedParams((state.psi_params, state.phi_params))
   return spec, nets, policy, est, estimator

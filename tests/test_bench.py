@@ -107,7 +107,7 @@ def test_estimators_bench_times_the_real_path_and_the_bare_loop():
   flat = estimators_bench.random_flat('cartpole', 20)
   assert len(flat.lengths) == 20 and len(flat.observations) == int(flat.lengths.sum())
   from estimators import networks as nets
-  out = estimators_bench.measure_throughput('cartpole_mlp', nets.default_config('cartpole'), flat,
+  out = estimators_bench.measure_throughput('cartpole_mlp', nets.default_estimator_config('cartpole'), flat,
                                             5, 8, 2, 0.05, 2)
   assert out['real_pairs_per_s'] > 0 and out['bare_pairs_per_s'] > 0
   assert out['ratio_real_to_bare'] == out['real_pairs_per_s'] / out['bare_pairs_per_s']

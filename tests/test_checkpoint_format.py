@@ -24,7 +24,7 @@ TURF = ('turf', (10, 10, 3), np.uint8, 4)
 def _trained_like(spec, seed=0):
   """Real Haiku params of the env's default networks, and a batch to run them on."""
   env, shape, dtype, num_actions = spec
-  config = nets.default_config(env)
+  config = nets.default_estimator_config(env)
   est = nets.make_estimators(config, num_actions)
   rng = np.random.default_rng(seed)
   x = (rng.integers(0, 256, (3,) + shape) if dtype == np.uint8
@@ -56,7 +56,7 @@ def _write_npz(path, **arrays):
 
 
 def _meta(**fields):
-  doc = {'format': checkpoint.FORMAT, 'network': nets.default_config('cartpole').to_dict(),
+  doc = {'format': checkpoint.FORMAT, 'network': nets.default_estimator_config('cartpole').to_dict(),
          'num_actions': 2, 'obs_shape': [4], 'obs_dtype': 'float32', 'metadata': {},
          'has_phi': False}
   doc.update(fields)
@@ -122,7 +122,7 @@ def test_file_is_a_plain_npz_with_one_array_per_leaf(tmp_path):
   assert 'psi/encoder%2Flinear/w' in files and 'phi/phi_out/b' in files
   assert len(files) == 1 + len(jax.tree_util.tree_leaves(psi)) + len(jax.tree_util.tree_leaves(phi))
   assert doc['format'] == 'noturningback-estimators/2' and doc['has_phi'] is True
-  assert nets.NetworkConfig.from_dict(doc['network']) == config
+  assert nets.EstimatorNetConfig.from_dict(doc['network']) == config
 
 
 def test_psi_only_checkpoint(tmp_path):
@@ -141,7 +141,7 @@ def test_arbitrary_nesting_and_awkward_keys_round_trip(tmp_path):
          'deep': {'er': {'still': {'x': np.ones((2, 2), np.float64)}}},
          'flags': {'on': np.array([True, False])}}
   path = str(tmp_path / 'odd.ckpt')
-  checkpoint.save(path, nets.default_config('cartpole'), 2, (4,), 'float32', psi, None)
+  checkpoint.save(path, nets.default_estimator_config('cartpole'), 2, (4,), 'float32', psi, None)
   _assert_same_tree(checkpoint.load(path).psi_params, psi)
 
 
@@ -156,7 +156,7 @@ def test_save_refuses_what_could_not_come_back_and_keeps_the_old_file(tmp_path, 
   path = tmp_path / 'keep.ckpt'
   path.write_bytes(b'previous checkpoint')
   with pytest.raises(checkpoint.CheckpointError, match=contains):
-    checkpoint.save(str(path), nets.default_config('cartpole'), 2, (4,), 'float32', psi, None)
+    checkpoint.save(str(path), nets.default_estimator_config('cartpole'), 2, (4,), 'float32', psi, None)
   assert path.read_bytes() == b'previous checkpoint'
   assert os.listdir(tmp_path) == ['keep.ckpt']
 
@@ -269,7 +269,7 @@ def test_wrong_format_tag(tmp_path):
 
 def test_convert_cli_turns_an_old_pickle_into_a_loadable_checkpoint(tmp_path):
   config, est, psi, phi, x = _trained_like(TURF)
-  old_config = nets.NetworkConfig.from_dict(
+  old_config = nets.EstimatorNetConfig.from_dict(
       {k: v for k, v in config.to_dict().items() if k != 'phi_encoder'})
   assert old_config.phi_encoder == 'full'  # format-1 files predating the field meant 'full'
   network_dict = old_config.to_dict()

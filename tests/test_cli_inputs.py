@@ -81,13 +81,13 @@ def test_train_refuses_a_conv_preset_on_vector_observations(cliff, tmp_path):
 
 def test_network_fit_rules():
   """Conv torsos need images big enough for their 3x3 VALID convs; MLPs take any numbers."""
-  turf, sokoban = nets.default_config('turf'), nets.default_config('sokoban_paper')
+  turf, sokoban = nets.default_estimator_config('turf'), nets.default_estimator_config('sokoban_paper')
   train.check_network_fits('turf', turf, (10, 10, 3), 'uint8', explicit=True)
   train.check_network_fits('sokoban', sokoban, (7, 7, 3), 'uint8', explicit=True)
   # SAME convs (the Sokoban preset) take any image.
-  train.check_network_fits('sokoban', nets.default_config('sokoban'), (3, 3, 3), 'uint8',
+  train.check_network_fits('sokoban', nets.default_estimator_config('sokoban'), (3, 3, 3), 'uint8',
                            explicit=True)
-  train.check_network_fits('cliff', nets.default_config('cliff'), (10, 10, 3), 'uint8',
+  train.check_network_fits('cliff', nets.default_estimator_config('cliff'), (10, 10, 3), 'uint8',
                            explicit=True)
   with pytest.raises(train.TrainError, match=r'images of at least 7x7 .*\[6, 6, 3\] uint8'):
     train.check_network_fits('turf', turf, (6, 6, 3), 'uint8', explicit=True)

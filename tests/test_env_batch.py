@@ -113,7 +113,7 @@ def test_loop_writes_the_same_with_the_vectorised_sokoban(mode):
   """RAE's penalty scores each transition with psi(before, after), RAC's shield acts on phi of the
   new observation, so both see whether the batch hands the loop the right observations."""
   seeds, options = [21, 22, 23, 24, 25], {'max_steps': 6}
-  est = est_nets.make_estimators(est_nets.default_config('sokoban'), 4)
+  est = est_nets.make_estimators(est_nets.default_estimator_config('sokoban'), 4)
   state = est_training.init_state(est, est_training.TrainConfig(train_phi=True),
                                   np.zeros((10, 10, 3), np.uint8))
   source = acting.FixedParams((state.psi_params, state.phi_params))

@@ -95,7 +95,7 @@ def test_train_cli_cartpole_writes_a_checkpoint_that_rebuilds_the_net(data_dir):
   assert proc.returncode == 0, proc.stderr
   assert 'saved' in proc.stdout
   ckpt = checkpoint.load(out)
-  assert ckpt.network == nets.default_config('cartpole')
+  assert ckpt.network == nets.default_estimator_config('cartpole')
   assert ckpt.num_actions == 2 and ckpt.obs_shape == (4,) and ckpt.obs_dtype == 'float32'
   m = ckpt.metadata
   assert m['env_name'] == 'cartpole' and m['window'] == 50 and m['dataset_episodes'] == 200
@@ -114,7 +114,7 @@ def test_train_cli_cartpole_writes_a_checkpoint_that_rebuilds_the_net(data_dir):
 
 def test_train_in_process_turf_checkpoint_and_overrides(data_dir, turf_ckpt):
   ckpt = checkpoint.load(turf_ckpt)
-  assert ckpt.network == nets.default_config('turf')
+  assert ckpt.network == nets.default_estimator_config('turf')
   assert ckpt.obs_shape == (10, 10, 3) and ckpt.obs_dtype == 'uint8' and ckpt.num_actions == 4
   assert ckpt.metadata['network_preset'] == 'turf' and ckpt.phi_params is not None
   # Network overrides and psi-only training (no phi in the checkpoint).
@@ -316,8 +316,8 @@ def test_predict_errors(turf_ckpt, tmp_path):
 # --------------------------------------------------------------------------------------------- #
 
 @pytest.mark.parametrize('network', [
-    nets.NetworkConfig(torso='mlp', mlp_sizes=(8,), phi_hidden_sizes=(8,)),
-    nets.NetworkConfig(torso='conv', conv_channels=(4,), conv_strides=(1,), embedding_size=8,
+    nets.EstimatorNetConfig(torso='mlp', mlp_sizes=(8,), phi_hidden_sizes=(8,)),
+    nets.EstimatorNetConfig(torso='conv', conv_channels=(4,), conv_strides=(1,), embedding_size=8,
                        phi_hidden_sizes=(8,)),
 ], ids=['mlp_scan', 'conv_loop'])
 def test_steps_per_call_equals_single_steps_and_phases_train_their_own_net(network):

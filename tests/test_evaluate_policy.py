@@ -244,7 +244,7 @@ def _untrained_psi(path, cfg):
   from estimators import networks as est_nets
   from estimators import training
   spec = builder.environment_spec(cfg)
-  network = est_nets.default_config('sokoban')
+  network = est_nets.default_estimator_config('sokoban')
   est = est_nets.make_estimators(network, spec.actions.num_values)
   obs = np.zeros(spec.observations.shape, spec.observations.dtype)
   state = training.init_state(est, training.TrainConfig(), obs)

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
+from envs import cli
 from launch.experiments import (
-  cli,
   psi_ablation,
   runner,
   single_process,
@@ -22,18 +22,27 @@ from launch.experiments import (
 from launch.runtime import run_state
 
 
-def test_absl_spellings_parse():
-  import argparse
-  p = argparse.ArgumentParser()
-  cli.add_bool(p, 'stop', True, '')
-  cli.add_bool(p, 'centre', None, '')
-  assert p.parse_args([]).stop is True and p.parse_args([]).centre is None
-  assert p.parse_args(['--nostop', '--centre']).stop is False
-  assert p.parse_args(['--stop=false', '--centre=true']).stop is False
-  assert p.parse_args(['--nocentre']).centre is False
-  with pytest.raises(SystemExit):
-    p.parse_args(['--stop=maybe'])
-  assert cli.comma_list('37, 7,1') == ['37', '7', '1'] and cli.comma_list('') == []
+def test_absl_spellings_parse(capsys):
+  from absl import flags
+
+  def define(fv):
+    flags.DEFINE_bool('stop', True, '', flag_values=fv)
+    flags.DEFINE_bool('centre', None, '', flag_values=fv)
+    flags.DEFINE_list('levels', ['1'], '', flag_values=fv)
+
+  parse = lambda argv: cli.parse(define, argv, prog='p')[0]  # noqa: E731
+  assert parse([]).stop is True and parse([]).centre is None
+  assert parse(['--nostop', '--centre']).stop is False
+  assert parse(['--stop=false', '--centre=true']).stop is False
+  assert parse(['--nocentre']).centre is False
+  assert parse(['--levels', '37, 7,1']).levels == ['37', '7', '1']
+  assert parse(['--levels=']).levels == []
+  for bad in (['--stop=maybe'], ['--nope'], ['positional']):
+    with pytest.raises(SystemExit) as e:
+      parse(bad)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith('error: '), err
 
 
 def test_gate_command_lines_and_steps():

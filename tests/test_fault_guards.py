@@ -69,7 +69,7 @@ def test_a_non_finite_update_is_skipped_counted_and_a_run_of_them_stops_the_lear
 
 
 def test_a_non_finite_estimator_update_is_dropped():
-  est = est_nets.make_estimators(est_nets.default_config('cartpole'), 2)
+  est = est_nets.make_estimators(est_nets.default_estimator_config('cartpole'), 2)
   config = training.TrainConfig(window=4, batch_size=8)
   obs = np.zeros((16, 4), np.float32)
   state = training.init_state(est, config, obs[0])

@@ -1,20 +1,25 @@
-"""The project's import graph: no cycle, no import up the layers, flags only in entry modules.
+"""The project's import graph: no cycle, no import up the layers, flags only in entry modules;
+one CLI style (absl flags); each knob of a run one home.
 
 Layers, bottom to top: envs/ -> estimators/ -> agents/ -> launch/ -> bench/ (a module may import
 its own layer and those below). Inside launch/, the sub-packages (program/, runtime/, cluster/,
 experiments/, analysis/) never import an entry module of launch/ (train, collect, ...): an entry
 module defines its absl flags at import time, and a replica that imported one would carry them
-(the cycle cluster <-> train was that). A run's life calls down one way: lifecycle -> summary ->
+(and a cycle cluster <-> train would follow). A run's life calls down one way: lifecycle -> summary ->
 run_state. The builder (what the agent is) knows nothing of Launchpad or the run directory; the
 layout (how it is distributed) builds the agent's parts only through it. Every import counts,
 also those inside functions. The per-environment presets (envs.presets) sit at the bottom, in
 envs/, as plain values: every layer reads them (the offline estimator CLI, the policy network,
-launch.train), so they may import nothing above envs/.
+launch.train), so they may import nothing above envs/. Every command parses absl flags, and
+every setting of a run is one field of one config dataclass under RunConfig with one generated
+flag.
 """
 import ast
+import dataclasses
 import os
 import subprocess
 import sys
+import typing
 from typing import Dict, List, Set
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
@@ -263,6 +268,34 @@ def test_flags_live_in_entry_modules_only():
   assert [m for m in below_entries if _reads_global_flags(MODULES[m])] == []
 
 
+def _defines_flags_anywhere(path: str) -> bool:
+  """flags.DEFINE_* named anywhere in the file (also inside a define_flags function)."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  return any(isinstance(n, ast.Attribute) and n.attr.startswith('DEFINE') for n in ast.walk(tree))
+
+
+def test_flags_are_defined_by_entry_modules_and_the_run_schema_only():
+  # A command's flags are written beside its main (or generated from the run's schema,
+  # launch.program.run_flags): a reader finds every flag of a command in the module they run.
+  definers = {m for m, p in MODULES.items() if _defines_flags_anywhere(p)}
+  assert {'launch.train', 'launch.experiment', 'launch.plot', 'envs.render'} <= definers
+  assert [m for m in definers if not _is_entry(MODULES[m])] == ['launch.program.run_flags']
+
+
+def test_one_cli_style():
+  # Every command line is absl flags (Launchpad's own): --name=value or --name value, --noname,
+  # comma-separated lists, --flagfile. argparse spells booleans and lists differently, so a tool
+  # written with it would parse the same command line otherwise.
+  scripts = {f'scripts.{n[:-3]}': os.path.join(ROOT, 'scripts', n)
+             for n in os.listdir(os.path.join(ROOT, 'scripts')) if n.endswith('.py')}
+  tests = {f'tests.{n[:-3]}': os.path.join(ROOT, 'tests', n)
+           for n in os.listdir(os.path.join(ROOT, 'tests')) if n.endswith('.py')}
+  everything = {**MODULES, **scripts, **tests}
+  assert [m for m, p in everything.items() if {'argparse', 'optparse', 'getopt', 'click'}
+          & _external_imports(p)] == []
+
+
 def test_every_library_module_imports():
   """Each module that defines no flags at import, imported in one fresh interpreter (a moved
   module whose importers were not updated fails here, not in a node's log)."""
@@ -336,3 +369,49 @@ def test_every_project_import_resolves():
           if a.name != '*' and f'{node.module}.{a.name}' not in MODULES and a.name not in names:
             bad.append(f'{module}: from {node.module} import {a.name}')
   assert bad == []
+
+
+def _config_classes(cls, path=''):
+  """(path, class) of every config dataclass nested in `cls` (its fields typed as one, Optional
+  ones included), depth first."""
+  hints = typing.get_type_hints(cls)
+  for f in dataclasses.fields(cls):
+    kind = hints[f.name]
+    if typing.get_origin(kind) is typing.Union:
+      kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if dataclasses.is_dataclass(kind):
+      yield path + f.name, kind
+      yield from _config_classes(kind, path + f.name + '.')
+
+
+def test_each_knob_has_one_home():
+  """A run's every setting is one field of one config dataclass under RunConfig, and the
+  command line sets it through one generated flag (plus the earlier names run_flags.ALIASES
+  keeps, so saved runs resume). tests/test_config_schema.py checks the flags' help and that
+  the per-environment values live in envs.presets only."""
+  from launch.program import run_flags
+  from launch.program.config import RunConfig
+  nested = list(_config_classes(RunConfig))
+  # Each config class has one place in the run's config: a knob is never set in two.
+  classes = [cls for _, cls in nested]
+  assert len(classes) == len(set(classes)), nested
+  homes = {'': RunConfig, **dict(nested)}
+  # Each section of the command line is one of those places.
+  assert all(homes.get(s.name) is s.cls for s in run_flags.SECTIONS), run_flags.SECTIONS
+  # Every field of a section has its one flag, or the section says who sets it instead.
+  flag_of = {(ff.section, ff.field): ff.flag for ff in run_flags.field_flags()}
+  assert len(flag_of) == len(run_flags.field_flags())
+  for s in run_flags.SECTIONS:
+    for f in dataclasses.fields(s.cls):
+      generated = (s.name, f.name) in flag_of
+      left_out = f.name in s.exclude or bool(s.only) and f.name not in s.only
+      assert generated != left_out, f'{s.name or "run"}.{f.name}'
+    # A nested config is set through its own section, never by a flag of its parent's.
+    assert not [f.name for f in dataclasses.fields(s.cls)
+                if (s.name, f.name) in flag_of and f'{s.name}.{f.name}'.lstrip('.') in homes]
+  # No flag name twice across the sections (a field name the sections share carries its
+  # section's prefix), and an earlier name is never today's name of another field.
+  names = list(flag_of.values())
+  assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+  assert not set(run_flags.ALIASES) & set(names)
+  assert set(run_flags.ALIASES.values()) <= set(names)

@@ -31,13 +31,13 @@ def _phi(config, obs):
 
 
 def test_cartpole_phi_is_one_hidden_layer_of_64():
-  shapes = _phi(nets.default_config('cartpole'), CARTPOLE)
+  shapes = _phi(nets.default_estimator_config('cartpole'), CARTPOLE)
   assert shapes == {'linear': {'w': (4, 64), 'b': (64,)},
                     'phi_out': {'w': (64, 2), 'b': (2,)}}
 
 
 def test_turf_phi_is_convs_then_64_without_embedding():
-  shapes = _phi(nets.default_config('turf'), IMAGE)
+  shapes = _phi(nets.default_estimator_config('turf'), IMAGE)
   convs = sorted(m for m in shapes if m.startswith('phi_encoder/'))
   assert [shapes[m]['w'] for m in convs] == [(3, 3, 3, 32), (3, 3, 32, 64), (3, 3, 64, 64)]
   assert all('conv2_d' in m for m in convs)  # no embedding projection in phi's encoder
@@ -48,34 +48,34 @@ def test_turf_phi_is_convs_then_64_without_embedding():
 
 
 def test_sokoban_phi_keeps_convs_and_three_hidden_layers():
-  shapes = _phi(nets.default_config('sokoban_paper'), IMAGE)
+  shapes = _phi(nets.default_estimator_config('sokoban_paper'), IMAGE)
   assert [shapes[m]['w'] for m in ('linear', 'linear_1', 'linear_2')] == [
       (2 * 2 * 8, 64), (64, 64), (64, 64)]  # 10 -> 4 -> 2 (VALID)
 
 
 def test_sokoban_preset_is_the_papers_convs_early_fused_with_same_padding():
-  paper, ours = nets.default_config('sokoban_paper'), nets.default_config('sokoban')
+  paper, ours = nets.default_estimator_config('sokoban_paper'), nets.default_estimator_config('sokoban')
   assert (paper.psi_fusion, paper.conv_padding) == ('siamese', 'VALID')
   assert dataclasses.replace(ours, psi_fusion='siamese', conv_padding='VALID',
                              conv_channels=(8, 8)) == paper
-  assert nets.NetworkConfig(**presets.get('sokoban').paper_estimator_network) == paper
+  assert nets.EstimatorNetConfig(**presets.get('sokoban').paper_estimator_network) == paper
 
 
 def test_same_padding_keeps_5x5_maps_and_checkpoints_round_trip(tmp_path):
-  config = dataclasses.replace(nets.default_config('sokoban_paper'), conv_padding='SAME')
+  config = dataclasses.replace(nets.default_estimator_config('sokoban_paper'), conv_padding='SAME')
   shapes = _phi(config, IMAGE)
   assert shapes['linear']['w'] == (5 * 5 * 8, 64)  # 10 -> 5 -> 5 (SAME)
   # A dict without the field (checkpoints before it existed) rebuilds the VALID network.
   d = config.to_dict()
-  assert nets.NetworkConfig.from_dict(d).conv_padding == 'SAME'
+  assert nets.EstimatorNetConfig.from_dict(d).conv_padding == 'SAME'
   del d['conv_padding']
-  assert nets.NetworkConfig.from_dict(d).conv_padding == 'VALID'
+  assert nets.EstimatorNetConfig.from_dict(d).conv_padding == 'VALID'
   with pytest.raises(ValueError, match='conv_padding'):
     dataclasses.replace(config, conv_padding='same')
 
 
 def test_early_fusion_stacks_both_frames_into_one_encoder():
-  config = dataclasses.replace(nets.default_config('sokoban_paper'), psi_fusion='early')
+  config = dataclasses.replace(nets.default_estimator_config('sokoban_paper'), psi_fusion='early')
   est = nets.make_estimators(config, 4)
   x = np.zeros((2, 10, 10, 3), np.uint8)
   y = np.full((2, 10, 10, 3), 255, np.uint8)
@@ -90,7 +90,7 @@ def test_early_fusion_stacks_both_frames_into_one_encoder():
 
 def test_psi_is_unchanged_by_phi_encoder():
   for env, obs in (('cartpole', CARTPOLE), ('turf', IMAGE)):
-    new = nets.default_config(env)
+    new = nets.default_estimator_config(env)
     old = dataclasses.replace(new, phi_encoder='full')
     shape, dtype, num_actions = obs
     x = np.zeros((1,) + shape, dtype)
@@ -100,20 +100,20 @@ def test_psi_is_unchanged_by_phi_encoder():
 
 
 def test_old_style_config_dict_rebuilds_the_old_phi():
-  d = nets.default_config('cartpole').to_dict()
+  d = nets.default_estimator_config('cartpole').to_dict()
   assert d['phi_encoder'] == 'torso'
-  assert nets.NetworkConfig.from_dict(d) == nets.default_config('cartpole')
+  assert nets.EstimatorNetConfig.from_dict(d) == nets.default_estimator_config('cartpole')
   del d['phi_encoder']  # a checkpoint written before the field existed
-  config = nets.NetworkConfig.from_dict(d)
+  config = nets.EstimatorNetConfig.from_dict(d)
   assert config.phi_encoder == 'full'
   shapes = _phi(config, CARTPOLE)  # psi's encoder (2 x 64) then one hidden layer of 64
   assert shapes == {'phi_encoder/linear': {'w': (4, 64), 'b': (64,)},
                     'phi_encoder/linear_1': {'w': (64, 64), 'b': (64,)},
                     'linear': {'w': (64, 64), 'b': (64,)},
                     'phi_out': {'w': (64, 2), 'b': (2,)}}
-  d = nets.default_config('turf').to_dict()
+  d = nets.default_estimator_config('turf').to_dict()
   del d['phi_encoder']
-  shapes = _phi(nets.NetworkConfig.from_dict(d), IMAGE)
+  shapes = _phi(nets.EstimatorNetConfig.from_dict(d), IMAGE)
   assert shapes['phi_encoder/linear'] == {'w': (4 * 4 * 64, 64), 'b': (64,)}  # the embedding
   assert shapes['linear'] == {'w': (64, 64), 'b': (64,)}
 
@@ -121,7 +121,7 @@ def test_old_style_config_dict_rebuilds_the_old_phi():
 def test_old_checkpoint_converts_and_applies(tmp_path):
   """A checkpoint of the first (pickle) format, written before `phi_encoder` existed, converts
   to the current format and its phi means what it meant ('full' encoder)."""
-  config = nets.default_config('turf')
+  config = nets.default_estimator_config('turf')
   old_config = dataclasses.replace(config, phi_encoder='full')
   shape, dtype, num_actions = IMAGE
   x = np.zeros((2,) + shape, dtype)
@@ -147,7 +147,7 @@ def test_old_checkpoint_converts_and_applies(tmp_path):
 
 def test_phi_encoder_is_validated():
   with pytest.raises(ValueError, match='phi_encoder'):
-    nets.NetworkConfig(phi_encoder='convs')
+    nets.EstimatorNetConfig(phi_encoder='convs')
 
 
 def _impala(env_name, obs):

@@ -62,7 +62,7 @@ class CountingIterator:
 
 
 def make_learner(client, spec, updates_per_sample):
-  est = est_nets.make_estimators(est_nets.default_config('cartpole'), spec.actions.num_values)
+  est = est_nets.make_estimators(est_nets.default_estimator_config('cartpole'), spec.actions.num_values)
   config = training.TrainConfig(window=WINDOW, batch_size=32)
   iterator = CountingIterator(precedence_learner.make_window_iterator(client, 4, 2 * WINDOW))
   counter = counting.Counter()

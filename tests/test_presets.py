@@ -40,7 +40,7 @@ def test_sokoban_rae_gets_appendix_c3_values():
   assert impala['replay_size'] >= 2 * impala['batch_size']
   assert (est['window'], est['learning_rate'], est['weight_decay']) == (15, 5e-4, 1e-4)
   assert cfg['reversibility']['beta'] == 0.9
-  assert cfg['network']['dropout'] == 0.1
+  assert cfg['estimator_network']['dropout'] == 0.1
 
 
 def test_thresholds_follow_env_and_mode_and_flags_override():
@@ -66,7 +66,7 @@ def test_every_preset_builds_every_config_it_feeds():
     assert recipes.recipe(env).source == preset.sources['estimator_recipe']
     agent_networks.default_policy_config(env, preset.policy_network['torso'] == 'conv')
   for name in env_presets.network_names():
-    est_nets.default_config(name)
+    est_nets.default_estimator_config(name)
   assert 'sokoban_paper' in env_presets.network_names()
 
 

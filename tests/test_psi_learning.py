@@ -35,7 +35,7 @@ def test_psi_learns_arrow_of_time_to_heldout_accuracy_above_0_9():
   train = _flat_batch(_drift_process(rng, 200, 30))
   test_eps = _drift_process(rng, 50, 30)
   config = training.TrainConfig(window=10, batch_size=128, learning_rate=3e-3)
-  est = nets.make_estimators(nets.NetworkConfig(torso='mlp', mlp_sizes=(64, 64)), num_actions=2)
+  est = nets.make_estimators(nets.EstimatorNetConfig(torso='mlp', mlp_sizes=(64, 64)), num_actions=2)
   state = training.init_state(est, config, np.zeros(4, np.float32))
   update = training.make_update(est, config, steps_per_call=50)
   for _ in range(10):   # 500 steps
@@ -67,7 +67,7 @@ def test_phi_regresses_onto_psi_of_reversed_pair():
   batch = _flat_batch(episodes)._replace(actions=jnp.asarray(np.concatenate(actions), jnp.int32))
   config = training.TrainConfig(window=10, batch_size=128, learning_rate=3e-3, train_phi=True,
                                 phi_learning_rate=3e-3)
-  est = nets.make_estimators(nets.NetworkConfig(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)), 2)
+  est = nets.make_estimators(nets.EstimatorNetConfig(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)), 2)
   state = training.init_state(est, config, np.zeros(4, np.float32))
   update = training.make_update(est, config, steps_per_call=50)
   for _ in range(12):

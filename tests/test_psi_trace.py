@@ -49,7 +49,7 @@ def files(tmp_path_factory):
   levels = root / 'levels.txt'
   levels.write_text(LEVELS)
   spec = Sokoban(levels=str(levels)).observation_spec()
-  config = nets.default_config('sokoban')
+  config = nets.default_estimator_config('sokoban')
   est = nets.make_estimators(config, 4)
   psi = est.psi_init(jax.random.PRNGKey(0), np.zeros((1,) + spec.shape, spec.dtype))
   ckpt = root / 'psi.ckpt'

@@ -60,7 +60,7 @@ class _Recorder(adders.Adder):
 
 
 def test_rac_actor_writes_pi_bar_logits_and_vtrace_ratio_uses_them():
-  est = est_nets.make_estimators(est_nets.default_config('cartpole'), num_actions=2)
+  est = est_nets.make_estimators(est_nets.default_estimator_config('cartpole'), num_actions=2)
   obs = np.zeros(4, np.float32)
   state = est_training.init_state(est, est_training.TrainConfig(train_phi=True), obs)
   # phi(x, .) = sigmoid([+20, -20]): action 1 is irreversible everywhere.

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from agents import networks as agent_networks
 from agents.acting import ReversibilityConfig
 from estimators import networks as est_nets
 from estimators.training import TrainConfig
@@ -25,8 +26,8 @@ def _write(run_dir, raw):
                                   max_gradient_norm=1.0),
               precedence=PrecedenceConfig(env_steps_per_update=100),
               estimator_train=TrainConfig(window=15, weight_decay=1e-4, train_phi=True),
-              network=est_nets.default_config('sokoban')),
-    RunConfig(env='turf', network=est_nets.default_config('turf'), launch_type='local_mt'),
+              estimator_network=est_nets.default_estimator_config('sokoban')),
+    RunConfig(env='turf', estimator_network=est_nets.default_estimator_config('turf'), launch_type='local_mt'),
 ])
 def test_what_a_launch_writes_loads_back_equal(tmp_path, cfg):
   run_dir = tmp_path / 'run'
@@ -35,7 +36,7 @@ def test_what_a_launch_writes_loads_back_equal(tmp_path, cfg):
   _write(run_dir, lifecycle.jsonable(cfg))
   loaded = run_config.load(str(run_dir))
   assert loaded == cfg
-  assert isinstance(loaded.network, est_nets.NetworkConfig) and isinstance(loaded.impala, ImpalaConfig)
+  assert isinstance(loaded.estimator_network, est_nets.EstimatorNetConfig) and isinstance(loaded.impala, ImpalaConfig)
 
 
 def test_unknown_fields_are_ignored_and_missing_ones_take_defaults(tmp_path):
@@ -75,8 +76,26 @@ def test_sokoban_runs_saved_before_the_policy_network_was_recorded_keep_their_19
 
 def test_networks_written_before_phi_encoder_keep_the_old_phi(tmp_path):
   raw = lifecycle.jsonable(RunConfig(run_dir=str(tmp_path / 'old')))
-  del raw['network']['phi_encoder']
-  assert run_config.load(_write(tmp_path / 'old', raw)).network.phi_encoder == 'full'
+  del raw['estimator_network']['phi_encoder']
+  assert run_config.load(_write(tmp_path / 'old', raw)).estimator_network.phi_encoder == 'full'
+
+
+def test_runs_saved_with_the_estimator_network_as_network_load_and_resume(tmp_path):
+  import pickle
+  cfg = RunConfig(env='sokoban', run_dir=str(tmp_path / 'old'),
+                  estimator_network=est_nets.default_estimator_config('sokoban'),
+                  policy_network=agent_networks.default_policy_config('sokoban', True))
+  raw = lifecycle.jsonable(cfg)
+  raw['network'] = raw.pop('estimator_network')   # config.json as older versions wrote it
+  old = run_config.load(_write(tmp_path / 'old', raw))
+  assert old == cfg and old.estimator_network.dropout == 0.1   # not the default network
+  lifecycle.check_resume(cfg)   # the saved config, in today's names, equals the resumed one
+  # A RunConfig pickled by an older version (a launch's program) unpickles in today's names.
+  older = object.__new__(RunConfig)
+  older.__dict__.update(cfg.__dict__)
+  older.__dict__['network'] = older.__dict__.pop('estimator_network')
+  assert pickle.loads(pickle.dumps(older)) == cfg
+  assert est_nets.NetworkConfig is est_nets.EstimatorNetConfig   # the class's earlier name
 
 
 @pytest.mark.parametrize('case, make, words', [

@@ -278,8 +278,11 @@ def test_a_sokoban_run_saved_before_self_imitation_resumes_without_it(tmp_path):
   for key in [k for k in config['impala'] if k.startswith('self_imitation')]:
     del config['impala'][key]
   del config['policy_network']   # nor this later field
+  config['network'] = config.pop('estimator_network')   # the estimator network's earlier name
   (run_dir / 'config.json').write_text(json.dumps(config))
-  assert _resumed_config(run_dir)['impala']['self_imitation_updates'] == 0
+  resumed = _resumed_config(run_dir)
+  assert resumed['impala']['self_imitation_updates'] == 0
+  assert resumed['estimator_network']['dropout'] == 0.1 and 'network' not in resumed
   assert 'differs in impala.self_imitation_updates' in _refused_resume(
       run_dir, '--self_imitation_updates', '1')
 
@@ -292,6 +295,7 @@ def test_a_sokoban_run_saved_before_the_15x15_canvas_resumes_on_its_19x19_one(tm
   config = json.loads((run_dir / 'config.json').read_text())
   assert config['policy_network']['canvas_size'] == 15   # today's preset
   del config['policy_network']
+  config['network'] = config.pop('estimator_network')
   (run_dir / 'config.json').write_text(json.dumps(config))
   assert _resumed_config(run_dir)['policy_network']['canvas_size'] == 0
   assert 'differs in policy_network.canvas_size' in _refused_resume(run_dir, '--canvas_size', '15')

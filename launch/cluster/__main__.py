@@ -3,10 +3,12 @@
 packaged task and host scripts run (launch.cluster.replica). `python -m launch.cluster stop
 --run_dir R` asks a running cluster launch for a graceful stop (what Ctrl-C is to a local run;
 the Slurm job's batch shell runs it on SIGTERM)."""
-import argparse
 import os
 import sys
 
+from absl import flags
+
+from envs import cli
 from launch.cluster.description import ClusterSpecError
 from launch.cluster.package import read_launch
 from launch.cluster.replica import host_main, node_main
@@ -25,21 +27,33 @@ def stop_main(run_dir: str) -> int:
   return 0
 
 
+COMMANDS = {'node': 'run the replica named by CLUSTER_SPEC',
+            'host': 'run every replica of one host and wait for them',
+            'stop': 'ask the running launch for a graceful stop'}
+
+
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('run_dir', None, 'the packaged run (every command)', flag_values=fv)
+  flags.DEFINE_float('grace_s', None, 'node: after SIGTERM, seconds to wait for a graceful '
+                     f'program stop (default: {processes.GRACEFUL_STOP_S:g})', flag_values=fv)
+  flags.DEFINE_string('host', None, 'host: the host whose replicas to run', flag_values=fv)
+
+
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(
-      prog='python -m launch.cluster',
-      description='Cluster replicas of a packaged run (see launch.train --launch_type cluster).')
-  sub = parser.add_subparsers(dest='command', required=True)
-  node = sub.add_parser('node', help='run the replica named by CLUSTER_SPEC')
-  node.add_argument('--run_dir', required=True)
-  node.add_argument('--grace_s', type=float, default=processes.GRACEFUL_STOP_S,
-                    help='after SIGTERM: seconds to wait for a graceful program stop')
-  host = sub.add_parser('host', help="run every replica of one host and wait for them")
-  host.add_argument('--run_dir', required=True)
-  host.add_argument('--host', required=True)
-  stop = sub.add_parser('stop', help='ask the running launch for a graceful stop')
-  stop.add_argument('--run_dir', required=True)
-  args = parser.parse_args(argv)
+  usage = 'COMMAND, one of: ' + '; '.join(f'{c} ({h})' for c, h in COMMANDS.items())
+  args, command = cli.parse(define_flags, argv, prog='python -m launch.cluster', positional=usage,
+                            description='Cluster replicas of a packaged run (see launch.train '
+                            '--launch_type cluster).', required=('run_dir',))
+  if len(command) != 1 or command[0] not in COMMANDS:
+    cli.fail(f'expected one command of {", ".join(COMMANDS)}, got {" ".join(command) or "none"}')
+  args.command = command[0]
+  if args.command == 'host' and args.host is None:
+    cli.fail('--host is required by the host command')
+  for name, only in (('host', 'host'), ('grace_s', 'node')):
+    if getattr(args, name) is not None and args.command != only:
+      cli.fail(f'--{name} is for the {only} command only')
+  if args.grace_s is None:
+    args.grace_s = processes.GRACEFUL_STOP_S
   run_dir = os.path.abspath(args.run_dir)
   try:
     if args.command == 'node':

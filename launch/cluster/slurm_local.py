@@ -21,7 +21,6 @@ network only, since slurmd reads /sys/fs/cgroup, which `ip netns exec` remounts 
 slurmd on one host through `-N NAME`, each on port 6818 of its own namespace; every node given
 this machine's CPU count; no accounting database (job states from `scontrol show job`).
 """
-import argparse
 import os
 import shutil
 import signal
@@ -32,6 +31,9 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence
 
+from absl import flags
+
+from envs import cli
 from launch.cluster import netns_hosts
 
 DAEMONS = ('munged', 'slurmctld', 'slurmd')
@@ -256,14 +258,19 @@ class LocalSlurm:
       time.sleep(poll_s)
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('dir', None, 'config, state and logs here (kept); default: a fresh '
+                      'directory in /tmp, removed at the end', flag_values=fv)
+
+
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(
-      prog='python -m launch.cluster.slurm_local',
-      description='Start a throwaway Slurm cluster (nodes in network namespaces) until Ctrl-C.')
-  parser.add_argument('nodes', nargs='+', help='node names, e.g. a b c')
-  parser.add_argument('--dir', help='config, state and logs here (kept); default: a fresh '
-                      'directory in /tmp, removed at the end')
-  args = parser.parse_args(argv)
+  args, nodes = cli.parse(
+      define_flags, argv, prog='python -m launch.cluster.slurm_local',
+      description='Start a throwaway Slurm cluster (nodes in network namespaces) until Ctrl-C.',
+      positional='NODE [NODE ...] (node names, e.g. a b c)')
+  if not nodes:
+    cli.fail('name at least one node, e.g. a b c')
+  args.nodes = nodes
   if args.dir:
     os.makedirs(args.dir, exist_ok=True)
   try:

@@ -12,15 +12,16 @@ same actor and shield); the page's launch.train cells (`--page_table`, one train
 beside the same training's in-process figure as a check. Writes JSON and a markdown table (same
 name, .md).
 """
-import argparse
 import json
 import os
 import time
 from typing import Any, Dict, List, Optional
 
 import numpy as np
+from absl import flags
 
-from launch.experiments import cli, cliff, rac_probe
+from envs import cli
+from launch.experiments import cliff, rac_probe
 from launch.runtime import run_state
 
 
@@ -67,32 +68,33 @@ def spread_markdown(cells: List[Dict[str, Any]], winds, betas, episodes: int) ->
   return '\n'.join(lines) + '\n'
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog='python -m launch.experiments.cliff_spread',
-                              description=__doc__.split('\n\n')[0])
-  p.add_argument('--cliff_dir', default='results/cliff',
-                 help='Output directory of the cliff experiment.')
-  p.add_argument('--estimator_seeds', type=int, default=3,
-                 help='Estimator trainings per wind (seeds 0..K-1).')
-  p.add_argument('--winds', type=cli.comma_list, default=[f'{w:g}' for w in cliff.CLIFF_WINDS],
-                 help='Winds p.')
-  p.add_argument('--betas', type=cli.comma_list, default=[f'{b:g}' for b in cliff.CLIFF_BETAS],
-                 help='RAC thresholds.')
-  p.add_argument('--episodes', type=int, default=512,
-                 help='Episodes per (wind, training, threshold).')
-  p.add_argument('--num_envs', type=int, default=64, help='Environments stepped together.')
-  p.add_argument('--page_table', default=None,
-                 help="The page's table.json (launch.train runs of training 0) to print beside the "
-                      'in-process figures (default: CLIFF_DIR/table.json when it exists).')
-  p.add_argument('--out', default=None, help='JSON file to write.')
-  args = p.parse_args(argv)
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('cliff_dir', 'results/cliff', 'Output directory of the cliff experiment.',
+                      flag_values=fv)
+  flags.DEFINE_integer('estimator_seeds', 3, 'Estimator trainings per wind (seeds 0..K-1).',
+                       flag_values=fv)
+  flags.DEFINE_list('winds', [f'{w:g}' for w in cliff.CLIFF_WINDS], 'Winds p.', flag_values=fv)
+  flags.DEFINE_list('betas', [f'{b:g}' for b in cliff.CLIFF_BETAS], 'RAC thresholds.',
+                    flag_values=fv)
+  flags.DEFINE_integer('episodes', 512, 'Episodes per (wind, training, threshold).',
+                       flag_values=fv)
+  flags.DEFINE_integer('num_envs', 64, 'Environments stepped together.', flag_values=fv)
+  flags.DEFINE_string('page_table', None, "The page's table.json (launch.train runs of "
+                      'training 0) to print beside the in-process figures '
+                      '(default: CLIFF_DIR/table.json when it exists).', flag_values=fv)
+  flags.DEFINE_string('out', None, 'JSON file to write.', flag_values=fv)
+
+
+def parse_args(argv=None):
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.cliff_spread',
+                       description=__doc__.split('\n\n')[0])
   if not args.out:
-    p.error('--out is required')
+    cli.fail('--out is required')
   try:
     args.winds = [float(w) for w in args.winds]
     args.betas = [float(b) for b in args.betas]
   except ValueError:
-    p.error('--winds and --betas must be numbers')
+    cli.fail('--winds and --betas must be numbers')
   return args
 
 

@@ -13,7 +13,6 @@ before the next starts and a step whose file exists is skipped, so rerunning the
 resumes. Results: OUT/ablation.json and OUT/ablation.md (one row per variant, best held-out
 AUROC first).
 """
-import argparse
 import dataclasses
 import json
 import os
@@ -21,8 +20,11 @@ import sys
 import time
 from typing import Dict, List, Optional, Tuple
 
+from absl import flags
+
+from envs import cli
 from estimators import checkpoint
-from launch.experiments import cli, runner
+from launch.experiments import runner
 from launch.experiments.sokoban import BOXOBAN_LEVELS
 from launch.experiments.spec import Step
 from launch.runtime import run_state
@@ -186,30 +188,32 @@ def markdown(rows: List[dict], beta: float, reference: Optional[dict] = None) ->
   return '\n'.join(lines) + '\n'
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog='python -m launch.experiments.psi_ablation',
-                              description=__doc__.split('\n\n')[0])
-  p.add_argument('--dataset', default=None,
-                 help='Random Sokoban episodes (launch.collect), 20k in the preset.')
-  p.add_argument('--dataset_large', default=None,
-                 help='The 100k-episode dataset (variants *_100k).')
-  p.add_argument('--dataset_moves', default=None,
-                 help='Episodes of a random policy that also uses the move-only actions '
-                      '(variants *_moves).')
-  p.add_argument('--out', default='results/sokoban/psi_ablation', help='Output directory.')
-  p.add_argument('--variants', type=cli.comma_list,
-                 default=['paper', 'same', 'early', 'early_same', 'same_w5', 'same_start_uniform',
-                          'paper_1m'], help='Variants to run, in order.')
-  p.add_argument('--num_pairs', type=int, default=5_000_000,
-                 help='psi training pairs unless a variant says.')
-  p.add_argument('--transitions', type=int, default=4000,
-                 help='Held-out (Boxoban) transitions labelled by the oracle.')
-  p.add_argument('--train_level_transitions', type=int, default=2000,
-                 help='Training-level transitions labelled.')
-  p.add_argument('--beta', type=float, default=0.9,
-                 help='Threshold for precision/recall (the paper: 0.9).')
-  cli.add_bool(p, 'list', False, 'List the variants and exit.')
-  return p.parse_args(argv)
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('dataset', None, 'Random Sokoban episodes (launch.collect), 20k in the '
+                      'preset.', flag_values=fv)
+  flags.DEFINE_string('dataset_large', None, 'The 100k-episode dataset (variants *_100k).',
+                      flag_values=fv)
+  flags.DEFINE_string('dataset_moves', None, 'Episodes of a random policy that also uses the '
+                      'move-only actions (variants *_moves).', flag_values=fv)
+  flags.DEFINE_string('out', 'results/sokoban/psi_ablation', 'Output directory.', flag_values=fv)
+  flags.DEFINE_list('variants', ['paper', 'same', 'early', 'early_same', 'same_w5',
+                                 'same_start_uniform', 'paper_1m'], 'Variants to run, in order.',
+                    flag_values=fv)
+  flags.DEFINE_integer('num_pairs', 5_000_000, 'psi training pairs unless a variant says.',
+                       flag_values=fv)
+  flags.DEFINE_integer('transitions', 4000, 'Held-out (Boxoban) transitions labelled by the '
+                       'oracle.', flag_values=fv)
+  flags.DEFINE_integer('train_level_transitions', 2000, 'Training-level transitions labelled.',
+                       flag_values=fv)
+  flags.DEFINE_float('beta', 0.9, 'Threshold for precision/recall (the paper: 0.9).',
+                     flag_values=fv)
+  flags.DEFINE_bool('list', False, 'List the variants and exit.', flag_values=fv)
+
+
+def parse_args(argv=None):
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.psi_ablation',
+                       description=__doc__.split('\n\n')[0])
+  return args
 
 
 def main(argv=None):

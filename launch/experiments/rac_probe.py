@@ -21,7 +21,6 @@ frequent first, with phi of every action there on the clean map and the target p
 to (psi(x', x) of the checkpoint's psi, estimators.train). Writes JSON (and a markdown table
 beside it, same name with .md).
 """
-import argparse
 import collections
 import os
 import sys
@@ -29,8 +28,9 @@ import time
 from typing import Any, Dict, Sequence
 
 import numpy as np
+from absl import flags
 
-from launch.experiments import cli
+from envs import cli
 from launch.runtime import run_state
 
 
@@ -175,31 +175,33 @@ def markdown(results: Sequence[Dict[str, Any]], checkpoint: str) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog='python -m launch.experiments.rac_probe',
-                              description=__doc__.split('\n\n')[0])
-  p.add_argument('--env', default='turf', help='Environment (envs.make).')
-  p.add_argument('--checkpoint', default=None,
-                 help='Estimator checkpoint with phi (estimators.train --phi).')
-  p.add_argument('--betas', type=cli.comma_list, default=['0.2'], help='RAC thresholds to probe.')
-  p.add_argument('--episodes', type=int, default=1000, help='Episodes per threshold.')
-  p.add_argument('--num_envs', type=int, default=64,
-                 help='Environments stepped together (one fused call per step).')
-  p.add_argument('--mode', choices=['rejection', 'replace'], default='rejection',
-                 help='Shield mode (agents.shield).')
-  p.add_argument('--seed', type=int, default=0, help='Seed of the policy.')
-  p.add_argument('--env_option', action='append', default=[],
-                 help='Environment option key=value (repeatable).')
-  p.add_argument('--out', default=None, help='JSON file to write.')
-  args = p.parse_args(argv)
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string('env', 'turf', 'Environment (envs.make).', flag_values=fv)
+  flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint with phi (estimators.train '
+                      '--phi).', flag_values=fv)
+  flags.DEFINE_list('betas', ['0.2'], 'RAC thresholds to probe.', flag_values=fv)
+  flags.DEFINE_integer('episodes', 1000, 'Episodes per threshold.', flag_values=fv)
+  flags.DEFINE_integer('num_envs', 64, 'Environments stepped together (one fused call per '
+                       'step).', flag_values=fv)
+  flags.DEFINE_enum('mode', 'rejection', ['rejection', 'replace'], 'Shield mode (agents.shield).',
+                    flag_values=fv)
+  flags.DEFINE_integer('seed', 0, 'Seed of the policy.', flag_values=fv)
+  flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable).',
+                            flag_values=fv)
+  flags.DEFINE_string('out', None, 'JSON file to write.', flag_values=fv)
+
+
+def parse_args(argv=None):
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.rac_probe',
+                       description=__doc__.split('\n\n')[0])
   if not args.checkpoint or not args.out:
-    p.error('--checkpoint and --out are required')
+    cli.fail('--checkpoint and --out are required')
   if args.episodes < 1 or args.num_envs < 1:
-    p.error('--episodes and --num_envs must be >= 1')
+    cli.fail('--episodes and --num_envs must be >= 1')
   try:
     args.betas = [float(b) for b in args.betas]
   except ValueError:
-    p.error(f'--betas must be numbers, got {args.betas}')
+    cli.fail(f'--betas must be numbers, got {args.betas}')
   return args
 
 

@@ -16,7 +16,6 @@ times, like PPO's epochs, with V-trace correcting the small lag).
 Writes --out (JSON): the settings and, every --log_every env steps, the solved fraction and boxes
 on target of the last 200 episodes and the learner's diagnostics (entropy, advantages, rho...).
 """
-import argparse
 import dataclasses
 import json
 import os
@@ -24,51 +23,52 @@ import time
 from typing import Dict, List
 
 import numpy as np
+from absl import flags
 
 from agents import adders
-from launch.experiments import cli
+from envs import cli
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog='python -m launch.experiments.single_process',
-                              description=__doc__.split('\n\n')[0])
-  p.add_argument('--level', type=int, default=7,
-                 help='Level index of the shipped 1k set (-1: sample levels).')
-  p.add_argument('--envs', type=int, default=16,
-                 help='Environments stepped together (K; also the batch size).')
-  p.add_argument('--steps', type=int, default=1_000_000, help='Env steps.')
-  p.add_argument('--reuse', type=int, default=4, help='SGD steps on each batch before acting again.')
-  p.add_argument('--init', choices=['lecun', 'orthogonal'], default=None,
-                 help='Network init (default: the preset).')
-  p.add_argument('--padding', type=cli.comma_list, default=None,
-                 help='Conv paddings, e.g. VALID,VALID,SAME (default: the preset).')
-  p.add_argument('--strides', type=cli.comma_list, default=None,
-                 help='Conv strides, e.g. 1,1,1 (default: the preset).')
-  p.add_argument('--channels', type=cli.comma_list, default=None,
-                 help='Conv channels, e.g. 32,64,64 (default: the preset).')
-  p.add_argument('--hidden', type=cli.comma_list, default=None,
-                 help='Shared hidden layers, e.g. 256 (default: the preset).')
-  p.add_argument('--entropy_cost', type=float, default=None, help='Entropy cost (default: the preset).')
-  p.add_argument('--learning_rate', type=float, default=None,
-                 help='Learning rate (default: the preset).')
-  cli.add_bool(p, 'normalize_advantages', False, 'Normalise V-trace advantages over each batch.')
-  cli.add_bool(p, 'centre_on_agent', None,
-               'Centre each observation on the player (default: the preset, which does).')
-  p.add_argument('--self_imitation', type=int, default=0,
-                 help='Self-imitation updates after each V-trace update (0: none; '
-                      'agents.self_imitation).')
-  p.add_argument('--sil_batch', type=int, default=256, help='Steps per self-imitation update.')
-  p.add_argument('--sil_episodes', type=int, default=64,
-                 help='Best episodes the self-imitation buffer keeps.')
-  p.add_argument('--stop_at', type=float, default=0.0,
-                 help='Stop once the last 200 episodes solved at least this fraction '
-                      '(0: run all --steps).')
-  p.add_argument('--seed', type=int, default=0, help='Seed.')
-  p.add_argument('--log_every', type=int, default=20_000, help='Env steps between records.')
-  p.add_argument('--out', default='results/single_process.json', help='Output JSON.')
-  args = p.parse_args(argv)
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_integer('level', 7, 'Level index of the shipped 1k set (-1: sample levels).',
+                       flag_values=fv)
+  flags.DEFINE_integer('envs', 16, 'Environments stepped together (K; also the batch size).',
+                       flag_values=fv)
+  flags.DEFINE_integer('steps', 1_000_000, 'Env steps.', flag_values=fv)
+  flags.DEFINE_integer('reuse', 4, 'SGD steps on each batch before acting again.', flag_values=fv)
+  flags.DEFINE_enum('init', None, ['lecun', 'orthogonal'], 'Network init (default: the '
+                    'preset).', flag_values=fv)
+  flags.DEFINE_list('padding', None, 'Conv paddings, e.g. VALID,VALID,SAME (default: the '
+                    'preset).', flag_values=fv)
+  flags.DEFINE_list('strides', None, 'Conv strides, e.g. 1,1,1 (default: the preset).',
+                    flag_values=fv)
+  flags.DEFINE_list('channels', None, 'Conv channels, e.g. 32,64,64 (default: the preset).',
+                    flag_values=fv)
+  flags.DEFINE_list('hidden', None, 'Shared hidden layers, e.g. 256 (default: the preset).',
+                    flag_values=fv)
+  flags.DEFINE_float('entropy_cost', None, 'Entropy cost (default: the preset).', flag_values=fv)
+  flags.DEFINE_float('learning_rate', None, 'Learning rate (default: the preset).', flag_values=fv)
+  flags.DEFINE_bool('normalize_advantages', False, 'Normalise V-trace advantages over each '
+                    'batch.', flag_values=fv)
+  flags.DEFINE_bool('centre_on_agent', None, 'Centre each observation on the player (default: '
+                    'the preset, which does).', flag_values=fv)
+  flags.DEFINE_integer('self_imitation', 0, 'Self-imitation updates after each V-trace update '
+                       '(0: none; agents.self_imitation).', flag_values=fv)
+  flags.DEFINE_integer('sil_batch', 256, 'Steps per self-imitation update.', flag_values=fv)
+  flags.DEFINE_integer('sil_episodes', 64, 'Best episodes the self-imitation buffer keeps.',
+                       flag_values=fv)
+  flags.DEFINE_float('stop_at', 0.0, 'Stop once the last 200 episodes solved at least this '
+                     'fraction (0: run all --steps).', flag_values=fv)
+  flags.DEFINE_integer('seed', 0, 'Seed.', flag_values=fv)
+  flags.DEFINE_integer('log_every', 20_000, 'Env steps between records.', flag_values=fv)
+  flags.DEFINE_string('out', 'results/single_process.json', 'Output JSON.', flag_values=fv)
+
+
+def parse_args(argv=None):
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.single_process',
+                       description=__doc__.split('\n\n')[0])
   if args.reuse < 1 or args.envs < 1 or args.steps < 1:
-    p.error('--reuse, --envs and --steps must be >= 1')
+    cli.fail('--reuse, --envs and --steps must be >= 1')
   return args
 
 

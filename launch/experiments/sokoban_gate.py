@@ -17,7 +17,6 @@ stopped one continues with --resume. Writes OUT/gate.json and OUT/gate.md (per l
 reached, solved fraction and boxes on target over the last episodes, the first env step at which
 the trailing --last_n episodes reached the target, wall time).
 """
-import argparse
 import dataclasses
 import json
 import os
@@ -25,9 +24,11 @@ import subprocess
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
+from absl import flags
 
+from envs import cli
 from launch.analysis import aggregate
-from launch.experiments import cli, runner
+from launch.experiments import runner
 from launch.experiments.spec import Step, TrainStep, train_step
 from launch.runtime import run_state, summary
 
@@ -122,47 +123,48 @@ def markdown(results: Dict[str, Dict], max_steps: int, target: float, n: int,
   return '\n'.join(lines) + '\n'
 
 
-def add_run_flags(p: argparse.ArgumentParser) -> None:
+def add_run_flags(fv: flags.FlagValues) -> None:
   """The flags of every level's run (shared with launch.experiments.sokoban_reuse)."""
-  p.add_argument('--max_steps', type=int, default=1_000_000, help='Env steps per level.')
-  p.add_argument('--target', type=float, default=0.9,
-                 help='Solved fraction of the last --last_n episodes to pass.')
-  p.add_argument('--last_n', type=int, default=200,
-                 help='Training episodes the solved fraction is taken over.')
-  p.add_argument('--seed', type=int, default=0, help='Seed of every run.')
-  p.add_argument('--num_actors', type=int, default=2, help='Actor processes per run.')
-  p.add_argument('--envs_per_actor', type=int, default=16,
-                 help='Environments each actor steps together.')
-  p.add_argument('--train_arg', action='append', default=[],
-                 help='Extra launch.train flag for every run (repeatable), e.g. '
-                      '--train_arg=--samples_per_insert=0 to measure the queue.')
+  flags.DEFINE_integer('max_steps', 1_000_000, 'Env steps per level.', flag_values=fv)
+  flags.DEFINE_float('target', 0.9, 'Solved fraction of the last --last_n episodes to pass.',
+                     flag_values=fv)
+  flags.DEFINE_integer('last_n', 200, 'Training episodes the solved fraction is taken over.',
+                       flag_values=fv)
+  flags.DEFINE_integer('seed', 0, 'Seed of every run.', flag_values=fv)
+  flags.DEFINE_integer('num_actors', 2, 'Actor processes per run.', flag_values=fv)
+  flags.DEFINE_integer('envs_per_actor', 16, 'Environments each actor steps together.',
+                       flag_values=fv)
+  flags.DEFINE_multi_string('train_arg', [], 'Extra launch.train flag for every run '
+                            '(repeatable), e.g. --train_arg=--samples_per_insert=0 to measure the '
+                            'queue.', flag_values=fv)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog='python -m launch.experiments.sokoban_gate',
-                              description=__doc__.split('\n\n')[0])
-  p.add_argument('--levels', type=cli.comma_list, default=['37', '7', '1'],
-                 help='Level indices of envs/data/sokoban_1000.txt.')
-  p.add_argument('--out', default='results/sokoban/gate', help='Output directory.')
-  p.add_argument('--mode', choices=['none', 'rae'], default='none',
-                 help="'none': IMPALA; 'rae': IMPALA + RAE with a psi trained on the level's "
-                      'random episodes.')
-  p.add_argument('--psi_episodes', type=int, default=3000,
-                 help='--mode rae: random episodes per level for psi.')
-  p.add_argument('--psi_pairs', type=int, default=1_000_000,
-                 help='--mode rae: psi training pairs per level.')
-  cli.add_bool(p, 'stop_when_passed', True,
-               "Stop a level's run once its last --last_n episodes reach --target (checked every "
-               '20 s; the run ends gracefully and the table shows the steps it reached); '
-               '--nostop_when_passed runs every level to --max_steps.')
-  add_run_flags(p)
-  args = p.parse_args(argv)
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_list('levels', ['37', '7', '1'], 'Level indices of envs/data/sokoban_1000.txt.',
+                    flag_values=fv)
+  flags.DEFINE_string('out', 'results/sokoban/gate', 'Output directory.', flag_values=fv)
+  flags.DEFINE_enum('mode', 'none', ['none', 'rae'], "'none': IMPALA; 'rae': IMPALA + RAE with a "
+                    "psi trained on the level's random episodes.", flag_values=fv)
+  flags.DEFINE_integer('psi_episodes', 3000, '--mode rae: random episodes per level for psi.',
+                       flag_values=fv)
+  flags.DEFINE_integer('psi_pairs', 1_000_000, '--mode rae: psi training pairs per level.',
+                       flag_values=fv)
+  flags.DEFINE_bool('stop_when_passed', True, "Stop a level's run once its last --last_n "
+                    'episodes reach --target (checked every 20 s; the run ends gracefully and the '
+                    'table shows the steps it reached); --nostop_when_passed runs every level to '
+                    '--max_steps.', flag_values=fv)
+  add_run_flags(fv)
+
+
+def parse_args(argv=None):
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.sokoban_gate',
+                      description=__doc__.split('\n\n')[0])
   try:
     args.levels = [int(level) for level in args.levels]
   except ValueError:
-    p.error(f'--levels must be level indices, got {args.levels}')
+    cli.fail(f'--levels must be level indices, got {args.levels}')
   if not 0 < args.target <= 1:
-    p.error(f'--target must lie in (0, 1], got {args.target}')
+    cli.fail(f'--target must lie in (0, 1], got {args.target}')
   return args
 
 

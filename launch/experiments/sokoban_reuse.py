@@ -11,11 +11,13 @@ Every run takes launch.experiments.sokoban_gate's run flags (--max_steps, --seed
 runs are OUT/spi_<R>/level_<L>/ (rerun the same command after a stop: finished runs are read
 back, a stopped one continues).
 """
-import argparse
 import os
 
+from absl import flags
+
+from envs import cli
 from launch.analysis import aggregate
-from launch.experiments import cli, sokoban_gate
+from launch.experiments import sokoban_gate
 from launch.runtime import run_state, summary
 
 
@@ -61,24 +63,26 @@ def markdown(results, milestones, level: int, max_steps: int, last_n: int,
   return '\n'.join(lines) + '\n'
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog='python -m launch.experiments.sokoban_reuse',
-                              description=__doc__.split('\n\n')[0])
-  p.add_argument('--ratios', type=cli.comma_list, default=['0', '2', '4', '8'],
-                 help='samples_per_insert values (0: the queue).')
-  p.add_argument('--level', type=int, default=7, help='Level index of the shipped 1k set.')
-  p.add_argument('--reuse_out', default='results/sokoban/reuse', help='Output directory.')
-  p.add_argument('--milestones', type=cli.comma_list, default=['0.5', '0.9'],
-                 help='Solved fractions (trailing --last_n episodes).')
-  sokoban_gate.add_run_flags(p)
-  args = p.parse_args(argv)
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_list('ratios', ['0', '2', '4', '8'], 'samples_per_insert values (0: the queue).',
+                    flag_values=fv)
+  flags.DEFINE_integer('level', 7, 'Level index of the shipped 1k set.', flag_values=fv)
+  flags.DEFINE_string('reuse_out', 'results/sokoban/reuse', 'Output directory.', flag_values=fv)
+  flags.DEFINE_list('milestones', ['0.5', '0.9'], 'Solved fractions (trailing --last_n '
+                    'episodes).', flag_values=fv)
+  sokoban_gate.add_run_flags(fv)
+
+
+def parse_args(argv=None):
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.sokoban_reuse',
+                      description=__doc__.split('\n\n')[0])
   try:
     args.ratios = [float(r) for r in args.ratios]
     args.milestones = [float(m) for m in args.milestones]
   except ValueError:
-    p.error('--ratios and --milestones must be numbers')
+    cli.fail('--ratios and --milestones must be numbers')
   if any(r < 0 for r in args.ratios):
-    p.error('--ratios must be >= 0')
+    cli.fail('--ratios must be >= 0')
   return args
 
 

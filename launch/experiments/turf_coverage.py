@@ -12,11 +12,12 @@ taken with the agent on that cell and no grass ruined, scaled to --per_episodes 
 paper-scale dataset), and the mean number of such steps per episode. Writes JSON and a markdown
 grid beside it (.md).
 """
-import argparse
 import os
 
 import numpy as np
+from absl import flags
 
+from envs import cli
 from launch.runtime import run_state
 
 
@@ -58,22 +59,24 @@ def markdown(scaled: np.ndarray, per: int, mean_clean: float, env_options=None) 
   return '\n'.join(lines) + '\n'
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog='python -m launch.experiments.turf_coverage',
-                              description=__doc__.split('\n\n')[0])
-  p.add_argument('--episodes', type=int, default=10_000, help='Random episodes to walk.')
-  p.add_argument('--per_episodes', type=int, default=100_000,
-                 help='Scale the counts to this many episodes.')
-  p.add_argument('--seed', type=int, default=1, help='Policy seed.')
-  p.add_argument('--env_option', action='append', default=[],
-                 help='Turf option key=value (repeatable), e.g. start=stone: the episodes a '
-                      '--env_option start=stone collection holds.')
-  p.add_argument('--out', default=None, help='JSON file to write.')
-  args = p.parse_args(argv)
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_integer('episodes', 10_000, 'Random episodes to walk.', flag_values=fv)
+  flags.DEFINE_integer('per_episodes', 100_000, 'Scale the counts to this many episodes.',
+                       flag_values=fv)
+  flags.DEFINE_integer('seed', 1, 'Policy seed.', flag_values=fv)
+  flags.DEFINE_multi_string('env_option', [], 'Turf option key=value (repeatable), e.g. '
+                            'start=stone: the episodes a --env_option '
+                            'start=stone collection holds.', flag_values=fv)
+  flags.DEFINE_string('out', None, 'JSON file to write.', flag_values=fv)
+
+
+def parse_args(argv=None):
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.turf_coverage',
+                       description=__doc__.split('\n\n')[0])
   if not args.out:
-    p.error('--out is required')
+    cli.fail('--out is required')
   if args.episodes < 1 or args.per_episodes < 1:
-    p.error('--episodes and --per_episodes must be >= 1')
+    cli.fail('--episodes and --per_episodes must be >= 1')
   return args
 
 

@@ -62,7 +62,7 @@ def policy_networks(cfg: RunConfig, spec: specs.EnvironmentSpec):
 
 
 def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Estimators:
-  return est_nets.make_estimators(cfg.network, spec.actions.num_values)
+  return est_nets.make_estimators(cfg.estimator_network, spec.actions.num_values)
 
 
 def make_optimizer(impala) -> optax.GradientTransformation:
@@ -121,8 +121,8 @@ def make_self_imitation_table(max_steps: int, signature) -> reverb.Table:
 def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.TrajectoryAdder:
   """One environment's writes: IMPALA unrolls and/or precedence windows, from one writer."""
   # With the replay, each environment's writer holds at most one item not yet accepted by the
-  # rate limiter: at 4 it was up to 4 x (number of environments) items queued in the actors, so
-  # each sequence reached the table ~20 updates late (policy lag ~35 updates, |log rho| ~1).
+  # rate limiter: at 4, up to 4 x (number of environments) items queue in the actors and each
+  # sequence reaches the table ~20 updates late (measured: policy lag ~35 updates, |log rho| ~1).
   return adders.TrajectoryAdder(
       replay, impala_sequence=cfg.impala.sequence_length if cfg.agent == 'impala' else None,
       window=cfg.window if cfg.online_estimators else None,

@@ -33,7 +33,6 @@ from estimators.updates import DivergenceError
 FORMAT = 'noturningback-learner-state/2'      # /2: the header holds the leaves' SHA-256
 FORMATS = ('noturningback-learner-state/1', FORMAT)
 LEGACY_FILE = 'state.npz'   # a run's only checkpoint before several were kept
-STATE_FILE = LEGACY_FILE    # what callers name "the checkpoint file" of a directory (legacy)
 KEEP = 3
 _HEADER = '__header__'
 _NAME = re.compile(r'^state-(\d{12})\.npz$')

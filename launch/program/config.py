@@ -5,7 +5,7 @@ from typing import Any, Dict, Optional
 
 from agents.acting import ReversibilityConfig
 from agents.networks import PolicyNetConfig
-from estimators.networks import NetworkConfig
+from estimators.networks import EstimatorNetConfig
 from estimators.training import TrainConfig as EstimatorTrainConfig
 
 AGENTS = ('impala', 'random')
@@ -154,8 +154,10 @@ class RunConfig:
   impala: ImpalaConfig = ImpalaConfig()
   precedence: PrecedenceConfig = PrecedenceConfig()
   estimator_train: EstimatorTrainConfig = EstimatorTrainConfig()
-  network: NetworkConfig = NetworkConfig()
-  # The IMPALA policy/value network; None: the environment's default
+  # psi's and phi's network (config.json of runs from older versions: `network`,
+  # launch.runtime.run_config.with_legacy_fields).
+  estimator_network: EstimatorNetConfig = EstimatorNetConfig()
+  # The policy network (IMPALA's policy and value heads); None: the environment's default
   # (agents.networks.default_policy_config). launch.train always records it.
   policy_network: Optional[PolicyNetConfig] = None
   estimator_checkpoint: Optional[str] = documented(
@@ -216,6 +218,14 @@ class RunConfig:
       raise ValueError('max_node_failures must be >= 1 and node_failure_window_s > 0')
     if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):
       raise ValueError(f'estimator checkpoint not found: {self.estimator_checkpoint}')
+
+  def __setstate__(self, state):
+    # A RunConfig pickled by an older version (a launch's program, unpickled by a restarted
+    # node) holds the estimator network under its earlier name.
+    state = dict(state)
+    if 'network' in state:
+      state.setdefault('estimator_network', state.pop('network'))
+    self.__dict__.update(state)
 
   @property
   def uses_estimators(self) -> bool:

@@ -45,7 +45,7 @@ class Section:
 
 SECTIONS = (
     Section('', RunConfig, exclude=('env_options', 'reversibility', 'impala', 'precedence',
-                                    'estimator_train', 'network', 'policy_network')),
+                                    'estimator_train', 'estimator_network', 'policy_network')),
     Section('reversibility', ReversibilityConfig),
     Section('impala', ImpalaConfig),
     Section('precedence', PrecedenceConfig, prefix='precedence_'),

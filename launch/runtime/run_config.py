@@ -3,7 +3,7 @@
 config.json is `lifecycle.jsonable(cfg)`: the RunConfig and its nested configs as plain JSON.
 Loading rebuilds every nested dataclass from its type hints (lists back to tuples), ignores
 fields this version does not know (a config.json from another version), takes a missing
-field's default, and validates like a launch does. NetworkConfig keeps its own from_dict
+field's default, and validates like a launch does. EstimatorNetConfig keeps its own from_dict
 (configs written before `phi_encoder` existed). Errors are ConfigError, one line.
 """
 import dataclasses
@@ -55,8 +55,11 @@ def _build(kind, value):
 
 
 def with_legacy_fields(raw: Dict[str, Any]) -> Dict[str, Any]:
-  """config.json's dict with the fields its version did not write, set to what that run used
-  where today's default differs: the policy network (Sokoban's canvas was then 19x19)."""
+  """config.json's dict in today's names, with the fields its version did not write set to what
+  that run used where today's default differs: the estimator network under its earlier name
+  (`network`), the policy network (Sokoban's canvas was then 19x19)."""
+  if 'network' in raw and 'estimator_network' not in raw:
+    raw = {('estimator_network' if k == 'network' else k): v for k, v in raw.items()}
   if 'policy_network' in raw:
     return raw
   from agents import networks as agent_networks  # pylint: disable=g-import-not-at-top
