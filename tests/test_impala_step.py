@@ -76,7 +76,7 @@ def test_two_host_devices_give_the_single_device_update():
     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
 
 
-BLOCKED = textwrap.dedent('''
+BLOCKER = textwrap.dedent('''
     import sys
     BLOCKED = ('launchpad', 'reverb', 'tensorflow', 'acme', 'sonnet', 'envs')
     class Blocker:
@@ -84,11 +84,13 @@ BLOCKED = textwrap.dedent('''
         if name.split('.')[0] in BLOCKED:
           raise ImportError(f'{name} is blocked')
     sys.meta_path.insert(0, Blocker())
-''') + ONE_UPDATE + textwrap.dedent('''
+''')
+NONE_LOADED = textwrap.dedent('''
     loaded = sorted(m for m in sys.modules if m.split('.')[0] in BLOCKED)
     assert not loaded, loaded
     print('isolated')
 ''')
+BLOCKED = BLOCKER + ONE_UPDATE + NONE_LOADED
 
 
 def test_the_step_runs_without_launchpad_reverb_tensorflow_or_acme():
@@ -119,3 +121,30 @@ def test_a_batch_that_does_not_split_is_one_line():
   update.devices = update.devices * 2
   with pytest.raises(ValueError, match='batch_size 5 is not a multiple of 2'):
     update.check_batch(5)
+
+
+def test_the_gpu_check_runs_the_sokoban_presets_network():
+  import envs
+  from bench import gpu_learner_check
+  from envs import presets
+  assert gpu_learner_check.SOKOBAN_POLICY == dict(presets.get('sokoban').policy_network)
+  env = envs.make('sokoban', seed=0)
+  assert env.observation_spec().shape == gpu_learner_check.OBSERVATION_SHAPE
+  assert env.action_spec().num_values == gpu_learner_check.NUM_ACTIONS
+  impala = presets.get('sokoban').impala
+  assert (gpu_learner_check.LOSS.discount, gpu_learner_check.LOSS.entropy_cost) == (
+      impala['discount'], impala['entropy_cost'])
+
+
+def test_the_gpu_check_runs_on_this_host_within_its_budget(tmp_path):
+  out = tmp_path / 'check.json'
+  code = 'from bench import gpu_learner_check\ngpu_learner_check.main(sys.argv[1:])\n'
+  text = _run(BLOCKER + code + NONE_LOADED,
+              '--batch_sizes', '4,8', '--sequence_length', '5', '--seconds', '0.5',
+              '--self_imitation_batch', '8', '--cores', '16', '--out', str(out))
+  import json
+  result = json.loads(out.read_text())
+  assert [s['batch_size'] for s in result['shapes']] == [4, 8]
+  assert all(s['loss_finite'] for s in result['shapes'])
+  assert result['shapes'][0]['projection']['actor_env_steps_per_s'] == 14 * 6900.0
+  assert 'frames/s' in text and 'env steps/s = min(' in text and text.strip().endswith('isolated')

@@ -194,7 +194,8 @@ class RunConfig:
       'CUDA plugin, else the CPU), cpu or gpu (an error where it cannot).')
   learner_host_devices: int = documented(
       0, 'On the CPU, the XLA host devices the learner splits each batch over (one per core '
-      'it uses); 0: the most, up to the cores it may use, that divides its batch sizes.')
+      "it uses); 0: its share of the host's cores beside the actors "
+      '(launch.program.host_preset), a count that divides its batch sizes.')
   precedence_device: str = documented(
       'cpu', 'Where the precedence (psi/phi) learner runs: cpu, gpu or auto.')
 

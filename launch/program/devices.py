@@ -76,15 +76,17 @@ def resolve(requested: str, host: Host, flag: str = '--learner_device') -> str:
 
 
 def learner_host_devices(cfg, host: Host):
-  """CPU devices the learner splits its batches over: --learner_host_devices, else (0) the
-  most, up to the host's cores, that divides its batches (agents.impala_step). On a host whose
-  cores are not known here, its core count as its node's script counts it (the learner then
-  splits over as many of those as divide its batches: `learner_devices`)."""
+  """CPU devices the learner splits its batches over: --learner_host_devices, else (0) its
+  share of the host's cores beside the actors (launch.program.host_preset.learner_cores: 1 on
+  this 2-core machine, 8 of 16), as a count that divides its batches. On a host whose cores
+  are not known here (a cluster's), its core count as its node's script counts it (the learner
+  then splits over as many of those as divide its batches: `learner_devices`)."""
   if cfg.learner_host_devices:
     return cfg.learner_host_devices
   if not host.cores:
     return CORES_WHERE_IT_STARTS
-  return impala_step.default_host_devices(cfg.learner_batch_sizes, host.cores)
+  from launch.program import host_preset
+  return host_preset.learner_cores(host.cores, cfg.learner_batch_sizes)
 
 
 def plan(cfg, host: Host, precedence_host: Optional[Host] = None) -> Dict[str, str]:

@@ -49,6 +49,16 @@ class HostSizes:
   learner_device: str
 
 
+def learner_cores(cores: int, batch_sizes=(BATCH_SIZE,),
+                  efficiency: float = LEARNER_CORE_EFFICIENCY) -> int:
+  """The CPU learner's share of a host of `cores` cores that also runs the actors (the rule of
+  this module's docstring), as a count of XLA host devices that divides every batch size."""
+  free = max(1, int(cores) - SERVICE_CORES)
+  per_learner_core = ONE_CORE_LEARNER_FRAMES_PER_S * efficiency / SAMPLES_PER_SEQUENCE
+  balanced = free * ACTOR_ENV_STEPS_PER_CORE / (ACTOR_ENV_STEPS_PER_CORE + per_learner_core)
+  return impala_step.default_host_devices(list(batch_sizes), max(1, min(int(balanced), free - 1)))
+
+
 def size(cores: int, gpu: bool, batch_size: int = BATCH_SIZE,
          efficiency: float = LEARNER_CORE_EFFICIENCY) -> HostSizes:
   """The rule of this module's docstring for a host of `cores` cores, with or without a GPU."""
@@ -57,10 +67,7 @@ def size(cores: int, gpu: bool, batch_size: int = BATCH_SIZE,
     actors = max(1, cores - 1 - SERVICE_CORES)
     return HostSizes(cores, True, actors, ENVS_PER_ACTOR, batch_size, 0, 'gpu')
   free = max(1, cores - SERVICE_CORES)
-  per_learner_core = ONE_CORE_LEARNER_FRAMES_PER_S * efficiency / SAMPLES_PER_SEQUENCE
-  balanced = free * ACTOR_ENV_STEPS_PER_CORE / (ACTOR_ENV_STEPS_PER_CORE + per_learner_core)
-  target = max(1, min(int(balanced), free - 1))
-  learner = impala_step.default_host_devices([batch_size], target)
+  learner = learner_cores(cores, [batch_size], efficiency)
   return HostSizes(cores, False, max(1, free - learner), ENVS_PER_ACTOR, batch_size, learner, 'cpu')
 
 
