@@ -13,49 +13,23 @@ script (launch.cluster.files).
 An unusable request is a ValueError of one line naming what is missing: `gpu` where no GPU is
 seen, or where jax has no CUDA plugin.
 """
-import dataclasses
-import glob
-import importlib.util
-from typing import Callable, Dict, Optional
+from typing import Dict, Optional
 
 from agents import impala_step
-from launch.program import threads
+from launch.program import host_preset, threads
 
 DEVICE_CHOICES = ('auto', 'cpu', 'gpu')
 CPU_ONLY = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''}
 ON_GPU = {'JAX_PLATFORMS': 'cuda', 'XLA_PYTHON_CLIENT_PREALLOCATE': 'false'}
 CPU_GROUPS = ('replay', 'counter', 'coordinator', 'actor')
-# jax's CUDA builds: the PyPI plugin (jax >= 0.4.22: jax-cuda12-plugin), or a jaxlib built with CUDA.
-CUDA_MODULES = ('jax_cuda12_plugin', 'jax_plugins.xla_cuda12', 'jaxlib.cuda')
 INSTALL_HINT = 'make setup ACCEL=cuda12 (README, "Running on a GPU")'
 
 
-@dataclasses.dataclass(frozen=True)
-class Host:
-  """What a host offers the learner: GPUs, whether jax has a CUDA plugin there, its cores
-  (0: not known here, counted by the node's script where it starts: a cluster host)."""
-  gpus: int
-  cuda_plugin: bool
-  cores: int
-
-# A cluster host's cores, counted by the replica's script as it starts (launch.cluster.files).
-CORES_WHERE_IT_STARTS = '$(nproc)'
-
-
-def _installed(module: str) -> bool:
-  try:
-    return importlib.util.find_spec(module) is not None
-  except (ImportError, ValueError):
-    return False
-
-
-def probe_host(gpus: Optional[Callable[[], int]] = None,
-               cuda_plugin: Optional[Callable[[], bool]] = None) -> Host:
-  """This host, without starting jax (the launcher's process must not take the GPU): NVIDIA
-  device files for GPUs, an importable CUDA plugin module, the cores this process may use."""
-  n = gpus() if gpus else len(glob.glob('/dev/nvidia[0-9]*'))
-  plugin = cuda_plugin() if cuda_plugin else any(_installed(m) for m in CUDA_MODULES)
-  return Host(gpus=n, cuda_plugin=plugin, cores=impala_step.cores_available())
+# What a host offers (GPUs, the CUDA plugin, cores) and how it is probed: launch.program.host_preset,
+# whose sizes it feeds.
+Host = host_preset.Host
+CORES_WHERE_IT_STARTS = host_preset.CORES_WHERE_IT_STARTS
+probe_host = host_preset.probe_host
 
 
 def resolve(requested: str, host: Host, flag: str = '--learner_device') -> str:
@@ -85,7 +59,6 @@ def learner_host_devices(cfg, host: Host):
     return cfg.learner_host_devices
   if not host.cores:
     return CORES_WHERE_IT_STARTS
-  from launch.program import host_preset
   return host_preset.learner_cores(host.cores, cfg.learner_batch_sizes)
 
 

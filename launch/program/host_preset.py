@@ -19,9 +19,44 @@ F / S env steps/s for F frames/s of updates, and an actor core makes A env steps
     inference call per 16 rooms: 11x the env steps/s of one room per call, BUILD_NOTES.md).
 """
 import dataclasses
-from typing import Optional
+import glob
+import importlib.util
+from typing import Callable, Optional
 
 from agents import impala_step
+
+# jax's CUDA builds: the PyPI plugin (jax >= 0.4.22: jax-cuda12-plugin), or a jaxlib built with CUDA.
+CUDA_MODULES = ('jax_cuda12_plugin', 'jax_plugins.xla_cuda12', 'jaxlib.cuda')
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+  """What a host offers the learner: GPUs, whether jax has a CUDA plugin there, its cores
+  (0: not known here, counted by the node's script where it starts: a cluster host)."""
+  gpus: int
+  cuda_plugin: bool
+  cores: int
+
+
+# A cluster host's cores, counted by the replica's script as it starts (launch.cluster.files).
+CORES_WHERE_IT_STARTS = '$(nproc)'
+
+
+def _installed(module: str) -> bool:
+  try:
+    return importlib.util.find_spec(module) is not None
+  except (ImportError, ValueError):
+    return False
+
+
+def probe_host(gpus: Optional[Callable[[], int]] = None,
+               cuda_plugin: Optional[Callable[[], bool]] = None) -> Host:
+  """This host, without starting jax (the launcher's process must not take the GPU): NVIDIA
+  device files for GPUs, an importable CUDA plugin module, the cores this process may use."""
+  n = gpus() if gpus else len(glob.glob('/dev/nvidia[0-9]*'))
+  plugin = cuda_plugin() if cuda_plugin else any(_installed(m) for m in CUDA_MODULES)
+  return Host(gpus=n, cuda_plugin=plugin, cores=impala_step.cores_available())
+
 
 # Measured on the 2-core development machine (BUILD_NOTES.md, "Host-sized preset"):
 # the Sokoban learner (15x15 canvas, batch 16 x 20) takes 88 us of CPU per frame
@@ -29,8 +64,9 @@ from agents import impala_step
 ONE_CORE_LEARNER_FRAMES_PER_S = 11_300.0
 # the actors take 145 us of CPU per env step (K = 16 rooms, vectorised; "Sokoban throughput"):
 ACTOR_ENV_STEPS_PER_CORE = 6_900.0
-# frames/s with N host devices against N x one device's (results/bench/learner_devices_*.json;
-# the issue's target is 0.7).
+# frames/s with N host devices against N x one device's: the issue's target, assumed. Not yet
+# measured where it means something: on the 2-core machine, shared by a running experiment and
+# other sessions (load ~30), 2 devices gave 0.25 (results/bench/learner_devices_sokoban_b16.json).
 LEARNER_CORE_EFFICIENCY = 0.7
 SAMPLES_PER_SEQUENCE = 4.0      # the Sokoban preset's samples_per_insert
 BATCH_SIZE = 16                 # the Sokoban preset's
@@ -71,10 +107,9 @@ def size(cores: int, gpu: bool, batch_size: int = BATCH_SIZE,
   return HostSizes(cores, False, max(1, free - learner), ENVS_PER_ACTOR, batch_size, learner, 'cpu')
 
 
-def this_host(host: Optional[object] = None) -> HostSizes:
-  """`size` for this host (launch.program.devices.probe_host: cores, GPU and CUDA plugin)."""
-  from launch.program import devices
-  host = host or devices.probe_host()
+def this_host(host: Optional[Host] = None) -> HostSizes:
+  """`size` for this host (`probe_host`: cores, GPU and CUDA plugin)."""
+  host = host or probe_host()
   return size(host.cores, bool(host.gpus and host.cuda_plugin))
 
 
