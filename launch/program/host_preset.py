@@ -1,7 +1,7 @@
 """A Sokoban run sized to its host: how many actors, environments per actor and learner cores
 (XLA host devices), from the host's cores and GPU, by a rule made of measured speeds
-(BUILD_NOTES.md, "Host-sized preset"; `python -m launch.program.host_preset` prints it for this
-host, and `python -m launch.experiments.runner sokoban --scale host` runs the comparison at it).
+(BUILD_NOTES.md, "Host-sized preset"; `host_preset.this_host()` gives it for this host, and
+`python -m launch.experiment sokoban --scale host` runs the comparison at it).
 
 The rule. A learner consumes what the actors make: with S samples per sequence it needs
 F / S env steps/s for F frames/s of updates, and an actor core makes A env steps/s. So:
@@ -126,7 +126,3 @@ def projected_env_steps_per_s(learner_frames_per_s: float, cores: int,
           'env_steps_per_s': min(learner, actors),
           'bound_by': 'learner' if learner < actors else 'actors'}
 
-
-if __name__ == '__main__':
-  import json
-  print(json.dumps(dataclasses.asdict(this_host()), indent=2))
