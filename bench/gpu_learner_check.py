@@ -39,6 +39,11 @@ NUM_ACTIONS = 4
 LOSS = impala_step.LossConfig(discount=0.99, entropy_cost=0.01, baseline_cost=0.5)
 
 
+RULE = ('env steps/s = min(learner frames/s / samples per sequence ({spi:g}), (N - 2) x {a:,.0f} '
+        'env steps/s per actor core); N - 2: one core for the learner, one for replay, counter '
+        'and coordinator')
+
+
 def make_optimizer():
   return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(5e-4, b1=0.0, b2=0.99))
 
@@ -114,7 +119,8 @@ def main(argv=None):
   start = time.perf_counter()
   devices = jax.devices()[:1]
   cores = args.cores or impala_step.cores_available()
-  out = {'device': str(devices[0]), 'platform': devices[0].platform, 'jax': jax.__version__,
+  out = {'rule': RULE.format(spi=args.samples_per_sequence, a=args.actor_env_steps_per_core),
+         'device': str(devices[0]), 'platform': devices[0].platform, 'jax': jax.__version__,
          'python': sys.version.split()[0], 'cores': cores, 'shapes': []}
   print(f"{out['device']} ({out['platform']}), jax {out['jax']}, python {out['python']}", flush=True)
   for i, b in enumerate(int(x) for x in args.batch_sizes.split(',')):
@@ -130,23 +136,24 @@ def main(argv=None):
     r['projection'] = host_preset.projected_env_steps_per_s(
         r['frames_per_s'], cores, args.samples_per_sequence, args.actor_env_steps_per_core)
     out['shapes'].append(r)
+    _write(args.out, out)   # after each shape: a run cut short by its timeout keeps them
     pr = r['projection']
     print(f"batch {b} x {args.sequence_length}: {r['frames_per_s']:,.0f} frames/s "
           f"({1e3 * r['seconds_per_update']:.2f} ms/update, compile {r['first_update_s']:.1f} s) "
           f"-> learner {pr['learner_env_steps_per_s']:,.0f} env steps/s vs {cores} cores' actors "
           f"{pr['actor_env_steps_per_s']:,.0f}: {pr['env_steps_per_s']:,.0f} "
           f"({pr['bound_by']}-bound)", flush=True)
-  out['rule'] = ('env steps/s = min(learner frames/s / samples per sequence '
-                 f'({args.samples_per_sequence:g}), (N - 2) x {args.actor_env_steps_per_core:,.0f} '
-                 'env steps/s per actor core); N - 2: one core for the learner, one for replay, '
-                 'counter and coordinator')
   out['elapsed_s'] = time.perf_counter() - start
   print(out['rule'])
-  if os.path.dirname(args.out):
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-  with open(args.out, 'w') as f:
-    json.dump(out, f, indent=2)
+  _write(args.out, out)
   print(f'written: {args.out} ({out["elapsed_s"]:.0f} s)')
+
+
+def _write(path: str, out: dict) -> None:
+  if os.path.dirname(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, 'w') as f:
+    json.dump(out, f, indent=2)
 
 
 if __name__ == '__main__':
