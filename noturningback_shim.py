@@ -29,6 +29,12 @@ def apply() -> None:
   xla.Device = jax.Device
   xla.DeviceArray = jax.Array
   pxla.ShardedDeviceArray = jax.Array
+  # jax >= 0.4.2x no longer exports `jax.xla`, where Acme 0.4.0 reads `jax.xla.Device`.
+  if 'xla' not in vars(jax):
+    jax.xla = xla
+  import jax.numpy as jnp
+  if 'DeviceArray' not in vars(jnp):   # and `jnp.DeviceArray`
+    jnp.DeviceArray = jax.Array
 
 
 class _PatchBeforeAcme(importlib.abc.MetaPathFinder):

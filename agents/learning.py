@@ -3,10 +3,12 @@
 Acme 0.4.0 builds its loss inside `IMPALALearner.__init__` with no hook to replace it, so this
 learner keeps Acme's interface (`acme.Learner`: step / get_variables / save / restore, the same
 `IMPALANetworks`, counter and logger) and swaps the loss for `agents.losses.masked_vtrace_loss`.
-Single device (jit, no pmap): the project targets CPU machines and one-GPU hosts.
+The update itself (network, loss, self-imitation, optimiser) is agents.impala_step, which needs
+no Acme or Reverb; `devices` splits each batch over several (a GPU, or a CPU's cores as XLA host
+devices: agents.impala_step).
 """
 import time
-from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence
 
 import acme
 import jax
@@ -18,7 +20,7 @@ from acme.agents.jax.impala import networks as impala_networks
 from acme.jax import networks as networks_lib
 from acme.utils import counting, loggers
 
-from agents import losses
+from agents import impala_step
 from estimators import updates as update_guard
 
 POLICY_VERSION = 'policy_version'
@@ -43,9 +45,7 @@ def policy_lag(updates: int, data) -> dict:
   return {'policy_lag_mean': float(lags.mean()), 'policy_lag_max': float(lags.max())}
 
 
-class TrainingState(NamedTuple):
-  params: networks_lib.Params
-  opt_state: optax.OptState
+TrainingState = impala_step.TrainingState   # (defined beside the update; its home before)
 
 
 class IMPALALearner(acme.Learner):
@@ -59,78 +59,24 @@ class IMPALALearner(acme.Learner):
                imitation_ready: Optional[Callable[[], bool]] = None,
                counter: Optional[counting.Counter] = None,
                logger: Optional[loggers.Logger] = None,
-               max_consecutive_skips: int = 100):
+               max_consecutive_skips: int = 100, devices: Optional[Sequence] = None):
     self._iterator = iterator
     # A skipped update leaves the parameters as they were; this many in a row means the
     # learning itself diverged (the next batches will not be different), so the learner stops.
     self._skips = update_guard.SkipCounter('learner', max_consecutive_skips)
 
-    def sequence_vtrace(logits, values, data):
-      return losses.masked_vtrace(values, logits, data.extras['logits'], data.action,
-                                  data.reward, data.discount, data.start_of_episode,
-                                  discount=discount, max_abs_reward=max_abs_reward)
-
-    def sequence_loss(logits, values, data, vtrace, rhos, real, shift, scale):
-      return losses.vtrace_loss_terms(logits, values, data.action, vtrace, rhos, real,
-                                      baseline_cost=baseline_cost, entropy_cost=entropy_cost,
-                                      advantage_shift=shift, advantage_scale=scale)
-
-    def batch_loss(params, data):
-      # The networks are feed-forward: one pass over all B x T observations (one large conv
-      # batch), then the V-trace loss per sequence. Faster on CPU than vmapping the unroll.
-      b, t = data.action.shape
-      obs = data.observation.reshape((b * t,) + data.observation.shape[2:])
-      initial_state = jax.tree_util.tree_map(lambda s: s[0, 0], data.extras['core_state'])
-      (logits, values), _ = networks.unroll_fn(params, obs, initial_state)
-      logits = logits.reshape((b, t) + logits.shape[1:])
-      values = values.reshape((b, t))
-      vtrace, rhos, real = jax.vmap(sequence_vtrace)(logits, values, data)
-      # Advantage normalisation (optional) over the whole batch's real steps.
-      shift, scale = (losses.normalising_moments(vtrace.pg_advantage, real)
-                      if normalize_advantages else (0.0, 1.0))
-      loss, metrics = jax.vmap(sequence_loss, in_axes=(0, 0, 0, 0, 0, 0, None, None))(
-          logits, values, data, vtrace, rhos, real, shift, scale)
-      # Per-sequence statistics -> batch: maxima stay maxima, the rest are means.
-      metrics = {k: jnp.max(v) if k.endswith('_max') else jnp.mean(v) for k, v in metrics.items()}
-      return jnp.mean(loss), metrics
-
-    @jax.jit
-    def sgd_step(state: TrainingState, data):
-      (loss, metrics), grads = jax.value_and_grad(batch_loss, has_aux=True)(state.params, data)
-      updates, opt_state = optimizer.update(grads, state.opt_state)
-      params = optax.apply_updates(state.params, updates)
-      grad_norm = optax.global_norm(grads)
-      metrics.update(loss=loss, grad_norm=grad_norm, param_norm=optax.global_norm(params),
-                     param_updates_norm=optax.global_norm(updates))
-      # The gradient's norm too: finite gradients whose squares overflow float32 clip to zero
-      # updates, a learner that has stopped learning without a NaN anywhere.
-      new_state, finite = update_guard.keep_if_finite(TrainingState(params, opt_state), state,
-                                                      loss, grads, grad_norm)
-      return new_state, {**metrics, SKIPPED: 1.0 - finite.astype(jnp.float32)}
-
     key_state, key_params = jax.random.split(random_key)
     initial_core = networks.initial_state_fn(networks.initial_state_init_fn(key_state))
-
-    def imitation_loss(params, observations, actions, returns):
-      (logits, values), _ = networks.unroll_fn(params, observations, initial_core)
-      return losses.self_imitation_loss(logits, values, actions, returns,
-                                        value_cost=self_imitation_value_cost)
-
-    @jax.jit
-    def imitation_step(state: TrainingState, observations, actions, returns):
-      # The same optimiser (and its state) as the V-trace updates, as in Oh et al. (2018).
-      (loss, metrics), grads = jax.value_and_grad(imitation_loss, has_aux=True)(
-          state.params, observations, actions, returns)
-      updates, opt_state = optimizer.update(grads, state.opt_state)
-      metrics.update(sil_loss=loss, sil_grad_norm=optax.global_norm(grads))
-      new_state, _ = update_guard.keep_if_finite(
-          TrainingState(optax.apply_updates(state.params, updates), opt_state), state, loss, grads)
-      return new_state, metrics
+    self._update = impala_step.Update(
+        networks.unroll_fn, optimizer,
+        impala_step.LossConfig(discount=discount, entropy_cost=entropy_cost,
+                               baseline_cost=baseline_cost, max_abs_reward=max_abs_reward,
+                               normalize_advantages=normalize_advantages,
+                               self_imitation_value_cost=self_imitation_value_cost),
+        initial_core=initial_core, devices=devices)
 
     params = networks.unroll_init_fn(key_params, initial_core)
-    self._state = TrainingState(params, optimizer.init(params))
-    self._sgd_step = sgd_step
-    self._imitation_step = imitation_step
+    self._state = self._update.init(params)
     # Batches of single steps (observation, action, return) from the self-imitation table.
     self._imitation_iterator = imitation_iterator
     self._imitation_updates = imitation_updates if imitation_iterator is not None else 0
@@ -148,7 +94,7 @@ class IMPALALearner(acme.Learner):
     sample = next(self._iterator)
     start = time.time()
     lag = policy_lag(self._updates, sample.data)
-    self._state, metrics = self._sgd_step(self._state, sample.data)
+    self._state, metrics = self._update.sgd(self._state, sample.data)
     self._updates += 1
     metrics = jax.device_get(metrics)
     self._skips.add(bool(metrics[SKIPPED]), self._updates)
@@ -176,17 +122,20 @@ class IMPALALearner(acme.Learner):
 
   def imitate(self, observations, actions, returns) -> dict:
     """One self-imitation update on past steps (`agents.self_imitation`); its diagnostics."""
-    self._state, metrics = self._imitation_step(self._state, observations, actions, returns)
+    self._state, metrics = self._update.imitate(self._state, observations, actions, returns)
     return jax.device_get(metrics)
 
   def get_variables(self, names: Sequence[str]) -> List[networks_lib.Params]:
     """'policy': the parameters; 'policy_version': how many updates this learner process had
     made when it served them (the actors write it beside each step, see `policy_lag`)."""
-    return [np.float32(self._updates) if name == POLICY_VERSION else self._state.params
+    params = self._state.params
+    if self._update.num_devices > 1:   # a copy per device: actors get one, on the host
+      params = jax.device_get(params)
+    return [np.float32(self._updates) if name == POLICY_VERSION else params
             for name in (names or ['policy'])]
 
   def save(self) -> TrainingState:
     return self._state
 
   def restore(self, state: TrainingState):
-    self._state = state
+    self._state = self._update.place(state)

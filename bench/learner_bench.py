@@ -7,9 +7,16 @@ so only the update is timed), and optionally what one self-imitation update
         --out results/learner_bench_sokoban.json
     python -m bench.learner_bench --env sokoban --batch_size 16 --sequence_length 20 \
         --self_imitation_batch 256 --out results/sokoban/learner_bench_self_imitation.json
+    # Each batch split over 1 and 2 XLA host devices (one process each, alternated 3 times):
+    python -m bench.learner_bench --env sokoban --batch_size 16 --devices 1,2 --repeats 3 \
+        --out results/bench/learner_devices_sokoban.json
 """
 import dataclasses
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 import types
 
@@ -21,7 +28,7 @@ from acme import specs, wrappers
 from acme.adders.reverb.base import Trajectory
 from acme.utils import loggers
 
-from agents import learning
+from agents import impala_step, learning
 from agents import networks as agent_networks
 from bench import common
 
@@ -38,6 +45,10 @@ def define_flags():
                        'steps (0: not measured).')
   flags.DEFINE_list('canvas_sizes', [], "Policies centred on the agent (sokoban): time each of "
                     "these canvas sides in one invocation (0: 2H-1); default: the preset's.")
+  flags.DEFINE_list('devices', ['1'], 'Split each batch over this many XLA host devices (CPU), '
+                    'one process per count, each timed in this invocation: e.g. 1,2.')
+  flags.DEFINE_integer('repeats', 1, 'With several --devices: rounds, each timing every count '
+                       'once in turn (a busy machine shifts them alike); the median is kept.')
   flags.DEFINE_string('out', 'results/learner_bench.json', 'JSON output.')
 
 
@@ -59,7 +70,8 @@ def fixed_batch(spec, batch, length, rng):
   return types.SimpleNamespace(data=data)
 
 
-def measure(env_name, batch, length, updates, self_imitation_batch=0, canvas_size=None):
+def measure(env_name, batch, length, updates, self_imitation_batch=0, canvas_size=None,
+            devices=1):
   import envs
   options = {'reward_free': False} if env_name == 'cartpole' else {}
   spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=0, **options)))
@@ -75,7 +87,8 @@ def measure(env_name, batch, length, updates, self_imitation_batch=0, canvas_siz
 
   # No log files: Acme's default logger would write a CSV under ~/acme at every update.
   learner = learning.IMPALALearner(nets, forever(), optax.adam(5e-4, b1=0.0, b2=0.99),
-                                   jax.random.PRNGKey(0), logger=loggers.NoOpLogger())
+                                   jax.random.PRNGKey(0), logger=loggers.NoOpLogger(),
+                                   devices=jax.devices()[:devices])
   t0 = time.perf_counter()
   learner.step()
   compile_s = time.perf_counter() - t0
@@ -92,7 +105,8 @@ def measure(env_name, batch, length, updates, self_imitation_batch=0, canvas_siz
          'frames_per_s': batch * length / per_update,
          'cpu_seconds_per_update': cpu_per_update,
          'cpu_us_per_frame': 1e6 * cpu_per_update / (batch * length),
-         'backend': jax.default_backend()}
+         'backend': jax.default_backend(), 'devices': devices,
+         'cores_available': impala_step.cores_available()}
   if self_imitation_batch:
     steps = self_imitation_batch
     observations = sample.data.observation.reshape((-1,) + spec.observations.shape)
@@ -110,15 +124,56 @@ def measure(env_name, batch, length, updates, self_imitation_batch=0, canvas_siz
   return out
 
 
+def _child(argv, devices: int) -> dict:
+  """One measurement in a fresh process with `devices` host devices: XLA reads the count once,
+  when jax starts, which importing the agents' modules may already do."""
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, 'out.json')
+    args = [a for a in argv[1:] if not a.startswith(('--devices', '--repeats', '--out'))]
+    env = dict(os.environ, XLA_FLAGS=impala_step.with_host_devices(
+        os.environ.get('XLA_FLAGS', ''), devices))
+    subprocess.run([sys.executable, '-m', 'bench.learner_bench', *args, f'--devices={devices}',
+                    f'--out={out}'], check=True, stdout=subprocess.DEVNULL, env=env)
+    with open(out) as f:
+      return json.load(f)
+
+
+def device_scaling(argv, counts, repeats: int) -> dict:
+  """frames/s per device count (median over rounds), and against one device's: the speed-up
+  and the efficiency (speed-up / count; the issue's target is >= 0.7 per core)."""
+  runs = {n: [] for n in counts}
+  for _ in range(repeats):
+    for n in counts:
+      runs[n].append(_child(argv, n))
+  out = {'device_counts': counts, 'repeats': repeats, 'runs': {str(n): r for n, r in runs.items()}}
+  median = {n: float(np.median([r['frames_per_s'] for r in rs])) for n, rs in runs.items()}
+  out['frames_per_s'] = {str(n): v for n, v in median.items()}
+  if 1 in median:
+    out['speedup'] = {str(n): v / median[1] for n, v in median.items()}
+    out['efficiency'] = {str(n): v / median[1] / n for n, v in median.items()}
+  return out
+
+
 def main(argv):
   del argv
+  counts = [int(c) for c in FLAGS.devices]
+  if len(counts) > 1 or FLAGS.repeats > 1:
+    out = device_scaling(sys.argv, counts, FLAGS.repeats)
+    out['cores_available'] = impala_step.cores_available()
+    common.write_json(FLAGS.out, out)
+    print(json.dumps({k: v for k, v in out.items() if k != 'runs'}, indent=2))
+    return
+  devices = counts[0]
+  if devices > 1:
+    impala_step.request_host_devices(devices)
   if FLAGS.canvas_sizes:
     out = {'canvas_size_' + c: measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length,
-                                        FLAGS.updates, FLAGS.self_imitation_batch, int(c))
+                                        FLAGS.updates, FLAGS.self_imitation_batch, int(c),
+                                        devices)
            for c in FLAGS.canvas_sizes}
   else:
     out = measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length, FLAGS.updates,
-                  FLAGS.self_imitation_batch)
+                  FLAGS.self_imitation_batch, devices=devices)
   common.write_json(FLAGS.out, out)
   print(json.dumps(out, indent=2))
 

@@ -179,9 +179,14 @@ def main(argv):
                                   added_later=run_flags.ADDED_LATER)
     cfg = config_from_flags()
     check_launch_type_flags()
+    from launch.program import devices
     if cfg.launch_type == 'cluster':
       from launch.cluster import description, package
-      package.check_placement(cfg, description.load_description(FLAGS.cluster_description))
+      desc = description.load_description(FLAGS.cluster_description)
+      package.check_placement(cfg, desc)
+      placement = package.node_placement(cfg, desc)
+    else:
+      placement = devices.plan(cfg, devices.probe_host())   # a request it cannot meet: one line
     if FLAGS.resume:
       lifecycle.check_resume(cfg)
     elif not FLAGS.show_config:
@@ -193,7 +198,7 @@ def main(argv):
     print('interrupted before launch; nothing was started', file=sys.stderr)
     sys.exit(130)
   if FLAGS.show_config:
-    print(json.dumps(lifecycle.jsonable(cfg), indent=2))
+    print(json.dumps({**lifecycle.jsonable(cfg), 'placement': placement}, indent=2))
     return
   from launch.runtime import disk, run_lock
   if FLAGS.resume:

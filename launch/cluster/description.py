@@ -19,7 +19,8 @@ A description is a JSON object (YAML too, where PyYAML is installed):
       "name": "ntb",                                   # job name for Slurm / Kubernetes
       "hosts": {"a": "10.0.0.1",                       # host name -> address peers connect to
                 "b": {"address": "10.0.0.2",
-                      "start": ["ssh", "b"]}},         # prefix that runs a command on the host
+                      "start": ["ssh", "b"],           # prefix that runs a command on the host
+                      "gpus": 1}},                     # the learner runs on its GPU
       "base_port": 17100,                              # first port given out on each address
       "groups": {"replay": {"host": "a", "port": 17000},
                  "counter": {"host": "a"}, "coordinator": {"host": "a"},
@@ -60,6 +61,7 @@ class Host:
   name: str                       # ssh target / Slurm node name; also names files
   address: str                    # what peers connect to: an IP literal or a DNS name
   start: Tuple[str, ...] = ()     # command prefix that runs a command there (ssh, ip netns exec)
+  gpus: int = 0                   # GPUs the learners may use there (launch.program.devices)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,14 +169,17 @@ def parse_description(raw: Any) -> ClusterDescription:
       raise ClusterSpecError(f'host name {host_name!r} may only hold letters, digits, ".", "_", "-"')
     if isinstance(value, str):
       value = {'address': value}
-    if not isinstance(value, dict) or set(value) - {'address', 'start'}:
+    if not isinstance(value, dict) or set(value) - {'address', 'start', 'gpus'}:
       raise ClusterSpecError(f'host {host_name}: expected an address or {{"address": ..., '
-                             f'"start": [...]}}, got {value!r}')
+                             f'"start": [...], "gpus": N}}, got {value!r}')
+    gpus = value.get('gpus', 0)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+      raise ClusterSpecError(f'host {host_name}: "gpus" must be a whole number >= 0, got {gpus!r}')
     start = value.get('start', [])
     if not isinstance(start, list) or not all(isinstance(s, str) and s for s in start):
       raise ClusterSpecError(f'host {host_name}: "start" must be a list of strings, got {start!r}')
     hosts[host_name] = Host(host_name, _str(value.get('address'), f'host {host_name} address'),
-                            tuple(start))
+                            tuple(start), gpus)
   raw_groups = raw.get('groups')
   if not isinstance(raw_groups, dict) or not raw_groups:
     raise ClusterSpecError('the cluster description needs "groups": {group: {"host": ...}, ...}')

@@ -98,6 +98,45 @@ def check_placement(cfg, desc: ClusterDescription) -> None:
   placement.place(desc, group_sizes(cfg))
 
 
+def _group_host(desc: ClusterDescription, group: str):
+  """What the description says of the (first) host of `group`: its GPUs; the CUDA plugin is
+  taken to be there (nothing on that host can be asked from here), its cores are counted where
+  the node starts."""
+  from launch.program import devices
+  name = desc.groups[group].hosts[0] if group in desc.groups else None
+  gpus = desc.hosts[name].gpus if name in desc.hosts else 0
+  return devices.Host(gpus=gpus, cuda_plugin=True, cores=0)
+
+
+def node_placement(cfg, desc: ClusterDescription) -> Dict[str, str]:
+  """{node group: where it runs} on the described hosts (--show_config); a learner asked onto
+  a GPU its host does not have is a ClusterSpecError (one line)."""
+  from launch.program import devices
+  try:
+    return devices.plan(cfg, _group_host(desc, 'learner'),
+                        precedence_host=_group_host(desc, 'precedence_learner'))
+  except ValueError as e:
+    raise ClusterSpecError(f'{e} (the cluster description gives its host no "gpus")') from None
+
+
+def node_environments(cfg, desc: ClusterDescription) -> Dict[str, Dict[str, str]]:
+  """{node group: environment its replicas' scripts export}."""
+  from launch.program import devices
+  node_placement(cfg, desc)
+  return devices.node_environment(cfg, _group_host(desc, 'learner'),
+                                  precedence_host=_group_host(desc, 'precedence_learner'))
+
+
+def gpu_hosts(cfg, desc: ClusterDescription) -> Dict[str, int]:
+  """{host name: GPUs its nodes use}: the learners' hosts where they run on a GPU."""
+  where = node_placement(cfg, desc)
+  out: Dict[str, int] = {}
+  for group in ('learner', 'precedence_learner'):
+    if where.get(group) == 'gpu':
+      out[desc.groups[group].hosts[0]] = 1
+  return out
+
+
 def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
             python: Optional[str] = None) -> Package:
   """Writes RUN_DIR/cluster/ for one launch of `cfg` on the hosts of `desc`."""
@@ -136,9 +175,11 @@ def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
     os.chmod(path, mode)
     return path
 
+  environments = node_environments(cfg, desc)
   for r in replicas:
     write(f'{files.TASK_DIR}/{r.task}.sh', files.task_script(
-        r, placement.task_spec(replicas, r.group, r.index), cfg.run_dir, code_dir, python), 0o755)
+        r, placement.task_spec(replicas, r.group, r.index), cfg.run_dir, code_dir, python,
+        environments.get(r.group, {})), 0o755)
   host_scripts, commands = {}, {}
   hosts = [h for h in desc.hosts if any(r.host == h for r in replicas)]
   for h in hosts:
@@ -147,7 +188,7 @@ def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
         h, tasks, cfg.run_dir, code_dir, python), 0o755)
     commands[h] = files.host_command(desc, h, host_scripts[h])
   for name, text in files.slurm_files(desc, replicas, cfg.run_dir, directory, code_dir,
-                                                   python).items():
+                                     python, gpu_hosts(cfg, desc)).items():
     write(f'{files.SLURM_DIR}/{name}', text, 0o755 if name.endswith('.sbatch') else 0o644)
   write(files.KUBERNETES_FILE, k8s_text)
   lines = []

@@ -48,12 +48,26 @@ SOKOBAN_SCALES = {
                  envs_per_actor=16, run_seconds=8600, rae_arms=('impala_rae',),
                  eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                  eval_oracle_levels=100),
+    # host: 'long' on the host it runs on, its actors, rooms per actor and learner placement
+    # sized by launch.program.host_preset (the rule is in its docstring and BUILD_NOTES.md).
+    'host': lambda: _host_scale(),
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
                   envs_per_actor=1, run_seconds=0,
                   agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
                   eval_transitions=10_000, eval_levels=1000, eval_boxoban_levels=1000,
                   eval_oracle_levels=1000),
 }
+
+
+def _host_scale() -> dict:
+  from launch.program import host_preset
+  sizes = host_preset.this_host()
+  return dict(SOKOBAN_SCALES['long'], actors=sizes.num_actors,
+              envs_per_actor=sizes.envs_per_actor, agent=dict(batch_size=sizes.batch_size),
+              run_flags=('--learner_device', sizes.learner_device, '--learner_host_devices',
+                         str(sizes.learner_host_devices)))
+
+
 # The RAE arms: (run name, group, psi checkpoint, penalty weight lambda or None for the preset's).
 # The paper names no lambda; the preset's 0.1 is small beside the +1/-1 box rewards, so one arm
 # takes 1.0.
@@ -113,7 +127,8 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   agent = {**presets.get('sokoban').impala, **SOKOBAN_AGENT, **s.get('agent', {})}
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']),
-            *(arg for name in SOKOBAN_AGENT_FLAGS for arg in (f'--{name}', f'{agent[name]:g}')))
+            *(arg for name in SOKOBAN_AGENT_FLAGS for arg in (f'--{name}', f'{agent[name]:g}')),
+            *s.get('run_flags', ()))
   runs = []
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],

@@ -17,7 +17,7 @@ from typing import Callable, ClassVar, List, Optional, Tuple, Union
 # pairs are affordable here, 10 seeds of 1M-step runs are not). paper_phi_coverage: Turf only,
 # paper_estimators' psi with phi retrained on more coverage (launch.experiments.turf). long:
 # Sokoban only, the small scale's agent to 30M env steps (launch.experiments.sokoban).
-SCALES = ('tiny', 'small', 'long', 'paper', 'paper_estimators', 'paper_phi_coverage')
+SCALES = ('tiny', 'small', 'long', 'host', 'paper', 'paper_estimators', 'paper_phi_coverage')
 # Modules whose steps are training runs: they take --run_dir/--seed/--max_steps and --resume,
 # and write RUN_DIR/summary.json (status), counts.json, run_state.json and logs/<node>/logs.csv.
 TRAINING_MODULES = ('launch.train', 'launch.train_dqn')
@@ -30,7 +30,8 @@ def scale_settings(scales: dict, scale: str, experiment: str) -> dict:
   if scale not in scales:
     raise ValueError(f'experiment {experiment!r} has no scale {scale!r} (it has: '
                      f'{", ".join(scales)})')
-  return scales[scale]
+  settings = scales[scale]
+  return settings() if callable(settings) else settings   # a scale sized where it runs ('host')
 
 
 @dataclasses.dataclass(frozen=True)

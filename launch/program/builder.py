@@ -21,6 +21,7 @@ from agents import networks as agent_networks
 from envs import batch as env_batch
 from estimators import checkpoint as est_checkpoint
 from estimators import networks as est_nets
+from launch.program import devices
 from launch.program.config import RunConfig
 from launch.program.precedence_learner import PrecedenceLearner, make_window_iterator
 
@@ -187,7 +188,8 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
       self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
       imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
       imitation_ready=imitation_ready, counter=counter, logger=logger,
-      max_consecutive_skips=cfg.max_skipped_updates)
+      max_consecutive_skips=cfg.max_skipped_updates,
+      devices=devices.learner_devices(cfg.learner_batch_sizes))
 
 
 def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter: counting.Counter,

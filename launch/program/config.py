@@ -190,6 +190,16 @@ class RunConfig:
   # launch.program.threads.
   actor_threads: int = documented(
       0, "XLA threads per actor process (local launches): 1, or 0 for XLA's default, one per core.")
+  # launch.program.devices: where the learners run (every other node runs on the CPU).
+  learner_device: str = documented(
+      'auto', 'Where the IMPALA learner runs: auto (the GPU when the host has one and jax its '
+      'CUDA plugin, else the CPU), cpu or gpu (an error where it cannot).')
+  learner_host_devices: int = documented(
+      0, 'On the CPU, the XLA host devices the learner splits each batch over (one per core '
+      "it uses); 0: its share of the host's cores beside the actors "
+      '(launch.program.host_preset), a count that divides its batch sizes.')
+  precedence_device: str = documented(
+      'cpu', 'Where the precedence (psi/phi) learner runs: cpu, gpu or auto.')
 
   def __post_init__(self):
     if self.agent not in AGENTS:
@@ -208,6 +218,15 @@ class RunConfig:
       raise ValueError(f'replay checkpoint period must be > 0 s, got {self.replay_checkpoint_period_s}')
     if self.actor_threads not in (0, 1):
       raise ValueError(f'actor_threads must be 0 (XLA default) or 1, got {self.actor_threads}')
+    for name in ('learner_device', 'precedence_device'):
+      if getattr(self, name) not in ('auto', 'cpu', 'gpu'):
+        raise ValueError(f'{name} must be auto, cpu or gpu, got {getattr(self, name)!r}')
+    if self.learner_host_devices < 0:
+      raise ValueError(f'learner_host_devices must be >= 0 (0: auto), got {self.learner_host_devices}')
+    if self.learner_host_devices and any(
+        b % self.learner_host_devices for b in self.learner_batch_sizes):
+      raise ValueError(f'learner_host_devices {self.learner_host_devices} must divide the '
+                       f'learner\'s batch sizes {self.learner_batch_sizes}')
     if self.hang_timeout_s < 0:
       raise ValueError(f'hang_timeout_s must be >= 0 (0: off), got {self.hang_timeout_s}')
     if self.checkpoints_kept < 1:
@@ -226,6 +245,14 @@ class RunConfig:
     if 'network' in state:
       state.setdefault('estimator_network', state.pop('network'))
     self.__dict__.update(state)
+
+  @property
+  def learner_batch_sizes(self):
+    """The batch sizes the IMPALA learner splits over its devices."""
+    sizes = [self.impala.batch_size]
+    if self.impala.uses_self_imitation:
+      sizes.append(self.impala.self_imitation_batch)
+    return sizes
 
   @property
   def uses_estimators(self) -> bool:

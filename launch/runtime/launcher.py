@@ -142,9 +142,9 @@ def _child_main(cfg_path: str):
   if cfg.launch_type == 'local_mp':
     from launchpad.nodes.python import local_multi_processing
 
-    from launch.program import threads
+    from launch.program import devices
     resources = {group: local_multi_processing.PythonProcess(env=env) for group, env in
-                 threads.node_environment(cfg.actor_threads).items()}
+                 devices.node_environment(cfg, devices.probe_host()).items()}
     manager = lp.launch(program, launch_type='local_mp', terminal='current_terminal',
                         local_resources=resources)
   else:

@@ -40,7 +40,8 @@ SUPERVISOR_LOG = 'supervisor.jsonl'  # the supervisors' starts and failures of n
 RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',
                      'checkpoint_period_s', 'max_node_failures', 'node_failure_window_s',
                      'vectorised_env', 'replay_checkpoint_period_s', 'actor_threads',
-                     'hang_timeout_s', 'checkpoints_kept', 'max_skipped_updates', 'run_dir')
+                     'hang_timeout_s', 'checkpoints_kept', 'max_skipped_updates', 'run_dir',
+                     'learner_device', 'learner_host_devices', 'precedence_device')
 
 COMPLETED = 'completed'
 STOPPED = 'stopped by user'

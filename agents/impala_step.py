@@ -1,0 +1,233 @@
+"""The IMPALA learner's update -- network, filler-masked V-trace loss, self-imitation, optimiser --
+with nothing but jax, haiku, optax, rlax and numpy, so that a script runs it where Launchpad,
+Reverb and TensorFlow are not installed (bench/gpu_learner_check.py on a GPU host with a current
+jax), and one batch is split over several devices.
+
+    update = impala_step.Update(unroll_fn, optimizer, impala_step.LossConfig(discount=0.99),
+                                initial_core=policy_net.DUMMY_CORE_STATE,
+                                devices=jax.devices()[:2])
+    state = update.init(params)
+    state, metrics = update.sgd(state, batch)         # batch: an Acme Trajectory or `Sequences`
+
+Devices: with one (the default) the update is a plain `jax.jit`. With N, each batch is split
+over them along its batch axis (jit with the batch sharded, the state replicated): the same
+computation, which XLA partitions, every device computing its B/N sequences' gradients and the
+mean taken over all B. A CPU offers N devices when the process starts with
+`--xla_force_host_platform_device_count=N` in XLA_FLAGS (`request_host_devices`), which is how
+the learner uses every core of a host without a GPU: XLA's CPU backend keeps one device's update
+to about one core.
+"""
+import dataclasses
+import math
+import os
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from agents import losses
+from estimators import updates as update_guard
+
+SKIPPED = update_guard.SKIPPED
+HOST_DEVICE_FLAG = '--xla_force_host_platform_device_count'
+
+
+class TrainingState(NamedTuple):
+  params: Any
+  opt_state: Any
+
+
+class Sequences(NamedTuple):
+  """A batch of B sequences of T steps, with the fields of Acme's `Trajectory` that the loss
+  reads (scripts without Acme build this; the learner is handed Acme's). extras: 'logits'
+  [B, T, A] (the behaviour policy's) and 'core_state' [B, T] (the feed-forward nets' dummy)."""
+  observation: Any
+  action: Any
+  reward: Any
+  discount: Any
+  start_of_episode: Any
+  extras: Dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+  discount: float = 0.99
+  entropy_cost: float = 0.01
+  baseline_cost: float = 0.5
+  max_abs_reward: float = float('inf')
+  normalize_advantages: bool = False
+  self_imitation_value_cost: float = 0.01
+
+
+def batch_loss_fn(unroll_fn: Callable, cfg: LossConfig) -> Callable:
+  """(params, data) -> (mean loss over the batch's sequences, metrics)."""
+
+  def sequence_vtrace(logits, values, data):
+    return losses.masked_vtrace(values, logits, data.extras['logits'], data.action,
+                                data.reward, data.discount, data.start_of_episode,
+                                discount=cfg.discount, max_abs_reward=cfg.max_abs_reward)
+
+  def sequence_loss(logits, values, data, vtrace, rhos, real, shift, scale):
+    return losses.vtrace_loss_terms(logits, values, data.action, vtrace, rhos, real,
+                                    baseline_cost=cfg.baseline_cost, entropy_cost=cfg.entropy_cost,
+                                    advantage_shift=shift, advantage_scale=scale)
+
+  def batch_loss(params, data):
+    # The networks are feed-forward: one pass over all B x T observations (one large conv
+    # batch), then the V-trace loss per sequence. Faster on CPU than vmapping the unroll.
+    b, t = data.action.shape
+    obs = data.observation.reshape((b * t,) + data.observation.shape[2:])
+    initial_state = jax.tree_util.tree_map(lambda s: s[0, 0], data.extras['core_state'])
+    (logits, values), _ = unroll_fn(params, obs, initial_state)
+    logits = logits.reshape((b, t) + logits.shape[1:])
+    values = values.reshape((b, t))
+    vtrace, rhos, real = jax.vmap(sequence_vtrace)(logits, values, data)
+    # Advantage normalisation (optional) over the whole batch's real steps.
+    shift, scale = (losses.normalising_moments(vtrace.pg_advantage, real)
+                    if cfg.normalize_advantages else (0.0, 1.0))
+    loss, metrics = jax.vmap(sequence_loss, in_axes=(0, 0, 0, 0, 0, 0, None, None))(
+        logits, values, data, vtrace, rhos, real, shift, scale)
+    # Per-sequence statistics -> batch: maxima stay maxima, the rest are means.
+    metrics = {k: jnp.max(v) if k.endswith('_max') else jnp.mean(v) for k, v in metrics.items()}
+    return jnp.mean(loss), metrics
+
+  return batch_loss
+
+
+def sgd_step_fn(unroll_fn: Callable, optimizer: optax.GradientTransformation,
+                cfg: LossConfig) -> Callable:
+  """(state, data) -> (state, metrics): one V-trace update, dropped when not finite."""
+  batch_loss = batch_loss_fn(unroll_fn, cfg)
+
+  def sgd_step(state: TrainingState, data):
+    (loss, metrics), grads = jax.value_and_grad(batch_loss, has_aux=True)(state.params, data)
+    updates, opt_state = optimizer.update(grads, state.opt_state)
+    params = optax.apply_updates(state.params, updates)
+    grad_norm = optax.global_norm(grads)
+    metrics.update(loss=loss, grad_norm=grad_norm, param_norm=optax.global_norm(params),
+                   param_updates_norm=optax.global_norm(updates))
+    # The gradient's norm too: finite gradients whose squares overflow float32 clip to zero
+    # updates, a learner that has stopped learning without a NaN anywhere.
+    new_state, finite = update_guard.keep_if_finite(TrainingState(params, opt_state), state,
+                                                    loss, grads, grad_norm)
+    return new_state, {**metrics, SKIPPED: 1.0 - finite.astype(jnp.float32)}
+
+  return sgd_step
+
+
+def imitation_step_fn(unroll_fn: Callable, optimizer: optax.GradientTransformation,
+                      initial_core, value_cost: float) -> Callable:
+  """(state, observations, actions, returns) -> (state, metrics): one self-imitation update
+  with the same optimiser (and its state) as the V-trace updates, as in Oh et al. (2018)."""
+
+  def imitation_loss(params, observations, actions, returns):
+    (logits, values), _ = unroll_fn(params, observations, initial_core)
+    return losses.self_imitation_loss(logits, values, actions, returns, value_cost=value_cost)
+
+  def imitation_step(state: TrainingState, observations, actions, returns):
+    (loss, metrics), grads = jax.value_and_grad(imitation_loss, has_aux=True)(
+        state.params, observations, actions, returns)
+    updates, opt_state = optimizer.update(grads, state.opt_state)
+    metrics.update(sil_loss=loss, sil_grad_norm=optax.global_norm(grads))
+    new_state, _ = update_guard.keep_if_finite(
+        TrainingState(optax.apply_updates(state.params, updates), opt_state), state, loss, grads)
+    return new_state, metrics
+
+  return imitation_step
+
+
+class Update:
+  """The jitted V-trace and self-imitation updates, over one device or split over several."""
+
+  def __init__(self, unroll_fn: Callable, optimizer: optax.GradientTransformation,
+               cfg: LossConfig = LossConfig(), initial_core=None,
+               devices: Optional[Sequence[Any]] = None):
+    self.optimizer = optimizer
+    self.devices = list(devices) if devices else jax.devices()[:1]
+    sgd = sgd_step_fn(unroll_fn, optimizer, cfg)
+    imitate = imitation_step_fn(unroll_fn, optimizer, initial_core, cfg.self_imitation_value_cost)
+    if len(self.devices) == 1:
+      self._sgd, self._imitate = jax.jit(sgd), jax.jit(imitate)
+      self._replicated = None
+    else:
+      mesh = jax.sharding.Mesh(np.array(self.devices), ('batch',))
+      spec = jax.sharding.PartitionSpec
+      self._replicated = jax.sharding.NamedSharding(mesh, spec())
+      split = jax.sharding.NamedSharding(mesh, spec('batch'))
+      rep = self._replicated
+      self._sgd = jax.jit(sgd, in_shardings=(rep, split), out_shardings=(rep, rep))
+      self._imitate = jax.jit(imitate, in_shardings=(rep, split, split, split),
+                              out_shardings=(rep, rep))
+
+  @property
+  def num_devices(self) -> int:
+    return len(self.devices)
+
+  def init(self, params) -> TrainingState:
+    return self.place(TrainingState(params, self.optimizer.init(params)))
+
+  def place(self, state: TrainingState) -> TrainingState:
+    """The state where the update keeps it (a copy on every device when split)."""
+    if self._replicated is None:
+      return state
+    return jax.device_put(state, self._replicated)
+
+  def check_batch(self, size: int, what: str = 'batch_size') -> None:
+    if size % self.num_devices:
+      raise ValueError(f'the learner splits each batch over {self.num_devices} devices: '
+                       f'{what} {size} is not a multiple of {self.num_devices}')
+
+  def sgd(self, state: TrainingState, data):
+    self.check_batch(data.action.shape[0])
+    return self._sgd(state, data)
+
+  def imitate(self, state: TrainingState, observations, actions, returns):
+    self.check_batch(len(actions), 'self-imitation batch')
+    return self._imitate(state, observations, actions, returns)
+
+
+# Host devices ----------------------------------------------------------------------------------
+
+def cores_available() -> int:
+  """The cores this process may run on (its CPU affinity, e.g. a Slurm or taskset allocation)."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:
+    return os.cpu_count() or 1
+
+
+def default_host_devices(batch_sizes: Sequence[int], cores: Optional[int] = None) -> int:
+  """How many CPU devices to split the learner's batches over: the most, up to `cores`, that
+  divides every batch size (each device gets a whole number of sequences)."""
+  cores = cores_available() if cores is None else cores
+  common = 0
+  for b in batch_sizes:
+    common = math.gcd(common, int(b))
+  common = common or 1
+  return max(d for d in range(1, max(1, min(cores, common)) + 1) if common % d == 0)
+
+
+def with_host_devices(xla_flags: str, n: int) -> str:
+  """XLA_FLAGS with the CPU platform's device count set to n (any earlier count replaced)."""
+  kept = [f for f in xla_flags.split() if not f.startswith(HOST_DEVICE_FLAG)]
+  return ' '.join(kept + [f'{HOST_DEVICE_FLAG}={n}'])
+
+
+def backend_started() -> bool:
+  """Whether this process's jax has created its backends (XLA has read XLA_FLAGS)."""
+  from jax._src import xla_bridge
+  return bool(getattr(xla_bridge, '_backends', None))
+
+
+def request_host_devices(n: int) -> None:
+  """Asks XLA for n CPU devices in this process; must come before jax's first computation.
+  A backend already started with another count is a RuntimeError (one line)."""
+  if backend_started():
+    have = len(jax.devices('cpu'))
+    if have != n:
+      raise RuntimeError(f'jax already started with {have} CPU devices; {n} must be asked for '
+                         f'before its first computation (XLA_FLAGS={HOST_DEVICE_FLAG}={n})')
+    return
+  os.environ['XLA_FLAGS'] = with_host_devices(os.environ.get('XLA_FLAGS', ''), n)

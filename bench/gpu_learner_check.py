@@ -1,0 +1,160 @@
+r"""The learner's speed on a GPU (or any jax device), with nothing of the project's stack but jax,
+haiku, optax, rlax and numpy: the Sokoban preset's network, V-trace loss, self-imitation and
+optimiser (agents.impala_step), fed a fixed random batch on the device, at the preset's batch
+shape (16 x 20) and larger ones, within a time budget; then the projection of the whole
+program's env steps/s on a host with this device and N cores (launch.program.host_preset):
+
+    learner env steps/s = learner frames/s / samples per sequence (4)
+    actor env steps/s   = (N - 2) x the per-core actor ceiling measured on the dev machine
+    program             = the smaller of the two
+
+    python -m bench.gpu_learner_check --cores 16 --out results/bench/gpu_learner_check.json
+    bash bench/gpu_learner_check.sh          # on a GPU host: installs the carried wheels first
+
+It imports neither Acme, Launchpad, Reverb, TensorFlow nor envs/ (a GPU host may have none of
+them); tests/test_impala_step.py checks that its network is the Sokoban preset's.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+import optax
+
+from agents import impala_step, policy_net
+from launch.program import host_preset
+
+# The Sokoban preset's policy network (envs.presets, 'sokoban'; the test compares them) and its
+# observations: 10x10 RGB rooms, 4 actions.
+SOKOBAN_POLICY = dict(
+    torso='conv', conv_channels=(8, 16, 16), conv_strides=(2, 1, 1), conv_paddings=('SAME',) * 3,
+    relu_after_last_conv=False, shared_hidden=(64, 64), head_hidden=(64,), init='orthogonal',
+    centre_on=((160, 212, 56), (219, 212, 56)), canvas_size=15)
+OBSERVATION_SHAPE = (10, 10, 3)
+NUM_ACTIONS = 4
+# The Sokoban preset's IMPALA settings the update uses.
+LOSS = impala_step.LossConfig(discount=0.99, entropy_cost=0.01, baseline_cost=0.5)
+
+
+RULE = ('env steps/s = min(learner frames/s / samples per sequence ({spi:g}), (N - 2) x {a:,.0f} '
+        'env steps/s per actor core); N - 2: one core for the learner, one for replay, counter '
+        'and coordinator')
+
+
+def make_optimizer():
+  return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(5e-4, b1=0.0, b2=0.99))
+
+
+def random_batch(batch: int, length: int, rng: np.random.Generator) -> impala_step.Sequences:
+  obs = rng.integers(0, 4, size=(batch, length) + OBSERVATION_SHAPE).astype(np.uint8) * 60
+  obs[:, :, 4, 4] = SOKOBAN_POLICY['centre_on'][0]   # an agent in every room
+  start = np.zeros((batch, length), bool)
+  start[:, length // 2] = True
+  return impala_step.Sequences(
+      observation=obs, action=rng.integers(0, NUM_ACTIONS, size=(batch, length)).astype(np.int32),
+      reward=rng.normal(size=(batch, length)).astype(np.float32),
+      discount=np.ones((batch, length), np.float32), start_of_episode=start,
+      extras={'logits': rng.normal(size=(batch, length, NUM_ACTIONS)).astype(np.float32),
+              'core_state': np.zeros((batch, length), np.float32)})
+
+
+def measure(batch: int, length: int, seconds: float, devices, self_imitation_batch: int = 0):
+  """frames/s of the V-trace update at batch x length (median of timed rounds after compiling)."""
+  config = policy_net.PolicyNetConfig(**SOKOBAN_POLICY)
+  net = policy_net.make_unroll(NUM_ACTIONS, config)
+  rng = np.random.default_rng(0)
+  data = random_batch(batch, length, rng)
+  params = net.init(jax.random.PRNGKey(0), data.observation[0], policy_net.DUMMY_CORE_STATE)
+  update = impala_step.Update(net.apply, make_optimizer(), LOSS,
+                              initial_core=policy_net.DUMMY_CORE_STATE, devices=devices)
+  state = update.init(params)
+  data = jax.device_put(data, devices[0]) if len(devices) == 1 else data
+  t0 = time.perf_counter()
+  state, metrics = update.sgd(state, data)
+  jax.block_until_ready(metrics)
+  compile_s = time.perf_counter() - t0
+  rounds, end = [], time.perf_counter() + seconds
+  while time.perf_counter() < end or len(rounds) < 3:
+    n, t0 = 10, time.perf_counter()
+    for _ in range(n):
+      state, metrics = update.sgd(state, data)
+    jax.block_until_ready(metrics)
+    rounds.append((time.perf_counter() - t0) / n)
+  per_update = float(np.median(rounds))
+  out = {'batch_size': batch, 'sequence_length': length, 'first_update_s': compile_s,
+         'seconds_per_update': per_update, 'frames_per_s': batch * length / per_update,
+         'timed_updates': 10 * len(rounds), 'loss_finite': bool(np.isfinite(metrics['loss']))}
+  if self_imitation_batch:
+    obs = jax.device_put(data.observation.reshape((-1,) + OBSERVATION_SHAPE)[:self_imitation_batch])
+    actions = np.arange(self_imitation_batch, dtype=np.int32) % NUM_ACTIONS
+    returns = np.linspace(-1, 10, self_imitation_batch, dtype=np.float32)
+    state, m = update.imitate(state, obs, actions, returns)
+    jax.block_until_ready(m)
+    t0 = time.perf_counter()
+    for _ in range(20):
+      state, m = update.imitate(state, obs, actions, returns)
+    jax.block_until_ready(m)
+    out['seconds_per_self_imitation_update'] = (time.perf_counter() - t0) / 20
+  return out
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  p.add_argument('--batch_sizes', default='16,64,256,1024,4096',
+                 help='Sequences per update, the preset\'s (16) first.')
+  p.add_argument('--sequence_length', type=int, default=20)
+  p.add_argument('--seconds', type=float, default=20.0, help='Timed seconds per batch size.')
+  p.add_argument('--budget_s', type=float, default=420.0,
+                 help='Stop starting new batch sizes after this many seconds in all.')
+  p.add_argument('--cores', type=int, default=0, help='N of the projection (0: this host\'s).')
+  p.add_argument('--samples_per_sequence', type=float, default=host_preset.SAMPLES_PER_SEQUENCE)
+  p.add_argument('--actor_env_steps_per_core', type=float,
+                 default=host_preset.ACTOR_ENV_STEPS_PER_CORE)
+  p.add_argument('--self_imitation_batch', type=int, default=256)
+  p.add_argument('--out', default='results/bench/gpu_learner_check.json')
+  args = p.parse_args(argv)
+  start = time.perf_counter()
+  devices = jax.devices()[:1]
+  cores = args.cores or impala_step.cores_available()
+  out = {'rule': RULE.format(spi=args.samples_per_sequence, a=args.actor_env_steps_per_core),
+         'device': str(devices[0]), 'platform': devices[0].platform, 'jax': jax.__version__,
+         'python': sys.version.split()[0], 'cores': cores, 'shapes': []}
+  print(f"{out['device']} ({out['platform']}), jax {out['jax']}, python {out['python']}", flush=True)
+  for i, b in enumerate(int(x) for x in args.batch_sizes.split(',')):
+    if time.perf_counter() - start > args.budget_s:
+      out['skipped_after_budget'] = b
+      break
+    try:
+      r = measure(b, args.sequence_length, args.seconds, devices,
+                  args.self_imitation_batch if i == 0 else 0)
+    except Exception as e:   # e.g. out of memory at the largest shape: keep what was measured
+      print(f'batch {b}: {type(e).__name__}: {str(e).splitlines()[0][:200]}', flush=True)
+      break
+    r['projection'] = host_preset.projected_env_steps_per_s(
+        r['frames_per_s'], cores, args.samples_per_sequence, args.actor_env_steps_per_core)
+    out['shapes'].append(r)
+    _write(args.out, out)   # after each shape: a run cut short by its timeout keeps them
+    pr = r['projection']
+    print(f"batch {b} x {args.sequence_length}: {r['frames_per_s']:,.0f} frames/s "
+          f"({1e3 * r['seconds_per_update']:.2f} ms/update, compile {r['first_update_s']:.1f} s) "
+          f"-> learner {pr['learner_env_steps_per_s']:,.0f} env steps/s vs {cores} cores' actors "
+          f"{pr['actor_env_steps_per_s']:,.0f}: {pr['env_steps_per_s']:,.0f} "
+          f"({pr['bound_by']}-bound)", flush=True)
+  out['elapsed_s'] = time.perf_counter() - start
+  print(out['rule'])
+  _write(args.out, out)
+  print(f'written: {args.out} ({out["elapsed_s"]:.0f} s)')
+
+
+def _write(path: str, out: dict) -> None:
+  if os.path.dirname(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, 'w') as f:
+    json.dump(out, f, indent=2)
+
+
+if __name__ == '__main__':
+  main()

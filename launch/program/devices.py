@@ -1,0 +1,107 @@
+"""Where each node runs: the IMPALA learner on the host's GPU when there is one (or on all its
+cores, as XLA host devices, when there is none), every other node on the CPU.
+
+Placement is by environment, per Launchpad group, set before a node's process starts: jax reads
+JAX_PLATFORMS and XLA_FLAGS once, when it starts its backends, and a node's process may start
+them while unpickling its node (a jax key among its arguments). CPU nodes get
+JAX_PLATFORMS=cpu and CUDA_VISIBLE_DEVICES='' so that none of them opens the GPU or takes GPU
+memory (jax on a GPU takes 75% of it at start by default); GPU nodes get
+XLA_PYTHON_CLIENT_PREALLOCATE=false, as both learners may share one GPU. Local launches pass
+this to Launchpad (launch.runtime.launcher), cluster launches write it into each replica's
+script (launch.cluster.files).
+
+An unusable request is a ValueError of one line naming what is missing: `gpu` where no GPU is
+seen, or where jax has no CUDA plugin.
+"""
+from typing import Dict, Optional
+
+from agents import impala_step
+from launch.program import host_preset, threads
+
+DEVICE_CHOICES = ('auto', 'cpu', 'gpu')
+CPU_ONLY = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''}
+ON_GPU = {'JAX_PLATFORMS': 'cuda', 'XLA_PYTHON_CLIENT_PREALLOCATE': 'false'}
+CPU_GROUPS = ('replay', 'counter', 'coordinator', 'actor')
+INSTALL_HINT = 'make setup ACCEL=cuda12 (README, "Running on a GPU")'
+
+
+# What a host offers (GPUs, the CUDA plugin, cores) and how it is probed: launch.program.host_preset,
+# whose sizes it feeds.
+Host = host_preset.Host
+CORES_WHERE_IT_STARTS = host_preset.CORES_WHERE_IT_STARTS
+probe_host = host_preset.probe_host
+
+
+def resolve(requested: str, host: Host, flag: str = '--learner_device') -> str:
+  """'cpu' or 'gpu' for a request of auto / cpu / gpu on `host`."""
+  if requested not in DEVICE_CHOICES:
+    raise ValueError(f'{flag} must be one of {", ".join(DEVICE_CHOICES)}, got {requested!r}')
+  if requested == 'cpu':
+    return 'cpu'
+  if requested == 'auto':
+    return 'gpu' if host.gpus and host.cuda_plugin else 'cpu'
+  if not host.gpus:
+    raise ValueError(f'{flag} gpu: no GPU on this host (no /dev/nvidia* device); use '
+                     f'{flag} cpu or auto')
+  if not host.cuda_plugin:
+    raise ValueError(f"{flag} gpu: jax's CUDA plugin is not installed (jax-cuda12-plugin); "
+                     f'install it with {INSTALL_HINT}')
+  return 'gpu'
+
+
+def learner_host_devices(cfg, host: Host):
+  """CPU devices the learner splits its batches over: --learner_host_devices, else (0) its
+  share of the host's cores beside the actors (launch.program.host_preset.learner_cores: 1 on
+  this 2-core machine, 8 of 16), as a count that divides its batches. On a host whose cores
+  are not known here (a cluster's), its core count as its node's script counts it (the learner
+  then splits over as many of those as divide its batches: `learner_devices`)."""
+  if cfg.learner_host_devices:
+    return cfg.learner_host_devices
+  if not host.cores:
+    return CORES_WHERE_IT_STARTS
+  return host_preset.learner_cores(host.cores, cfg.learner_batch_sizes)
+
+
+def plan(cfg, host: Host, precedence_host: Optional[Host] = None) -> Dict[str, str]:
+  """{node group: where it runs}, for --show_config and the node environments: 'gpu', or
+  'cpu' (the learner's with its host devices). `precedence_host`: the precedence learner's
+  host where it is not the learner's (a cluster)."""
+  out = {g: 'cpu' for g in ('replay', 'counter', 'coordinator')}
+  if cfg.agent == 'impala':
+    if resolve(cfg.learner_device, host) == 'gpu':
+      out['learner'] = 'gpu'
+    else:
+      n = learner_host_devices(cfg, host)
+      out['learner'] = (f'cpu ({n} XLA host devices)' if n != CORES_WHERE_IT_STARTS else
+                        "cpu (XLA host devices: its host's cores)")
+  if cfg.online_estimators:
+    out['precedence_learner'] = resolve(cfg.precedence_device, precedence_host or host,
+                                        '--precedence_device')
+  out['actor'] = f'cpu ({cfg.num_actors} actors x {cfg.envs_per_actor} envs)'
+  return out
+
+
+def node_environment(cfg, host: Host,
+                     precedence_host: Optional[Host] = None) -> Dict[str, Dict[str, str]]:
+  """{Launchpad group: extra environment of its processes}."""
+  where = plan(cfg, host, precedence_host)
+  env = {g: dict(CPU_ONLY) for g in CPU_GROUPS}
+  for group, extra in threads.node_environment(cfg.actor_threads).items():
+    env[group].update(extra)
+  if 'learner' in where:
+    if where['learner'] == 'gpu':
+      env['learner'] = dict(ON_GPU)
+    else:
+      env['learner'] = dict(CPU_ONLY, XLA_FLAGS=impala_step.with_host_devices(
+          '', learner_host_devices(cfg, host)))
+  if 'precedence_learner' in where:
+    env['precedence_learner'] = dict(ON_GPU if where['precedence_learner'] == 'gpu' else CPU_ONLY)
+  return env
+
+
+def learner_devices(batch_sizes) -> list:
+  """In the learner's process: the devices of jax's default backend to split over (the GPU; or
+  the XLA host devices its environment asked for, as many as divide its batches)."""
+  import jax
+  devices = jax.devices()
+  return devices[:impala_step.default_host_devices(batch_sizes, len(devices))]
