@@ -14,7 +14,6 @@ program's env steps/s on a host with this device and N cores (launch.program.hos
 It imports neither Acme, Launchpad, Reverb, TensorFlow nor envs/ (a GPU host may have none of
 them); tests/test_impala_step.py checks that its network is the Sokoban preset's.
 """
-import argparse
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ import time
 import jax
 import numpy as np
 import optax
+from absl import flags
 
 from agents import impala_step, policy_net
 from launch.program import host_preset
@@ -101,21 +101,39 @@ def measure(batch: int, length: int, seconds: float, devices, self_imitation_bat
   return out
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_list('batch_sizes', ['16', '64', '256', '1024', '4096'],
+                    "Sequences per update, the preset's (16) first.", flag_values=fv)
+  flags.DEFINE_integer('sequence_length', 20, 'Steps per sequence.', flag_values=fv)
+  flags.DEFINE_float('seconds', 20.0, 'Timed seconds per batch size.', flag_values=fv)
+  flags.DEFINE_float('budget_s', 420.0,
+                     'Stop starting new batch sizes after this many seconds in all.',
+                     flag_values=fv)
+  flags.DEFINE_integer('cores', 0, "N of the projection (0: this host's).", flag_values=fv)
+  flags.DEFINE_float('samples_per_sequence', host_preset.SAMPLES_PER_SEQUENCE,
+                     'Times the learner samples each sequence (the projection divides by it).',
+                     flag_values=fv)
+  flags.DEFINE_float('actor_env_steps_per_core', host_preset.ACTOR_ENV_STEPS_PER_CORE,
+                     "One core's actor ceiling, env steps/s, measured on the dev machine.",
+                     flag_values=fv)
+  flags.DEFINE_integer('self_imitation_batch', 256,
+                       'Steps per self-imitation update timed at the first shape (0: none).',
+                       flag_values=fv)
+  flags.DEFINE_string('out', 'results/bench/gpu_learner_check.json', 'JSON to write.',
+                      flag_values=fv)
+
+
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  p.add_argument('--batch_sizes', default='16,64,256,1024,4096',
-                 help='Sequences per update, the preset\'s (16) first.')
-  p.add_argument('--sequence_length', type=int, default=20)
-  p.add_argument('--seconds', type=float, default=20.0, help='Timed seconds per batch size.')
-  p.add_argument('--budget_s', type=float, default=420.0,
-                 help='Stop starting new batch sizes after this many seconds in all.')
-  p.add_argument('--cores', type=int, default=0, help='N of the projection (0: this host\'s).')
-  p.add_argument('--samples_per_sequence', type=float, default=host_preset.SAMPLES_PER_SEQUENCE)
-  p.add_argument('--actor_env_steps_per_core', type=float,
-                 default=host_preset.ACTOR_ENV_STEPS_PER_CORE)
-  p.add_argument('--self_imitation_batch', type=int, default=256)
-  p.add_argument('--out', default='results/bench/gpu_learner_check.json')
-  args = p.parse_args(argv)
+  # absl's flags on a fresh FlagValues, without the project's CLI helper (envs.cli): the GPU
+  # host this runs on has no gym, so nothing under envs/ may be imported here.
+  args = flags.FlagValues()
+  _define_flags(args)
+  try:
+    rest = args(['gpu_learner_check'] + list(sys.argv[1:] if argv is None else argv))
+  except flags.Error as e:
+    sys.exit(f'error: {e}')
+  if len(rest) > 1:
+    sys.exit(f'error: unexpected arguments: {" ".join(rest[1:])}')
   start = time.perf_counter()
   devices = jax.devices()[:1]
   cores = args.cores or impala_step.cores_available()
@@ -123,7 +141,7 @@ def main(argv=None):
          'device': str(devices[0]), 'platform': devices[0].platform, 'jax': jax.__version__,
          'python': sys.version.split()[0], 'cores': cores, 'shapes': []}
   print(f"{out['device']} ({out['platform']}), jax {out['jax']}, python {out['python']}", flush=True)
-  for i, b in enumerate(int(x) for x in args.batch_sizes.split(',')):
+  for i, b in enumerate(int(x) for x in args.batch_sizes):
     if time.perf_counter() - start > args.budget_s:
       out['skipped_after_budget'] = b
       break
