@@ -54,7 +54,7 @@ def test_a_cpu_learner_splits_its_batch_over_the_hosts_cores():
   env = devices.node_environment(cfg, devices.Host(0, False, cores=12))
   assert env['learner']['JAX_PLATFORMS'] == 'cpu'
   assert env['learner']['XLA_FLAGS'] == '--xla_force_host_platform_device_count=8'   # 8 of 12
-  assert devices.plan(cfg, CPU_HOST)['learner'] == 'cpu (1 XLA host devices)'   # actors share 2
+  assert devices.plan(cfg, CPU_HOST)['learner'] == 'cpu (1 XLA host device)'   # actors share 2
   assert devices.plan(cfg, devices.Host(0, False, 64))['learner'] == 'cpu (16 XLA host devices)'
   one = RunConfig(env='sokoban', learner_host_devices=1)
   assert devices.node_environment(one, CPU_HOST)['learner']['XLA_FLAGS'].endswith('=1')

@@ -72,7 +72,8 @@ def plan(cfg, host: Host, precedence_host: Optional[Host] = None) -> Dict[str, s
       out['learner'] = 'gpu'
     else:
       n = learner_host_devices(cfg, host)
-      out['learner'] = (f'cpu ({n} XLA host devices)' if n != CORES_WHERE_IT_STARTS else
+      plural = 's' if n > 1 else ''
+      out['learner'] = (f'cpu ({n} XLA host device{plural})' if n != CORES_WHERE_IT_STARTS else
                         "cpu (XLA host devices: its host's cores)")
   if cfg.online_estimators:
     out['precedence_learner'] = resolve(cfg.precedence_device, precedence_host or host,
