@@ -23,7 +23,8 @@ The authors' released code differs in three options (each off by default): `--em
 (a ReLU after psi's embedding), `--exclude_terminal` (no transition that ends an episode in phi's
 batches, no episode's final observation in psi's pairs) and `--phi_draw 1024` (each phi step
 draws 1,024 transitions and keeps up to --batch_size non-terminal ones); their phi runs 100k
-steps (`--phi_transitions 12800000`) with `--phi_loss bce`. `--phi_save_steps 3907,25000` also
+steps (`--phi_transitions 12800000`) with `--phi_loss bce` onto psi(x, x') (`--phi_target
+one_minus_forward`: phi stays a reversibility, 1 - their irreversibility). `--phi_save_steps 3907,25000` also
 writes phi after those steps of the same run (STEM.phi3907.ckpt, ...).
 
 Defaults follow the dataset's environment's preset (`--network_preset`; `envs.presets`): window,
@@ -96,6 +97,9 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer('phi_draw', 0, "phi's batch: draw this many transitions, keep the first "
                        '--batch_size non-terminal ones (with --exclude_terminal; the authors\' '
                        'code: 1024); 0: draw --batch_size.', flag_values=fv)
+  flags.DEFINE_enum('phi_target', 'reverse', ['reverse', 'one_minus_forward'],
+                    "phi's target: psi(x', x) ('reverse', Sec. 4) or 1 - psi(x, x') "
+                    "('one_minus_forward', the authors' code).", flag_values=fv)
   flags.DEFINE_list('phi_save_steps', [], 'Also write phi after these many phi steps (below the '
                     'total), each beside --out as STEM.phi<steps>.ckpt: one run scored at several '
                     'budgets.', flag_values=fv)
@@ -140,6 +144,7 @@ class TrainOptions:
   embedding_relu: Optional[bool] = None
   exclude_terminal: bool = False
   phi_draw: int = 0
+  phi_target: str = 'reverse'
   phi_save_steps: Tuple[str, ...] = ()
   steps_per_call: int = 100
   seed: int = 0
@@ -528,7 +533,8 @@ def run(options: TrainOptions) -> dict:
         pair_sampling=f.pair_sampling or recipe.pair_sampling,
         phi_loss=f.phi_loss, phi_batch_size=f.batch_size,
         phi_learning_rate=f.phi_learning_rate if f.phi_learning_rate is not None else lr,
-        exclude_terminal=f.exclude_terminal, phi_draw=f.phi_draw, seed=f.seed)
+        exclude_terminal=f.exclude_terminal, phi_draw=f.phi_draw, phi_target=f.phi_target,
+        seed=f.seed)
   except ValueError as e:
     raise TrainError(str(e)) from e
 

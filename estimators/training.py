@@ -17,6 +17,8 @@ from estimators import losses, updates
 from estimators import networks as nets
 from estimators import pairs as pairs_lib
 
+PHI_TARGETS = ('reverse', 'one_minus_forward')
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -51,6 +53,10 @@ class TrainConfig:
       'help': "phi's batch: draw this many transitions and keep the first phi_batch_size of "
               'them that are not terminal with exclude_terminal (the authors\' code: 1,024 '
               'drawn, up to 128 kept); 0: draw phi_batch_size.'})
+  phi_target: str = dataclasses.field(default='reverse', metadata={
+      'help': "phi's regression target: 'reverse', psi(x', x), the chance of going back (Sec. "
+              "4); 'one_minus_forward', 1 - psi(x, x') (the authors' code regresses psi(x, x') "
+              'and rejects above 1 - beta); the two differ where psi is not antisymmetric.'})
   seed: int = 0
 
   def __post_init__(self):
@@ -68,6 +74,8 @@ class TrainConfig:
       raise ValueError(f'pair_sampling must be one of {pairs_lib.SAMPLINGS}, got {self.pair_sampling!r}')
     if not (self.train_psi or self.train_phi):
       raise ValueError('nothing to train: train_psi and train_phi are both False')
+    if self.phi_target not in PHI_TARGETS:
+      raise ValueError(f'phi_target must be one of {PHI_TARGETS}, got {self.phi_target!r}')
     if self.phi_draw and self.phi_draw < self.phi_batch_size:
       raise ValueError(f'phi_draw must be 0 or >= phi_batch_size ({self.phi_batch_size}), got '
                        f'{self.phi_draw}')
@@ -164,7 +172,11 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
 
   def phi_loss(params, psi_params, x, a, x_next, weight=None):
     # Empirical reversibility (Sec. 4): phi(x, a) ~ E[psi(x', x)], the chance of going back.
-    target = jax.lax.stop_gradient(psi_prob(est, psi_params, x_next, x))
+    if config.phi_target == 'reverse':
+      target = psi_prob(est, psi_params, x_next, x)
+    else:
+      target = 1.0 - psi_prob(est, psi_params, x, x_next)
+    target = jax.lax.stop_gradient(target)
     logits = est.phi_apply(params, x)
     taken = jnp.take_along_axis(logits, a[:, None].astype(jnp.int32), axis=1)[:, 0]
     return phi_loss_fn(taken, target, weight)

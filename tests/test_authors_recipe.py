@@ -78,6 +78,29 @@ def test_phi_sampler_keeps_at_most_128_non_terminal_of_1024():
   assert not np.any(np.asarray(training.terminal_transitions(batch, k[:n])))
 
 
+def test_phi_target_one_minus_forward_fits_phi_to_one_minus_psi_forward():
+  """With psi frozen, phi trained long on one transition approaches its target: psi(x', x)
+  ('reverse') or 1 - psi(x, x') ('one_minus_forward'), which differ for this psi."""
+  config = nets.NetworkConfig(torso='mlp', mlp_sizes=(8,), embedding_size=4, phi_hidden_sizes=(8,))
+  est = nets.make_estimators(config, 2)
+  batch = _flat([2])
+  x, y = batch.observations[:1], batch.observations[1:2]
+  got = {}
+  for target in training.PHI_TARGETS:
+    train = training.TrainConfig(train_psi=False, train_phi=True, phi_batch_size=4,
+                                 phi_learning_rate=0.05, phi_target=target)
+    state = training.init_state(est, train, np.zeros(3, np.float32))
+    state, _ = training.make_update(est, train, steps_per_call=300)(state, batch)
+    got[target] = float(training.phi_prob(est, state.phi_params, x)[0, 0])
+  back = float(training.psi_prob(est, state.psi_params, y, x)[0])
+  forward = float(training.psi_prob(est, state.psi_params, x, y)[0])
+  assert abs(back - (1 - forward)) > 0.02
+  assert got['reverse'] == pytest.approx(back, abs=0.01)
+  assert got['one_minus_forward'] == pytest.approx(1 - forward, abs=0.01)
+  with pytest.raises(ValueError, match='phi_target'):
+    training.TrainConfig(phi_target='forward')
+
+
 def test_phi_draw_must_cover_the_batch():
   with pytest.raises(ValueError, match='phi_draw'):
     training.TrainConfig(phi_batch_size=128, phi_draw=64)

@@ -63,17 +63,15 @@ TURF_SCALES = {
                                actors=2, envs_per_actor=8, run_seconds=200, rac_only=True,
                                phi_mix=dict(base='paper_estimators', episodes=20_000,
                                             max_steps=20, share=0.5)),
-    # The authors' release as it runs (module docstring): its random data (500k transitions,
-    # ~4,300 episodes), psi with the ReLU after its embedding and no terminal observation in
-    # its pairs, phi for 100k steps of up to 128 non-terminal of 1,024 drawn transitions (BCE),
-    # the `replace` shield; plus psi and phi on the start=stone episodes mixed in half and half,
-    # so that both see the goal's corner with the grass fresh. RAC runs as the other scales'.
+    # The authors' release as it runs (launch.experiments.turf_estimators), with psi and phi
+    # also on start=stone episodes, and the `replace` shield. RAC runs as the other scales'.
     'paper_as_released': dict(episodes=4_300, pairs=3_000_000, phi_transitions=100_000 * 128,
                               eval_transitions=10_000, min_seeds=3, sweep_seeds=1,
                               betas=TURF_BETAS, max_steps=500_000, actors=2, envs_per_actor=8,
                               run_seconds=600, rac_only=True, shield='replace',
                               released=dict(stone_episodes=20_000, stone_steps=20, share=0.5,
                                             phi_draw=1024, phi_loss='bce',
+                                            phi_target='one_minus_forward',
                                             phi_save_steps=(3_907, 25_000))),
 }
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)   # "phi < beta" in the per-kind split (Fig. 7's range)

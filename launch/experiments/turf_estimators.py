@@ -6,8 +6,9 @@ start=stone episodes, the base scale's psi) and `paper_as_released`.
 `offline_reversibility.py`): 500k random transitions (the release's default, 4,300 episodes);
 psi with a ReLU after its 64-d embedding (`--embedding_relu`) and no episode's final
 observation in its pairs (`--exclude_terminal`); phi for 100k steps, each drawing 1,024
-transitions and keeping up to 128 non-terminal ones (`--phi_draw 1024`), BCE onto psi's
-target, also written after 3,907 and 25,000 steps (`--phi_save_steps`). Both psi and phi also
+transitions and keeping up to 128 non-terminal ones (`--phi_draw 1024`), BCE onto
+1 - psi(x, x') (`--phi_target one_minus_forward`: the release regresses its irreversibility onto
+psi(x, x')), also written after 3,907 and 25,000 steps (`--phi_save_steps`). Both psi and phi also
 see 20,000 random episodes of 20 steps started on a random stone cell, half of their draws, so
 that they see the goal's corner with the grass fresh (random walks from the start never do).
 """
@@ -63,7 +64,8 @@ def released_steps(s: dict) -> List[Step]:
       Step('train_phi', 'estimators.train',
            data + authors + ('--psi_checkpoint', '{out}/psi.ckpt', '--phi', '--phi_transitions',
                              str(s['phi_transitions']), '--phi_draw', str(rel['phi_draw']),
-                             '--phi_loss', rel['phi_loss'], '--phi_save_steps',
+                             '--phi_loss', rel['phi_loss'], '--phi_target', rel['phi_target'],
+                             '--phi_save_steps',
                              ','.join(map(str, rel['phi_save_steps'])),
                              '--out', '{out}/estimators.ckpt', '--noprogress'),
            done='estimators.ckpt', est_seconds=s['phi_transitions'] / 1_500),
