@@ -5,7 +5,8 @@
 Every environment class here takes `seed` plus its own keyword options, and provides:
   - `observation_spec()` / `action_spec()` (actions: int32 `DiscreteArray`),
   - `render() -> np.ndarray` (H x W x 3 uint8 RGB frame of the current state),
-  - `episode_info() -> dict[str, float]`: per-episode metrics for loggers (e.g. ruined grass).
+  - `episode_info() -> dict[str, float | str]`: per-episode metrics for loggers (e.g. ruined grass;
+    a str value is for the logs only, e.g. Turf's ruined cells).
 Deterministic discrete ones also provide `get_state()` (hashable, the *true* state) and
 `set_state(state)`, which the exact reversibility oracle (`envs.oracle`) uses.
 

@@ -74,7 +74,7 @@ state never meets the time limit). `can_reach(a, b)` is a cheap necessary condit
 reaching state b from state a, which the oracle uses to prune: ruined grass never recovers, and
 with ruin='leave' an agent standing on fresh grass that must move elsewhere ruins that cell.
 """
-from typing import Dict, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 import dm_env
 import numpy as np
@@ -212,6 +212,8 @@ class Turf(dm_env.Environment):
     self._canvas = self.layout.image.copy()  # Base image with the ruined cells painted.
     self._pos = self.layout.start
     self._ruined = 0
+    self._ruin_order: List[Tuple[int, int]] = []     # cells ruined this episode, in order
+    self._grass_entries: List[str] = []             # 'rc>rc': each step onto fresh grass
     self._t = 0
     self._needs_reset = True
 
@@ -231,6 +233,8 @@ class Turf(dm_env.Environment):
     r = min(max(old[0] + dr, 0), SIZE - 1)
     c = min(max(old[1] + dc, 0), SIZE - 1)
     self._pos = (r, c)
+    if self._pos != old and self.layout.grass[r, c] and not self._ruined & (1 << (r * SIZE + c)):
+      self._grass_entries.append(f'{old[0]}{old[1]}>{r}{c}')
     if self._ruin_on_leave:
       if self._pos != old:
         self._spoil(old)
@@ -254,6 +258,7 @@ class Turf(dm_env.Environment):
       if not self._ruined & bit:
         self._ruined |= bit
         self._canvas[pos] = RUINED
+        self._ruin_order.append((int(pos[0]), int(pos[1])))
 
   def _observation(self) -> np.ndarray:
     obs = self._canvas.copy()
@@ -263,6 +268,7 @@ class Turf(dm_env.Environment):
   def _set(self, pos, ruined: int) -> None:
     self._pos = (int(pos[0]), int(pos[1]))
     self._ruined = int(ruined)
+    self._ruin_order, self._grass_entries = [], []   # a restored mask's cells have no order
     self._canvas[:] = self.layout.image
     if ruined:
       bits = ruined
@@ -330,7 +336,14 @@ class Turf(dm_env.Environment):
     return self._t
 
   def episode_info(self):
-    return {'ruined_grass': bin(self._ruined).count('1')}
+    """ruined_grass: how many cells are ruined. For the logs, as text (cell (r, c) written
+    'rc'): ruined_cells, the cells this episode ruined in order; grass_entries, each step from
+    cell 'rc' onto fresh grass 'rc' as 'rc>rc' (the move that decides a ruin; with
+    ruin='leave' the cell is ruined when the agent leaves it, so a cell entered just before the
+    episode ended may be entered and not ruined)."""
+    return {'ruined_grass': bin(self._ruined).count('1'),
+            'ruined_cells': ' '.join(f'{r}{c}' for r, c in self._ruin_order),
+            'grass_entries': ' '.join(self._grass_entries)}
 
   def render(self, cell: int = 16) -> np.ndarray:
     return np.repeat(np.repeat(self._observation(), cell, axis=0), cell, axis=1)

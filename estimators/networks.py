@@ -38,6 +38,9 @@ class EstimatorNetConfig:
   conv_padding: str = 'VALID'
   relu_after_last_conv: bool = True            # the Sokoban net has no ReLU after its last conv
   embedding_size: Optional[int] = None         # linear projection of each flattened embedding
+  embedding_relu: bool = dataclasses.field(default=False, metadata={
+      'help': "A ReLU after psi's embedding projection, before the concatenation (the authors' "
+              'released Turf net, GrasslandRev; App. C.2 draws a linear one).'})
   psi_head_sizes: Tuple[int, ...] = ()         # hidden layers after the concatenation
   phi_hidden_sizes: Tuple[int, ...] = (64,)    # phi: hidden layers after the encoder
   dropout: float = 0.0                         # in the psi head (Sokoban: 0.1)
@@ -121,6 +124,8 @@ class Encoder(hk.Module):
         x = jax.nn.relu(hk.Linear(size)(x))
     if c.embedding_size and not self._torso_only:
       x = hk.Linear(c.embedding_size)(x)
+      if c.embedding_relu:
+        x = jax.nn.relu(x)
     return x
 
 

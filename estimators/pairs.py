@@ -125,6 +125,15 @@ def window_layout(step_valid: jnp.ndarray, period: int):
   return last.reshape(-1), start_ok.reshape(-1)
 
 
+def window_ends_episode(step_valid: jnp.ndarray) -> jnp.ndarray:
+  """[B*L] bool for Reverb windows [B, L]: the position's window holds its episode's final
+  observation (Acme's filler), which is then the window's last observation (`window_layout`)."""
+  step_valid = jnp.asarray(step_valid)
+  b, l = step_valid.shape
+  ends = jnp.sum(observed_steps(step_valid), axis=1) > jnp.sum(step_valid > 0, axis=1)
+  return jnp.repeat(ends, l)
+
+
 def episode_layout(lengths: np.ndarray):
   """Flat layout for whole episodes stored back to back (offline datasets).
 

@@ -19,6 +19,14 @@ transitions of the same dataset, regressed onto psi(x', x) (L2, or --phi_loss bc
 online learner does. The whole flat dataset is put on the device once; each jitted call does
 --steps_per_call steps (lax.scan) to amortise dispatch.
 
+The authors' released code differs in three options (each off by default): `--embedding_relu`
+(a ReLU after psi's embedding), `--exclude_terminal` (no transition that ends an episode in phi's
+batches, no episode's final observation in psi's pairs) and `--phi_draw 1024` (each phi step
+draws 1,024 transitions and keeps up to --batch_size non-terminal ones); their phi runs 100k
+steps (`--phi_transitions 12800000`) with `--phi_loss bce` onto psi(x, x') (`--phi_target
+one_minus_forward`: phi stays a reversibility, 1 - their irreversibility). `--phi_save_steps 3907,25000` also
+writes phi after those steps of the same run (STEM.phi3907.ckpt, ...).
+
 Defaults follow the dataset's environment's preset (`--network_preset`; `envs.presets`): window,
 learning rate, weight decay, pair and phi budgets. Cartpole/Turf: w 200/120, Adam 0.01, 3M pairs;
 Sokoban: w 15, Adam 5e-4 with weight decay 1e-4, 20M pairs, dropout 0.1.
@@ -80,6 +88,21 @@ def define_flags(flag_values=flags.FLAGS):
                     flag_values=fv)
   flags.DEFINE_enum('conv_padding', None, ['VALID', 'SAME'], 'Override: padding of the encoder '
                     'convs (default: the preset; VALID).', flag_values=fv)
+  flags.DEFINE_bool('embedding_relu', None, "Override: a ReLU after psi's embedding projection "
+                    "(the authors' released Turf net; default: the preset, linear).",
+                    flag_values=fv)
+  flags.DEFINE_bool('exclude_terminal', False, "Keep the transitions that end an episode (goal, "
+                    "time-out) out of phi's batches and each episode's final observation out of "
+                    "psi's pairs (the authors' code).", flag_values=fv)
+  flags.DEFINE_integer('phi_draw', 0, "phi's batch: draw this many transitions, keep the first "
+                       '--batch_size non-terminal ones (with --exclude_terminal; the authors\' '
+                       'code: 1024); 0: draw --batch_size.', flag_values=fv)
+  flags.DEFINE_enum('phi_target', 'reverse', ['reverse', 'one_minus_forward'],
+                    "phi's target: psi(x', x) ('reverse', Sec. 4) or 1 - psi(x, x') "
+                    "('one_minus_forward', the authors' code).", flag_values=fv)
+  flags.DEFINE_list('phi_save_steps', [], 'Also write phi after these many phi steps (below the '
+                    'total), each beside --out as STEM.phi<steps>.ckpt: one run scored at several '
+                    'budgets.', flag_values=fv)
   flags.DEFINE_integer('steps_per_call', 100, 'Training steps per update call (one lax.scan; conv nets on CPU loop).', flag_values=fv)
   flags.DEFINE_integer('seed', 0, 'Random seed (initialisation and pair sampling).', flag_values=fv)
   flags.DEFINE_string('psi_checkpoint', None, 'Take psi from this checkpoint (same network) and '
@@ -118,6 +141,11 @@ class TrainOptions:
   dropout: Optional[float] = None
   psi_fusion: Optional[str] = None
   conv_padding: Optional[str] = None
+  embedding_relu: Optional[bool] = None
+  exclude_terminal: bool = False
+  phi_draw: int = 0
+  phi_target: str = 'reverse'
+  phi_save_steps: Tuple[str, ...] = ()
   steps_per_call: int = 100
   seed: int = 0
   psi_checkpoint: Optional[str] = None
@@ -140,7 +168,7 @@ def _ints(values, name) -> Tuple[int, ...]:
 
 
 def network_config(preset: str, mlp_sizes=None, conv_channels=None, conv_strides=None,
-                   dropout=None, conv_padding=None, psi_fusion=None):
+                   dropout=None, conv_padding=None, psi_fusion=None, embedding_relu=None):
   """The preset's EstimatorNetConfig with the given overrides applied."""
   from estimators import networks as nets
   config = nets.default_estimator_config(preset)
@@ -160,6 +188,8 @@ def network_config(preset: str, mlp_sizes=None, conv_channels=None, conv_strides
     changes['conv_padding'] = conv_padding
   if psi_fusion is not None:
     changes['psi_fusion'] = psi_fusion
+  if embedding_relu is not None:
+    changes['embedding_relu'] = bool(embedding_relu)
   try:
     return dataclasses.replace(config, **changes)
   except ValueError as e:
@@ -297,10 +327,12 @@ def eval_psi_accuracy(est, psi_params, batch, window: int, num_pairs: int, seed:
 def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bool = False,
           phi_transitions: int = 100_000, phi_schedule: str = 'after', steps_per_call: int = 100,
           progress: bool = True, eval_pairs: int = 0, psi_params=None, segment_ends=None,
-          shares=None):
+          shares=None, phi_save_steps=(), on_phi_steps=None):
   """Trains psi (and phi) on a `dataset.FlatData`. Returns (psi_params, phi_params, summary).
   Given `psi_params` (a trained psi), psi is not trained: phi only. Given `shares`, the
-  segments of `flat` ending at `segment_ends` are sampled in those shares (`mixture_starts`)."""
+  segments of `flat` ending at `segment_ends` are sampled in those shares (`mixture_starts`).
+  `on_phi_steps(steps, psi_params, phi_params, phi_loss, phi_seconds)` is called after each of
+  `phi_save_steps` phi steps (below the total)."""
   import jax
   import numpy as np
 
@@ -334,9 +366,22 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
   if phi and not joint:
     phi_config = dataclasses.replace(train_config, train_psi=False, train_phi=True)
     phi_steps = math.ceil(phi_transitions / train_config.phi_batch_size)
-    state, phi_stats = run_steps(est, phi_config, state, batch, phi_steps, steps_per_call,
-                                 train_config.phi_batch_size, 'phi', progress, ('phi_loss',),
-                                 unit='transition')
+    # The run in pieces ending at each of `phi_save_steps` (the state, optimiser and key carry
+    # over, so the pieces are the one run), each piece's end handed to `on_phi_steps`.
+    ends = sorted({n for n in phi_save_steps if 0 < n < phi_steps}) + [phi_steps]
+    done, pieces = 0, []
+    for end in ends:
+      state, piece = run_steps(est, phi_config, state, batch, end - done, steps_per_call,
+                               train_config.phi_batch_size, 'phi', progress, ('phi_loss',),
+                               unit='transition')
+      pieces.append(piece)
+      done = end
+      if end < phi_steps and on_phi_steps is not None:
+        on_phi_steps(end, jax.device_get(state.psi_params), jax.device_get(state.phi_params),
+                     piece['final'].get('phi_loss'), sum(p['wall_s'] for p in pieces))
+    phi_stats = dict(pieces[-1], steps=phi_steps, items=phi_steps * train_config.phi_batch_size,
+                     wall_s=sum(p['wall_s'] for p in pieces))
+    phi_stats['items_per_s'] = phi_stats['items'] / max(phi_stats['wall_s'], 1e-9)
     summary['phi'] = phi_stats
   if eval_pairs:
     summary['psi_eval_accuracy'] = eval_psi_accuracy(est, state.psi_params, batch,
@@ -368,7 +413,7 @@ def check_flags(f):
   if not f.out:
     raise TrainError('--out is required (the checkpoint file to write)')
   at_least = (('window', 1), ('num_pairs', 1), ('batch_size', 1), ('phi_transitions', 1),
-              ('steps_per_call', 1), ('eval_pairs', 0))
+              ('steps_per_call', 1), ('eval_pairs', 0), ('phi_draw', 0))
   for name, low in at_least:
     value = getattr(f, name)
     if value is not None and value < low:
@@ -467,7 +512,7 @@ def run(options: TrainOptions) -> dict:
   except presets.PresetError as e:
     raise TrainError(f'{e} (or pass --network_preset)' if not f.network_preset else str(e)) from None
   network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout,
-                           f.conv_padding, f.psi_fusion)
+                           f.conv_padding, f.psi_fusion, f.embedding_relu)
   if 'observation_shape' in meta and 'observation_dtype' in meta:
     try:
       check_network_fits(preset, network, meta['observation_shape'], meta['observation_dtype'],
@@ -488,6 +533,7 @@ def run(options: TrainOptions) -> dict:
         pair_sampling=f.pair_sampling or recipe.pair_sampling,
         phi_loss=f.phi_loss, phi_batch_size=f.batch_size,
         phi_learning_rate=f.phi_learning_rate if f.phi_learning_rate is not None else lr,
+        exclude_terminal=f.exclude_terminal, phi_draw=f.phi_draw, phi_target=f.phi_target,
         seed=f.seed)
   except ValueError as e:
     raise TrainError(str(e)) from e
@@ -537,12 +583,35 @@ def run(options: TrainOptions) -> dict:
   if psi_from is not None:
     checkpoint.check_compatible(psi_from, flat.observations.shape[1:], flat.observations.dtype,
                                 num_actions)
+  save_steps = _ints(f.phi_save_steps, 'phi_save_steps') if f.phi_save_steps else ()
+  if save_steps and not (f.phi and f.phi_schedule == 'after'):
+    raise TrainError('--phi_save_steps needs --phi (with --phi_schedule after)')
+
+  def save_phi_piece(steps, piece_psi, piece_phi, phi_loss, seconds):
+    """phi after `steps` of its steps, beside --out (its metadata: the run's, so far)."""
+    stem, ext = os.path.splitext(out)
+    path = f'{stem}.phi{steps}{ext or ".ckpt"}'
+    checkpoint.save(path, network, num_actions, flat.observations.shape[1:],
+                    flat.observations.dtype, piece_psi, piece_phi, {
+                        'env_name': env_name, 'env_options': meta.get('env_options', {}),
+                        'dataset': os.path.abspath(datasets[0]), 'datasets': sizes,
+                        'network_preset': preset, 'window': int(window),
+                        'train_config': dataclasses.asdict(config), 'phi_trained': True,
+                        'phi_loss_kind': f.phi_loss, 'phi_steps': int(steps),
+                        'phi_transitions': int(steps * config.phi_batch_size),
+                        'phi_loss': phi_loss, 'phi_train_seconds': seconds,
+                        'psi_from': os.path.abspath(f.psi_checkpoint) if f.psi_checkpoint else None,
+                        'piece_of': out, 'created': time.strftime('%Y-%m-%dT%H:%M:%S%z')})
+    print(f'saved {path}: phi after {steps:,} steps, loss {phi_loss:.4f}', file=sys.stderr,
+          flush=True)
+
   psi_params, phi_params, summary = train(
       flat, network, num_actions, config, num_pairs, phi=f.phi,
       phi_transitions=phi_transitions, phi_schedule=f.phi_schedule,
       steps_per_call=f.steps_per_call, progress=f.progress, eval_pairs=f.eval_pairs,
       psi_params=None if psi_from is None else psi_from.psi_params,
-      segment_ends=segment_ends, shares=shares)
+      segment_ends=segment_ends, shares=shares, phi_save_steps=save_steps,
+      on_phi_steps=save_phi_piece)
 
   psi = summary['psi']
   metadata = {

@@ -6,7 +6,7 @@ Data arrives in the flat layout of `estimators.pairs`: observations [N, ...], ac
 `last` [N] (end of each position's segment, -1 = padding) and the allowed pair starts.
 """
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import haiku as hk
 import jax
@@ -16,6 +16,8 @@ import optax
 from estimators import losses, updates
 from estimators import networks as nets
 from estimators import pairs as pairs_lib
+
+PHI_TARGETS = ('reverse', 'one_minus_forward')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +45,18 @@ class TrainConfig:
   pair_sampling: str = dataclasses.field(default='uniform', metadata={
       'help': "psi pairs: 'uniform' over the valid pairs (paper) or 'start_uniform' (start "
               'uniform, then gap uniform); estimators.pairs.SAMPLINGS.'})
+  exclude_terminal: bool = dataclasses.field(default=False, metadata={
+      'help': "Keep the transitions that end an episode (the goal, a time-out) out of phi's "
+              "batches and each episode's final observation out of psi's pairs (the authors' "
+              'code).'})
+  phi_draw: int = dataclasses.field(default=0, metadata={
+      'help': "phi's batch: draw this many transitions and keep the first phi_batch_size of "
+              'them that are not terminal with exclude_terminal (the authors\' code: 1,024 '
+              'drawn, up to 128 kept); 0: draw phi_batch_size.'})
+  phi_target: str = dataclasses.field(default='reverse', metadata={
+      'help': "phi's regression target: 'reverse', psi(x', x), the chance of going back (Sec. "
+              "4); 'one_minus_forward', 1 - psi(x, x') (the authors' code regresses psi(x, x') "
+              'and rejects above 1 - beta); the two differ where psi is not antisymmetric.'})
   seed: int = 0
 
   def __post_init__(self):
@@ -60,6 +74,11 @@ class TrainConfig:
       raise ValueError(f'pair_sampling must be one of {pairs_lib.SAMPLINGS}, got {self.pair_sampling!r}')
     if not (self.train_psi or self.train_phi):
       raise ValueError('nothing to train: train_psi and train_phi are both False')
+    if self.phi_target not in PHI_TARGETS:
+      raise ValueError(f'phi_target must be one of {PHI_TARGETS}, got {self.phi_target!r}')
+    if self.phi_draw and self.phi_draw < self.phi_batch_size:
+      raise ValueError(f'phi_draw must be 0 or >= phi_batch_size ({self.phi_batch_size}), got '
+                       f'{self.phi_draw}')
 
 
 class TrainState(NamedTuple):
@@ -78,6 +97,36 @@ class Batch(NamedTuple):
   last: jnp.ndarray          # [N]
   starts: jnp.ndarray        # [M] allowed pair starts (padded)
   num_starts: jnp.ndarray    # [] how many of `starts` are real
+  # [N] bool: k's segment ends with its episode's final observation (at last[k]), so the
+  # transition last[k] - 1 -> last[k] ended the episode. None: every segment is a whole
+  # episode (the offline layout).
+  ends_episode: Optional[jnp.ndarray] = None
+
+
+def terminal_transitions(batch: Batch, k: jnp.ndarray) -> jnp.ndarray:
+  """[...] bool: the transition k -> k + 1 ends an episode (goal, time-out)."""
+  ends = True if batch.ends_episode is None else batch.ends_episode[k]
+  return ends & (k + 1 == batch.last[k])
+
+
+def without_final_observations(batch: Batch) -> jnp.ndarray:
+  """`last` with every episode's final observation cut off its segment: pairs drawn with it
+  never include that observation, and the transition into it starts no pair."""
+  ends = jnp.ones_like(batch.last, bool) if batch.ends_episode is None else batch.ends_episode
+  return jnp.where(ends & (batch.last >= 0), batch.last - 1, batch.last)
+
+
+def phi_indices(key: jnp.ndarray, batch: Batch, batch_size: int, draw: int = 0,
+                exclude_terminal: bool = False):
+  """phi's transitions: `draw` (0: batch_size) starts drawn uniformly; with exclude_terminal
+  the terminal ones are dropped; the first `batch_size` left are kept. Returns (k [batch_size],
+  weight [batch_size]: 1 for a kept transition, 0 for a padding slot)."""
+  draw = draw or batch_size
+  k = batch.starts[jax.random.randint(key, (draw,), 0, jnp.maximum(batch.num_starts, 1))]
+  keep = ~terminal_transitions(batch, k) if exclude_terminal else jnp.ones((draw,), bool)
+  slot = jnp.nonzero(keep, size=batch_size, fill_value=0)[0]
+  weight = (jnp.arange(batch_size) < jnp.sum(keep)).astype(jnp.float32)
+  return k[slot], weight
 
 
 def _optimizer(lr, b1, b2, weight_decay):
@@ -121,19 +170,30 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
     acc = jnp.mean((logits > 0) == (labels > 0.5))
     return loss, acc
 
-  def phi_loss(params, psi_params, x, a, x_next):
+  def phi_loss(params, psi_params, x, a, x_next, weight=None):
     # Empirical reversibility (Sec. 4): phi(x, a) ~ E[psi(x', x)], the chance of going back.
-    target = jax.lax.stop_gradient(psi_prob(est, psi_params, x_next, x))
+    if config.phi_target == 'reverse':
+      target = psi_prob(est, psi_params, x_next, x)
+    else:
+      target = 1.0 - psi_prob(est, psi_params, x, x_next)
+    target = jax.lax.stop_gradient(target)
     logits = est.phi_apply(params, x)
     taken = jnp.take_along_axis(logits, a[:, None].astype(jnp.int32), axis=1)[:, 0]
-    return phi_loss_fn(taken, target)
+    return phi_loss_fn(taken, target, weight)
 
   def one_step(state: TrainState, batch: Batch):
     key, k_pairs, k_drop, k_trans = jax.random.split(state.key, 4)
     psi_params, psi_opt_state, metrics = state.psi_params, state.psi_opt, {}
     checked = []   # the gradients' global norms (see updates.keep_if_finite)
     if config.train_psi:
-      p = pairs_lib.sample_pairs(k_pairs, batch.last, batch.starts, batch.num_starts,
+      last, num_starts = batch.last, batch.num_starts
+      if config.exclude_terminal:
+        last = without_final_observations(batch)
+        # A start whose only successor was the final observation now owns no pair; with no
+        # start owning one at all, sample_pairs returns padding instead of looping.
+        owns = (last[batch.starts] > batch.starts) & (jnp.arange(batch.starts.shape[0]) < num_starts)
+        num_starts = jnp.where(jnp.any(owns), num_starts, 0)
+      p = pairs_lib.sample_pairs(k_pairs, last, batch.starts, num_starts,
                                  config.batch_size, config.window, config.pair_sampling)
       x, y = batch.observations[p.first], batch.observations[p.second]
       (l_psi, acc), g = jax.value_and_grad(psi_loss, has_aux=True)(psi_params, k_drop, x, y, p.label)
@@ -144,10 +204,16 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
     phi_params, phi_opt_state = state.phi_params, state.phi_opt
     if config.train_phi:
       # Transitions (k, k+1) inside a segment: every allowed start has a successor.
-      k = batch.starts[jax.random.randint(k_trans, (config.phi_batch_size,), 0,
-                                          jnp.maximum(batch.num_starts, 1))]
+      if config.exclude_terminal or config.phi_draw:
+        k, weight = phi_indices(k_trans, batch, config.phi_batch_size, config.phi_draw,
+                                config.exclude_terminal)
+      else:
+        k = batch.starts[jax.random.randint(k_trans, (config.phi_batch_size,), 0,
+                                            jnp.maximum(batch.num_starts, 1))]
+        weight = None
       l_phi, g = jax.value_and_grad(phi_loss)(phi_params, psi_params, batch.observations[k],
-                                              batch.actions[k], batch.observations[k + 1])
+                                              batch.actions[k], batch.observations[k + 1],
+                                              weight)
       checked.append(optax.global_norm(g))
       upd, phi_opt_state = phi_opt.update(g, phi_opt_state, phi_params)
       phi_params = optax.apply_updates(phi_params, upd)
@@ -193,4 +259,5 @@ def windows_to_batch(observations, actions, step_valid, period: int) -> Batch:
   last, start_ok = pairs_lib.window_layout(step_valid, period)
   starts, count = pairs_lib.start_indices(last, start_ok)
   obs = observations.reshape((b * l,) + observations.shape[2:])
-  return Batch(obs, actions.reshape(b * l), last, starts, count)
+  return Batch(obs, actions.reshape(b * l), last, starts, count,
+               pairs_lib.window_ends_episode(step_valid))

@@ -110,6 +110,30 @@ def test_turf_paper_phi_coverage_scale_retrains_phi_on_a_mixture_with_the_base_p
              for s in steps if s.is_training)
 
 
+def test_turf_paper_as_released_scale_trains_as_the_release_with_the_stone_mixture():
+  steps = turf.turf_steps('paper_as_released', 1)
+  by_name = {s.name: s for s in steps}
+  out = '/x/paper_as_released'
+  collect = by_name['collect_random'].argv(out)
+  assert collect[collect.index('--episodes') + 1] == '4300'   # ~500k transitions
+  psi = by_name['train_psi'].argv(out)
+  assert '--phi' not in psi and psi[psi.index('--num_pairs') + 1] == '3000000'
+  assert '--embedding_relu' in psi and '--exclude_terminal' in psi
+  assert [psi[i + 1] for i, a in enumerate(psi) if a == '--dataset'] == [
+      f'{out}/data/random', f'{out}/data/stone20']
+  phi = by_name['train_phi'].argv(out)
+  assert phi[phi.index('--psi_checkpoint') + 1] == f'{out}/psi.ckpt'
+  assert phi[phi.index('--phi_transitions') + 1] == str(100_000 * 128)
+  assert phi[phi.index('--phi_draw') + 1] == '1024' and '--exclude_terminal' in phi
+  assert phi[phi.index('--phi_loss') + 1] == 'bce' and '--embedding_relu' in phi
+  probe = by_name['rac_probe'].argv(out)
+  assert probe[probe.index('--mode') + 1] == 'replace'
+  runs = [s for s in steps if s.is_training]
+  assert all(s.flags[s.flags.index('--shield_mode') + 1] == 'replace' for s in runs)
+  assert [s.group for s in runs] == [turf.rac_group(0.2)] * 3 + [
+      turf.rac_group(b) for b in (0.0, 0.1, 0.3, 0.4, 0.5)]
+
+
 def test_turf_comparison_puts_each_beta_of_the_base_beside_this_scale():
   run = lambda total, goal: {'ruined_total': total, 'goal_last': goal}  # noqa: E731
   base = {turf.rac_group(0.2): [run(9593.0, 0.99), run(9916.0, 0.95)],

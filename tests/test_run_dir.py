@@ -1,5 +1,6 @@
 """Run directories: explicit --resume, what it may change, and learner checkpoint files (no
 launch here; tests/test_faults.py resumes real runs)."""
+import csv
 import json
 import os
 import subprocess
@@ -252,6 +253,18 @@ def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
   rows = summary.read_log(str(tmp_path), 'actor_0')
   assert rows == [{'actor_steps': 10.0, 'episode_length': 10.0},
                   {'actor_steps': 22.0, 'episode_length': 12.0}]
+
+
+def test_a_text_value_goes_to_the_csv_and_not_to_tensorboard(tmp_path):
+  """Turf's episode_info holds text (its ruined cells): TensorBoard's scalars cannot take it."""
+  from launch.program import loggers
+  from launch.program.config import RunConfig
+  logger = loggers.make_logger(RunConfig(run_dir=str(tmp_path)), 'actor_0')
+  logger.write({'actor_steps': 10, 'ruined_grass': 2, 'ruined_cells': '91 81'})
+  logger.write({'actor_steps': 20, 'ruined_grass': 0, 'ruined_cells': ''})
+  with open(tmp_path / 'logs' / 'actor_0' / 'logs.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [r['ruined_cells'] for r in rows] == ['91 81', '']
 
 
 def _resumed_config(run_dir) -> dict:

@@ -79,7 +79,7 @@ def test_turf_paper_road_reaches_goal_without_ruin():
     assert not grass[r, c]  # the road is stone all along
   ts = steps[-1]
   assert ts.step_type == StepType.LAST and ts.reward == 1.0 and ts.discount == 0.0
-  assert len(PAPER_ROAD) == 18 and env.episode_info() == {'ruined_grass': 0}
+  assert len(PAPER_ROAD) == 18 and env.episode_info()['ruined_grass'] == 0
   assert env.get_state()[:2] == (0, 9)
   assert env.step(UP).step_type == StepType.FIRST  # auto-reset after the end
 
@@ -90,7 +90,7 @@ def test_turf_paper_shortcut_over_grass_is_as_short_and_ruins_what_it_leaves():
   steps = _walk(env, [RIGHT] * 9 + [UP] * 9)  # along the bottom row, then up the right column
   assert [ts.reward for ts in steps] == [0.0] * 17 + [1.0] and steps[-1].discount == 0.0
   # Every grass cell left is ruined: (9, 1..9) and (8..1, 9); the goal cell is not grass.
-  assert env.episode_info() == {'ruined_grass': 17}
+  assert env.episode_info()['ruined_grass'] == 17
   obs = steps[-1].observation
   assert all(tuple(obs[9, c]) == turf_lib.RUINED for c in range(1, 10))
   assert all(tuple(obs[r, 9]) == turf_lib.RUINED for r in range(1, 9))
@@ -102,32 +102,32 @@ def test_turf_grass_is_ruined_when_left():
   env.reset()
   ts = env.step(RIGHT)  # onto (9, 1): fresh grass, not ruined yet
   assert tuple(ts.observation[9, 1]) == turf_lib.AGENT
-  assert env.get_state() == (9, 1, 0) and env.episode_info() == {'ruined_grass': 0}
+  assert env.get_state() == (9, 1, 0) and env.episode_info()['ruined_grass'] == 0
   env.step(DOWN)  # border: stays on (9, 1), does not leave it
   assert env.get_state() == (9, 1, 0)
   ts = env.step(RIGHT)  # leaves (9, 1)
   assert tuple(ts.observation[9, 1]) == turf_lib.RUINED
-  assert env.get_state() == (9, 2, 1 << 91) and env.episode_info() == {'ruined_grass': 1}
+  assert env.get_state() == (9, 2, 1 << 91) and env.episode_info()['ruined_grass'] == 1
   env.step(LEFT)  # leaves (9, 2), back on the ruined (9, 1)
-  assert env.episode_info() == {'ruined_grass': 2}
+  assert env.episode_info()['ruined_grass'] == 2
   ts = env.step(LEFT)  # onto the stone start: (9, 1) was already ruined, not counted twice
   assert env.get_state() == (9, 0, (1 << 91) | (1 << 92))
   assert tuple(ts.observation[9, 1]) == turf_lib.RUINED
   _walk(env, [UP, DOWN, LEFT])  # stone never ruins; LEFT bumps into the border
   assert env.get_state() == (9, 0, (1 << 91) | (1 << 92))
   env.reset()
-  assert env.episode_info() == {'ruined_grass': 0}
+  assert env.episode_info()['ruined_grass'] == 0
 
 
 def test_turf_ruin_on_enter_option():
   env = envs.make('turf', ruin='enter')
   env.reset()
   ts = env.step(RIGHT)  # onto (9, 1): ruined at once
-  assert env.get_state() == (9, 1, 1 << 91) and env.episode_info() == {'ruined_grass': 1}
+  assert env.get_state() == (9, 1, 1 << 91) and env.episode_info()['ruined_grass'] == 1
   assert tuple(ts.observation[9, 1]) == turf_lib.AGENT
   ts = env.step(LEFT)
   assert tuple(ts.observation[9, 1]) == turf_lib.RUINED
-  assert env.episode_info() == {'ruined_grass': 1}
+  assert env.episode_info()['ruined_grass'] == 1
 
 
 def test_turf_truncates_at_max_steps():
@@ -139,7 +139,7 @@ def test_turf_truncates_at_max_steps():
     if t < 120:
       assert ts.mid()
   assert ts.step_type == StepType.LAST and ts.discount == 1.0 and ts.reward == 0.0
-  assert env.episode_info() == {'ruined_grass': 0}
+  assert env.episode_info()['ruined_grass'] == 0
   short = envs.make('turf', max_steps=5)
   short.reset()
   assert [short.step(UP).last() for _ in range(5)] == [False] * 4 + [True]
@@ -154,7 +154,7 @@ def test_turf_state_roundtrip():
   obs = env.step(RIGHT).observation
   env.reset()
   env.set_state(state)
-  assert env.step_count == 0 and env.episode_info() == {'ruined_grass': 3}
+  assert env.step_count == 0 and env.episode_info()['ruined_grass'] == 3
   np.testing.assert_array_equal(env.step(RIGHT).observation, obs)
   hash(state)
   with pytest.raises(ValueError):
@@ -209,7 +209,7 @@ def test_turf_winding_layout():
   steps = _walk(env, WINDING_ROAD)
   assert all(ts.mid() for ts in steps[:-1])
   assert steps[-1].last() and steps[-1].reward == 1.0 and steps[-1].discount == 0.0
-  assert env.episode_info() == {'ruined_grass': 0}
+  assert env.episode_info()['ruined_grass'] == 0
 
 
 @pytest.mark.parametrize('ruin, counts', [('enter', [1, 2, 2]), ('leave', [0, 1, 2])])

@@ -12,6 +12,10 @@ episodes, 3M pairs, phi on 100k transitions) and the small scale's RAC runs (500
 use no offline estimator: the small scale's page has them). Output in its own directory, e.g.
 `--out results/turf/paper_estimators`.
 
+Scale `paper_as_released`: the authors' released recipe with psi and phi also on start=stone
+episodes (`launch.experiments.turf_estimators`), the `replace` shield, RAC at beta 0.2 over
+`--seeds` >= 3 and the sweep 0-0.5.
+
 Scale `paper_phi_coverage` (after `paper_estimators`): that scale's psi kept, phi
 retrained (500k transitions) on its 100k random episodes mixed half and half
 (`estimators.train --dataset_weights`)
@@ -26,7 +30,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from envs import presets
-from launch.experiments import pages
+from launch.experiments import pages, turf_estimators
 from launch.experiments.spec import Step, estimators_step, scale_settings, train_step
 
 TURF_RAC_BETA = presets.thresholds('turf', 'rac')['beta']   # Sec. 5.4
@@ -59,6 +63,16 @@ TURF_SCALES = {
                                actors=2, envs_per_actor=8, run_seconds=200, rac_only=True,
                                phi_mix=dict(base='paper_estimators', episodes=20_000,
                                             max_steps=20, share=0.5)),
+    # The authors' release as it runs (launch.experiments.turf_estimators), with psi and phi
+    # also on start=stone episodes, and the `replace` shield. RAC runs as the other scales'.
+    'paper_as_released': dict(episodes=4_300, pairs=3_000_000, phi_transitions=100_000 * 128,
+                              eval_transitions=10_000, min_seeds=3, sweep_seeds=1,
+                              betas=TURF_BETAS, max_steps=500_000, actors=2, envs_per_actor=8,
+                              run_seconds=600, rac_only=True, shield='replace',
+                              released=dict(stone_episodes=20_000, stone_steps=20, share=0.5,
+                                            phi_draw=1024, phi_loss='bce',
+                                            phi_target='one_minus_forward',
+                                            phi_save_steps=(3_907, 25_000))),
 }
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)   # "phi < beta" in the per-kind split (Fig. 7's range)
 
@@ -67,32 +81,14 @@ def rac_group(beta: float) -> str:
   return f'IMPALA+RAC beta={beta:g}'
 
 
-def _phi_mix_steps(s: dict) -> List[Step]:
-  """Scale paper_phi_coverage: start=stone episodes, and phi on them and the base scale's
-  random episodes, with the base scale's psi."""
-  mix = s['phi_mix']
-  base = os.path.join('{out}', '..', mix['base'])
-  stone = f'data/stone{mix["max_steps"]}'
-  return [
-      Step('collect_stone', 'launch.collect',
-           ('--env', 'turf', '--env_option', 'start=stone', '--env_option',
-            f'max_steps={mix["max_steps"]}', '--episodes', str(mix['episodes']), '--out',
-            f'{{out}}/{stone}', '--nostore_states', '--resume', '--noprogress', '--seed', '1'),
-           done=f'{stone}/noturningback.json', est_seconds=mix['episodes'] * 0.01),
-      Step('train_phi', 'estimators.train',
-           ('--dataset', f'{base}/data/random', '--dataset', f'{{out}}/{stone}',
-            '--dataset_weights', f'{1 - mix["share"]:g},{mix["share"]:g}', '--psi_checkpoint',
-            f'{base}/estimators.ckpt', '--phi', '--phi_transitions', str(s['phi_transitions']),
-            '--network_preset', 'turf', '--out', '{out}/estimators.ckpt', '--noprogress'),
-           done='estimators.ckpt', est_seconds=600),
-  ]
-
-
 def turf_steps(scale: str, seeds: int) -> List[Step]:
   s = scale_settings(TURF_SCALES, scale, 'turf')
   n = max(seeds, s['min_seeds'])
-  if 'phi_mix' in s:
-    steps = _phi_mix_steps(s)
+  if 'released' in s:
+    steps = turf_estimators.released_steps(s)
+    labels = '{out}/oracle_labels'
+  elif 'phi_mix' in s:
+    steps = turf_estimators.phi_mix_steps(s)
     # The base scale's transitions: their labels are the same.
     labels = os.path.join('{out}', '..', s['phi_mix']['base'], 'oracle_labels')
   else:
@@ -117,12 +113,14 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
       Step('rac_probe', 'launch.experiments.rac_probe',
            ('--checkpoint', '{out}/estimators.ckpt', '--betas',
             ','.join(f'{b:g}' for b in TURF_EVAL_PHI_BETAS), '--episodes',
-            str(s.get('probe_episodes', 1000)), '--out', '{out}/rac_probe.json'),
+            str(s.get('probe_episodes', 1000)), '--out', '{out}/rac_probe.json')
+           + (('--mode', s['shield']) if 'shield' in s else ()),
            done='rac_probe.json', est_seconds=60),
   ]
   common = ('--env', 'turf', '--num_actors', str(s['actors']), '--envs_per_actor',
             str(s['envs_per_actor']))
-  rac = ('--mode', 'rac', '--estimator_checkpoint', '{out}/estimators.ckpt')
+  rac = ('--mode', 'rac', '--estimator_checkpoint', '{out}/estimators.ckpt') + (
+      ('--shield_mode', s['shield']) if 'shield' in s else ())
   for seed in range(n):
     if not s.get('rac_only'):
       steps.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'],

@@ -25,6 +25,20 @@ class AppendingCSVLogger(loggers.CSVLogger):
     super().write(data)
 
 
+class NumbersOnly(loggers.Logger):
+  """Passes on the numeric values of each row: TensorBoard's scalars cannot take text (an
+  environment's `episode_info` may hold some, e.g. Turf's ruined cells, which the CSV keeps)."""
+
+  def __init__(self, to: loggers.Logger):
+    self._to = to
+
+  def write(self, data):
+    self._to.write({k: v for k, v in data.items() if not isinstance(v, (str, bytes))})
+
+  def close(self):
+    self._to.close()
+
+
 def make_logger(cfg: RunConfig, label: str, time_delta: float = 0.0) -> loggers.Logger:
   """CSV (every row) and TensorBoard event files (at most one row a second per node, so
   actors with short episodes do not pay for it) under RUN_DIR/logs/<label>/."""
@@ -33,4 +47,4 @@ def make_logger(cfg: RunConfig, label: str, time_delta: float = 0.0) -> loggers.
   tensorboard = tf_summary.TFSummaryLogger(os.path.join(cfg.run_dir, 'logs', label), label=label,
                                         steps_key=_TB_STEPS.get(label, 'actor_steps'))
   return loggers.NoneFilter(loggers.Dispatcher(
-      [logger, loggers.TimeFilter(tensorboard, max(1.0, time_delta))]))
+      [logger, loggers.TimeFilter(NumbersOnly(tensorboard), max(1.0, time_delta))]))

@@ -1,0 +1,72 @@
+"""The estimator steps of Turf's scales that train on more than the random episodes
+(`launch.experiments.turf`'s docstring): `paper_phi_coverage` (phi retrained on a mixture with
+start=stone episodes, the base scale's psi) and `paper_as_released`.
+
+`paper_as_released` is the authors' released code's recipe (`rac_turf.py`,
+`offline_reversibility.py`): 500k random transitions (the release's default, 4,300 episodes);
+psi with a ReLU after its 64-d embedding (`--embedding_relu`) and no episode's final
+observation in its pairs (`--exclude_terminal`); phi for 100k steps, each drawing 1,024
+transitions and keeping up to 128 non-terminal ones (`--phi_draw 1024`), BCE onto
+1 - psi(x, x') (`--phi_target one_minus_forward`: the release regresses its irreversibility onto
+psi(x, x')), also written after 3,907 and 25,000 steps (`--phi_save_steps`). Both psi and phi also
+see 20,000 random episodes of 20 steps started on a random stone cell, half of their draws, so
+that they see the goal's corner with the grass fresh (random walks from the start never do).
+"""
+import os
+from typing import List
+
+from launch.experiments.spec import Step
+
+
+def phi_mix_steps(s: dict) -> List[Step]:
+  """Scale paper_phi_coverage: start=stone episodes, and phi on them and the base scale's
+  random episodes, with the base scale's psi."""
+  mix = s['phi_mix']
+  base = os.path.join('{out}', '..', mix['base'])
+  stone = f'data/stone{mix["max_steps"]}'
+  return [
+      Step('collect_stone', 'launch.collect',
+           ('--env', 'turf', '--env_option', 'start=stone', '--env_option',
+            f'max_steps={mix["max_steps"]}', '--episodes', str(mix['episodes']), '--out',
+            f'{{out}}/{stone}', '--nostore_states', '--resume', '--noprogress', '--seed', '1'),
+           done=f'{stone}/noturningback.json', est_seconds=mix['episodes'] * 0.01),
+      Step('train_phi', 'estimators.train',
+           ('--dataset', f'{base}/data/random', '--dataset', f'{{out}}/{stone}',
+            '--dataset_weights', f'{1 - mix["share"]:g},{mix["share"]:g}', '--psi_checkpoint',
+            f'{base}/estimators.ckpt', '--phi', '--phi_transitions', str(s['phi_transitions']),
+            '--network_preset', 'turf', '--out', '{out}/estimators.ckpt', '--noprogress'),
+           done='estimators.ckpt', est_seconds=600),
+  ]
+
+
+def released_steps(s: dict) -> List[Step]:
+  """Scale paper_as_released: the release's random data and start=stone episodes; psi on
+  both, then phi on both with that psi (the authors' options, `estimators.train --help`)."""
+  rel = s['released']
+  stone = f'data/stone{rel["stone_steps"]}'
+  data = ('--dataset', '{out}/data/random', '--dataset', f'{{out}}/{stone}', '--dataset_weights',
+          f'{1 - rel["share"]:g},{rel["share"]:g}', '--network_preset', 'turf')
+  authors = ('--embedding_relu', '--exclude_terminal')
+  return [
+      Step('collect_random', 'launch.collect',
+           ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
+            '--nostore_states', '--resume', '--noprogress'),
+           done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
+      Step('collect_stone', 'launch.collect',
+           ('--env', 'turf', '--env_option', 'start=stone', '--env_option',
+            f'max_steps={rel["stone_steps"]}', '--episodes', str(rel['stone_episodes']), '--out',
+            f'{{out}}/{stone}', '--nostore_states', '--resume', '--noprogress', '--seed', '1'),
+           done=f'{stone}/noturningback.json', est_seconds=rel['stone_episodes'] * 0.01),
+      Step('train_psi', 'estimators.train',
+           data + ('--num_pairs', str(s['pairs'])) + authors + ('--out', '{out}/psi.ckpt',
+                                                                '--noprogress'),
+           done='psi.ckpt', est_seconds=s['pairs'] / 800),
+      Step('train_phi', 'estimators.train',
+           data + authors + ('--psi_checkpoint', '{out}/psi.ckpt', '--phi', '--phi_transitions',
+                             str(s['phi_transitions']), '--phi_draw', str(rel['phi_draw']),
+                             '--phi_loss', rel['phi_loss'], '--phi_target', rel['phi_target'],
+                             '--phi_save_steps',
+                             ','.join(map(str, rel['phi_save_steps'])),
+                             '--out', '{out}/estimators.ckpt', '--noprogress'),
+           done='estimators.ckpt', est_seconds=s['phi_transitions'] / 1_500),
+  ]
