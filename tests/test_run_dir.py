@@ -32,7 +32,9 @@ def _saved_run(tmp_path, *flags):
   run_dir.mkdir()
   shown = _train('--run_dir', str(run_dir), '--show_config', *flags)
   assert shown.returncode == 0, shown.stderr[-2000:]
-  (run_dir / 'config.json').write_text(shown.stdout[shown.stdout.index('{'):])
+  config = json.loads(shown.stdout[shown.stdout.index('{'):])
+  config.pop('placement')   # where the nodes run: shown beside the config, not saved in it
+  (run_dir / 'config.json').write_text(json.dumps(config))
   saved = {'run_dir': str(run_dir)}
   for name, value in zip(flags[::2], flags[1::2]):
     saved[name.lstrip('-')] = int(value) if value.isdigit() else value

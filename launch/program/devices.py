@@ -72,9 +72,11 @@ def plan(cfg, host: Host, precedence_host: Optional[Host] = None) -> Dict[str, s
       out['learner'] = 'gpu'
     else:
       n = learner_host_devices(cfg, host)
-      plural = 's' if n > 1 else ''
-      out['learner'] = (f'cpu ({n} XLA host device{plural})' if n != CORES_WHERE_IT_STARTS else
-                        "cpu (XLA host devices: its host's cores)")
+      if n == CORES_WHERE_IT_STARTS:
+        out['learner'] = "cpu (XLA host devices: its host's cores)"
+      else:
+        out['learner'] = f'cpu ({n} XLA host device{"s" if n > 1 else ""})'
+
   if cfg.online_estimators:
     out['precedence_learner'] = resolve(cfg.precedence_device, precedence_host or host,
                                         '--precedence_device')
