@@ -1,17 +1,28 @@
 """results/README.md indexes every page under results/, and every link in it leads to a file."""
 import os
 import re
+import subprocess
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'results')
 INDEX = os.path.join(RESULTS, 'README.md')
 
 
+def _ignored(paths):
+  """The paths git ignores: a run's own pages (an experiment in progress here) are not the
+  published results, and a clean clone has none of them."""
+  r = subprocess.run(['git', 'check-ignore', '--stdin'], cwd=RESULTS, input='\n'.join(paths),
+                     capture_output=True, text=True)
+  return set(r.stdout.splitlines()) if r.returncode in (0, 1) else set()
+
+
 def _pages():
+  pages = []
   for root, _, files in os.walk(RESULTS):
     for name in files:
       path = os.path.relpath(os.path.join(root, name), RESULTS)
       if name.endswith('.md') and path != 'README.md':
-        yield path
+        pages.append(path)
+  return sorted(set(pages) - _ignored(pages))
 
 
 def _links():
