@@ -25,11 +25,7 @@ def phi_mix_steps(s: dict) -> List[Step]:
   base = os.path.join('{out}', '..', mix['base'])
   stone = f'data/stone{mix["max_steps"]}'
   return [
-      Step('collect_stone', 'launch.collect',
-           ('--env', 'turf', '--env_option', 'start=stone', '--env_option',
-            f'max_steps={mix["max_steps"]}', '--episodes', str(mix['episodes']), '--out',
-            f'{{out}}/{stone}', '--nostore_states', '--resume', '--noprogress', '--seed', '1'),
-           done=f'{stone}/noturningback.json', est_seconds=mix['episodes'] * 0.01),
+      _collect_stone(mix['max_steps'], mix['episodes']),
       Step('train_phi', 'estimators.train',
            ('--dataset', f'{base}/data/random', '--dataset', f'{{out}}/{stone}',
             '--dataset_weights', f'{1 - mix["share"]:g},{mix["share"]:g}', '--psi_checkpoint',
@@ -37,6 +33,16 @@ def phi_mix_steps(s: dict) -> List[Step]:
             '--network_preset', 'turf', '--out', '{out}/estimators.ckpt', '--noprogress'),
            done='estimators.ckpt', est_seconds=600),
   ]
+
+
+def _collect_stone(max_steps: int, episodes: int) -> Step:
+  """Random episodes of `max_steps` started on a random stone cell, into data/stone<max_steps>."""
+  stone = f'data/stone{max_steps}'
+  return Step('collect_stone', 'launch.collect',
+              ('--env', 'turf', '--env_option', 'start=stone', '--env_option',
+               f'max_steps={max_steps}', '--episodes', str(episodes), '--out', f'{{out}}/{stone}',
+               '--nostore_states', '--resume', '--noprogress', '--seed', '1'),
+              done=f'{stone}/noturningback.json', est_seconds=episodes * 0.01)
 
 
 def released_steps(s: dict) -> List[Step]:
@@ -52,11 +58,7 @@ def released_steps(s: dict) -> List[Step]:
            ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
             '--nostore_states', '--resume', '--noprogress'),
            done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
-      Step('collect_stone', 'launch.collect',
-           ('--env', 'turf', '--env_option', 'start=stone', '--env_option',
-            f'max_steps={rel["stone_steps"]}', '--episodes', str(rel['stone_episodes']), '--out',
-            f'{{out}}/{stone}', '--nostore_states', '--resume', '--noprogress', '--seed', '1'),
-           done=f'{stone}/noturningback.json', est_seconds=rel['stone_episodes'] * 0.01),
+      _collect_stone(rel['stone_steps'], rel['stone_episodes']),
       Step('train_psi', 'estimators.train',
            data + ('--num_pairs', str(s['pairs'])) + authors + ('--out', '{out}/psi.ckpt',
                                                                 '--noprogress'),
