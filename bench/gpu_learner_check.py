@@ -11,7 +11,11 @@ program's env steps/s on a host with this device and N cores (launch.program.hos
     python -m bench.gpu_learner_check --cores 16 --out results/bench/gpu_learner_check.json
     bash bench/gpu_learner_check.sh          # on a GPU host: installs the carried wheels first
 
-It imports neither Acme, Launchpad, Reverb, TensorFlow nor envs/ (a GPU host may have none of
+Then the precedence learner's update (estimators.training: psi and phi together, the Sokoban
+preset's networks and window) on windows as the precedence learner gets them from Reverb, at
+psi batches of 128 pairs (the recipe's) and larger.
+
+It imports neither Acme, Launchpad, Reverb, TensorFlow nor gym (a GPU host may have none of
 them); tests/test_impala_step.py checks that its network is the Sokoban preset's.
 """
 import json
@@ -25,6 +29,9 @@ import optax
 from absl import flags
 
 from agents import impala_step, policy_net
+from envs import presets
+from estimators import networks as estimator_nets
+from estimators import training as estimator_training
 from launch.program import host_preset
 
 # The Sokoban preset's policy network (envs.presets, 'sokoban'; the test compares them) and its
@@ -37,6 +44,8 @@ OBSERVATION_SHAPE = (10, 10, 3)
 NUM_ACTIONS = 4
 # The Sokoban preset's IMPALA settings the update uses.
 LOSS = impala_step.LossConfig(discount=0.99, entropy_cost=0.01, baseline_cost=0.5)
+# The precedence learner's windows per Reverb sample (launch.program.config's default).
+PSI_WINDOWS = 64
 
 
 RULE = ('env steps/s = min(learner frames/s / samples per sequence ({spi:g}), (N - 2) x {a:,.0f} '
@@ -101,6 +110,39 @@ def measure(batch: int, length: int, seconds: float, devices, self_imitation_bat
   return out
 
 
+def measure_psi(pairs: int, window: int, windows: int, seconds: float, device):
+  """Precedence-learner updates/s (psi + phi) of the Sokoban preset's estimators on `windows`
+  windows of 2 x `window` steps, `pairs` psi pairs and as many phi transitions per update."""
+  est = estimator_nets.make_estimators(estimator_nets.default_estimator_config('sokoban'),
+                                       NUM_ACTIONS)
+  config = estimator_training.TrainConfig(window=window, batch_size=pairs, phi_batch_size=pairs,
+                                          learning_rate=5e-4, weight_decay=1e-4, train_phi=True)
+  rng = np.random.default_rng(0)
+  length = 2 * window
+  obs = rng.integers(0, 4, size=(windows, length) + OBSERVATION_SHAPE).astype(np.uint8) * 60
+  actions = rng.integers(0, NUM_ACTIONS, size=(windows, length)).astype(np.int32)
+  valid = np.ones((windows, length), bool)
+  batch = jax.device_put(estimator_training.windows_to_batch(obs, actions, valid, window), device)
+  update = estimator_training.make_update(est, config)
+  state = estimator_training.init_state(est, config, obs[0, 0])
+  t0 = time.perf_counter()
+  state, metrics = update(state, batch)
+  jax.block_until_ready(metrics)
+  compile_s = time.perf_counter() - t0
+  rounds, end = [], time.perf_counter() + seconds
+  while time.perf_counter() < end or len(rounds) < 3:
+    n, t0 = 20, time.perf_counter()
+    for _ in range(n):
+      state, metrics = update(state, batch)
+    jax.block_until_ready(metrics)
+    rounds.append((time.perf_counter() - t0) / n)
+  per_update = float(np.median(rounds))
+  return {'psi_pairs_per_update': pairs, 'windows': windows, 'window': window,
+          'first_update_s': compile_s, 'seconds_per_update': per_update,
+          'pairs_per_s': pairs / per_update,
+          'loss_finite': bool(np.isfinite(metrics['psi_loss']))}
+
+
 def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_list('batch_sizes', ['16', '64', '256', '1024', '4096'],
                     "Sequences per update, the preset's (16) first.", flag_values=fv)
@@ -119,6 +161,12 @@ def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_integer('self_imitation_batch', 256,
                        'Steps per self-imitation update timed at the first shape (0: none).',
                        flag_values=fv)
+  flags.DEFINE_list('psi_batch_sizes', ['128', '1024', '8192'],
+                    "psi pairs per precedence-learner update, the recipe's (128) first; empty: "
+                    'no psi measurement.', flag_values=fv)
+  flags.DEFINE_float('psi_budget_s', 120.0,
+                     'Seconds left for the psi measurement (taken from the end of budget_s).',
+                     flag_values=fv)
   flags.DEFINE_string('out', 'results/bench/gpu_learner_check.json', 'JSON to write.',
                       flag_values=fv)
 
@@ -141,8 +189,9 @@ def main(argv=None):
          'device': str(devices[0]), 'platform': devices[0].platform, 'jax': jax.__version__,
          'python': sys.version.split()[0], 'cores': cores, 'shapes': []}
   print(f"{out['device']} ({out['platform']}), jax {out['jax']}, python {out['python']}", flush=True)
+  policy_budget = args.budget_s - (args.psi_budget_s if args.psi_batch_sizes else 0)
   for i, b in enumerate(int(x) for x in args.batch_sizes):
-    if time.perf_counter() - start > args.budget_s:
+    if time.perf_counter() - start > policy_budget:
       out['skipped_after_budget'] = b
       break
     try:
@@ -161,8 +210,23 @@ def main(argv=None):
           f"-> learner {pr['learner_env_steps_per_s']:,.0f} env steps/s vs {cores} cores' actors "
           f"{pr['actor_env_steps_per_s']:,.0f}: {pr['env_steps_per_s']:,.0f} "
           f"({pr['bound_by']}-bound)", flush=True)
-  out['elapsed_s'] = time.perf_counter() - start
   print(out['rule'])
+  out['psi'] = []
+  for pairs in (int(x) for x in args.psi_batch_sizes):
+    if time.perf_counter() - start > args.budget_s:
+      out['psi_skipped_after_budget'] = pairs
+      break
+    try:
+      r = measure_psi(pairs, presets.get('sokoban').estimator_recipe['window'], PSI_WINDOWS, args.seconds / 2, devices[0])
+    except Exception as e:
+      print(f'psi batch {pairs}: {type(e).__name__}: {str(e).splitlines()[0][:200]}', flush=True)
+      break
+    out['psi'].append(r)
+    _write(args.out, out)
+    print(f"psi+phi {pairs} pairs/update: {r['pairs_per_s']:,.0f} pairs/s "
+          f"({1e3 * r['seconds_per_update']:.2f} ms/update, compile {r['first_update_s']:.1f} s)",
+          flush=True)
+  out['elapsed_s'] = time.perf_counter() - start
   _write(args.out, out)
   print(f'written: {args.out} ({out["elapsed_s"]:.0f} s)')
 

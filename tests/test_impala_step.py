@@ -78,7 +78,7 @@ def test_two_host_devices_give_the_single_device_update():
 
 BLOCKER = textwrap.dedent('''
     import sys
-    BLOCKED = ('launchpad', 'reverb', 'tensorflow', 'acme', 'sonnet', 'envs')
+    BLOCKED = ('launchpad', 'reverb', 'tensorflow', 'acme', 'sonnet', 'gym', 'gym_sokoban')
     class Blocker:
       def find_spec(self, name, path=None, target=None):
         if name.split('.')[0] in BLOCKED:
@@ -141,10 +141,13 @@ def test_the_gpu_check_runs_on_this_host_within_its_budget(tmp_path):
   code = 'from bench import gpu_learner_check\ngpu_learner_check.main(sys.argv[1:])\n'
   text = _run(BLOCKER + code + NONE_LOADED,
               '--batch_sizes', '4,8', '--sequence_length', '5', '--seconds', '0.5',
-              '--self_imitation_batch', '8', '--cores', '16', '--out', str(out))
+              '--self_imitation_batch', '8', '--psi_batch_sizes', '8', '--cores', '16',
+              '--out', str(out))
   import json
   result = json.loads(out.read_text())
   assert [s['batch_size'] for s in result['shapes']] == [4, 8]
   assert all(s['loss_finite'] for s in result['shapes'])
+  assert [p['psi_pairs_per_update'] for p in result['psi']] == [8]
+  assert result['psi'][0]['loss_finite'] and result['psi'][0]['window'] == 15
   assert result['shapes'][0]['projection']['actor_env_steps_per_s'] == 14 * 6900.0
   assert 'frames/s' in text and 'env steps/s = min(' in text and text.strip().endswith('isolated')
