@@ -25,7 +25,9 @@ batches, no episode's final observation in psi's pairs) and `--phi_draw 1024` (e
 draws 1,024 transitions and keeps up to --batch_size non-terminal ones); their phi runs 100k
 steps (`--phi_transitions 12800000`) with `--phi_loss bce` onto psi(x, x') (`--phi_target
 one_minus_forward`: phi stays a reversibility, 1 - their irreversibility). `--phi_save_steps 3907,25000` also
-writes phi after those steps of the same run (STEM.phi3907.ckpt, ...).
+writes phi after those steps of the same run (STEM.phi3907.ckpt, ...). `--phi_resume_every
+5000` saves phi's training state every 5,000 steps (STEM.resume): the same command run again
+continues from it, and gives the phi an uninterrupted run would.
 
 Defaults follow the dataset's environment's preset (`--network_preset`; `envs.presets`): window,
 learning rate, weight decay, pair and phi budgets. Cartpole/Turf: w 200/120, Adam 0.01, 3M pairs;
@@ -103,6 +105,11 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_list('phi_save_steps', [], 'Also write phi after these many phi steps (below the '
                     'total), each beside --out as STEM.phi<steps>.ckpt: one run scored at several '
                     'budgets.', flag_values=fv)
+  flags.DEFINE_integer('phi_resume_every', 0, 'Save phi\'s whole training state (parameters, '
+                       'optimiser, key) every this many phi steps beside --out as STEM.resume; '
+                       'the same command run again continues from it (a long phi run survives '
+                       'a stopped session); removed once --out is written. 0: off.',
+                       flag_values=fv)
   flags.DEFINE_integer('steps_per_call', 100, 'Training steps per update call (one lax.scan; conv nets on CPU loop).', flag_values=fv)
   flags.DEFINE_integer('seed', 0, 'Random seed (initialisation and pair sampling).', flag_values=fv)
   flags.DEFINE_string('psi_checkpoint', None, 'Take psi from this checkpoint (same network) and '
@@ -146,6 +153,7 @@ class TrainOptions:
   phi_draw: int = 0
   phi_target: str = 'reverse'
   phi_save_steps: Tuple[str, ...] = ()
+  phi_resume_every: int = 0
   steps_per_call: int = 100
   seed: int = 0
   psi_checkpoint: Optional[str] = None
@@ -324,15 +332,72 @@ def eval_psi_accuracy(est, psi_params, batch, window: int, num_pairs: int, seed:
   return correct / num_pairs
 
 
+class PhiResume:
+  """phi's training state on disk every `every` phi steps, so that the same command, run
+  again, continues a long phi phase (Turf's 100k steps take hours here). The file records the
+  run's options (`fingerprint`); a file from another run is refused in one line, not used or
+  overwritten. Written to a temporary file and renamed: a kill mid-save keeps the last one."""
+
+  def __init__(self, path: str, every: int, fingerprint: dict):
+    self.path, self.every, self._fingerprint = path, every, fingerprint
+
+  def load(self, state):
+    """{steps, state, seconds, psi_stats} from the file (`state`: its expected structure), or
+    None when there is none."""
+    import pickle
+
+    import jax
+    if not os.path.exists(self.path):
+      return None
+    try:
+      with open(self.path, 'rb') as f:
+        saved = pickle.load(f)
+      fingerprint, tree = saved['fingerprint'], saved['state']
+      saved['steps'], saved['seconds'], saved['psi_stats']   # all there
+    except Exception as e:   # truncated or not ours: say so, touch nothing
+      raise TrainError(f'cannot resume from {self.path}: unreadable ({type(e).__name__}); '
+                       'delete it to start phi afresh') from None
+    if fingerprint != self._fingerprint:
+      changed = sorted(k for k in set(fingerprint) | set(self._fingerprint)
+                       if fingerprint.get(k) != self._fingerprint.get(k))
+      raise TrainError(f'{self.path} is the resume state of another run (differs in '
+                       f'{", ".join(changed)}); delete it or change --out')
+    if jax.tree_util.tree_structure(tree) != jax.tree_util.tree_structure(state):
+      raise TrainError(f'{self.path} holds a training state of another shape; delete it or '
+                       'change --out')
+    return dict(saved, state=jax.device_put(tree))
+
+  def save(self, steps: int, state, seconds: float, psi_stats: dict) -> None:
+    import pickle
+
+    import jax
+    tmp = f'{self.path}.tmp'
+    with open(tmp, 'wb') as f:
+      pickle.dump({'fingerprint': self._fingerprint, 'steps': int(steps), 'seconds': seconds,
+                   'psi_stats': psi_stats, 'state': jax.device_get(state)}, f)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, self.path)
+
+  def remove(self) -> None:
+    if os.path.exists(self.path):
+      os.remove(self.path)
+
+
+def resume_path(out: str) -> str:
+  return f'{os.path.splitext(out)[0]}.resume'
+
+
 def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bool = False,
           phi_transitions: int = 100_000, phi_schedule: str = 'after', steps_per_call: int = 100,
           progress: bool = True, eval_pairs: int = 0, psi_params=None, segment_ends=None,
-          shares=None, phi_save_steps=(), on_phi_steps=None):
+          shares=None, phi_save_steps=(), on_phi_steps=None, resume=None):
   """Trains psi (and phi) on a `dataset.FlatData`. Returns (psi_params, phi_params, summary).
   Given `psi_params` (a trained psi), psi is not trained: phi only. Given `shares`, the
   segments of `flat` ending at `segment_ends` are sampled in those shares (`mixture_starts`).
   `on_phi_steps(steps, psi_params, phi_params, phi_loss, phi_seconds)` is called after each of
-  `phi_save_steps` phi steps (below the total)."""
+  `phi_save_steps` phi steps (below the total). Given `resume` (a `PhiResume`), phi's phase
+  starts from its saved state, if any, and saves it every `resume.every` steps."""
   import jax
   import numpy as np
 
@@ -351,7 +416,11 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
   psi_config = dataclasses.replace(train_config, train_psi=True, train_phi=joint)
   state = training.init_state(est, psi_config, np.asarray(flat.observations[0]))
 
-  if psi_params is not None:
+  # A saved phi state holds psi too (trained here or given): the psi phase is not run again.
+  saved = resume.load(state) if (resume and phi and phi_schedule != 'joint') else None
+  if saved is not None:
+    psi_stats = saved['psi_stats']
+  elif psi_params is not None:
     state = state._replace(psi_params=jax.device_put(psi_params))
     psi_stats = {'steps': 0, 'items': 0, 'wall_s': 0.0, 'first_call_s': None, 'items_per_s': 0.0,
                  'steady_items_per_s': None, 'final': {}}
@@ -368,19 +437,27 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
     phi_steps = math.ceil(phi_transitions / train_config.phi_batch_size)
     # The run in pieces ending at each of `phi_save_steps` (the state, optimiser and key carry
     # over, so the pieces are the one run), each piece's end handed to `on_phi_steps`.
-    ends = sorted({n for n in phi_save_steps if 0 < n < phi_steps}) + [phi_steps]
-    done, pieces = 0, []
-    for end in ends:
+    saves = {n for n in phi_save_steps if 0 < n < phi_steps}
+    resume_points = set(range(resume.every, phi_steps, resume.every)) if resume else set()
+    done, earlier_s, pieces = 0, 0.0, []
+    if saved is not None:
+      done, state, earlier_s = saved['steps'], saved['state'], saved['seconds']
+      print(f'phi: resumed at step {done:,} of {phi_steps:,} from {resume.path}',
+            file=sys.stderr, flush=True)
+    for end in sorted(n for n in saves | resume_points | {phi_steps} if n > done):
       state, piece = run_steps(est, phi_config, state, batch, end - done, steps_per_call,
                                train_config.phi_batch_size, 'phi', progress, ('phi_loss',),
                                unit='transition')
       pieces.append(piece)
       done = end
-      if end < phi_steps and on_phi_steps is not None:
+      wall_s = earlier_s + sum(p['wall_s'] for p in pieces)
+      if end in saves and on_phi_steps is not None:
         on_phi_steps(end, jax.device_get(state.psi_params), jax.device_get(state.phi_params),
-                     piece['final'].get('phi_loss'), sum(p['wall_s'] for p in pieces))
+                     piece['final'].get('phi_loss'), wall_s)
+      if end in resume_points:
+        resume.save(end, state, wall_s, psi_stats)
     phi_stats = dict(pieces[-1], steps=phi_steps, items=phi_steps * train_config.phi_batch_size,
-                     wall_s=sum(p['wall_s'] for p in pieces))
+                     wall_s=earlier_s + sum(p['wall_s'] for p in pieces))
     phi_stats['items_per_s'] = phi_stats['items'] / max(phi_stats['wall_s'], 1e-9)
     summary['phi'] = phi_stats
   if eval_pairs:
@@ -413,7 +490,7 @@ def check_flags(f):
   if not f.out:
     raise TrainError('--out is required (the checkpoint file to write)')
   at_least = (('window', 1), ('num_pairs', 1), ('batch_size', 1), ('phi_transitions', 1),
-              ('steps_per_call', 1), ('eval_pairs', 0), ('phi_draw', 0))
+              ('steps_per_call', 1), ('eval_pairs', 0), ('phi_draw', 0), ('phi_resume_every', 0))
   for name, low in at_least:
     value = getattr(f, name)
     if value is not None and value < low:
@@ -605,13 +682,23 @@ def run(options: TrainOptions) -> dict:
     print(f'saved {path}: phi after {steps:,} steps, loss {phi_loss:.4f}', file=sys.stderr,
           flush=True)
 
+  resume = None
+  if f.phi_resume_every:
+    if not (f.phi and f.phi_schedule == 'after'):
+      raise TrainError('--phi_resume_every needs --phi (with --phi_schedule after)')
+    # What makes two commands the same run: every option but the display and the period.
+    fingerprint = {k: v for k, v in dataclasses.asdict(f).items()
+                   if k not in ('progress', 'phi_resume_every', 'eval_pairs')}
+    fingerprint['out'] = out
+    resume = PhiResume(resume_path(out), f.phi_resume_every, fingerprint)
+
   psi_params, phi_params, summary = train(
       flat, network, num_actions, config, num_pairs, phi=f.phi,
       phi_transitions=phi_transitions, phi_schedule=f.phi_schedule,
       steps_per_call=f.steps_per_call, progress=f.progress, eval_pairs=f.eval_pairs,
       psi_params=None if psi_from is None else psi_from.psi_params,
       segment_ends=segment_ends, shares=shares, phi_save_steps=save_steps,
-      on_phi_steps=save_phi_piece)
+      on_phi_steps=save_phi_piece, resume=resume)
 
   psi = summary['psi']
   metadata = {
@@ -651,6 +738,8 @@ def run(options: TrainOptions) -> dict:
       metadata.update(phi_transitions=int(psi['items']), phi_loss=psi['final'].get('phi_loss'))
   checkpoint.save(out, network, num_actions, flat.observations.shape[1:], flat.observations.dtype,
                   psi_params, phi_params if f.phi else None, metadata)
+  if resume is not None:
+    resume.remove()   # --out holds the run now
   eval_acc = metadata['psi_eval_accuracy']
   psi_loss = metadata['psi_loss'] if metadata['psi_loss'] is not None else float('nan')
   psi_acc = metadata['psi_accuracy'] if metadata['psi_accuracy'] is not None else float('nan')

@@ -352,3 +352,43 @@ def test_steps_per_call_equals_single_steps_and_phases_train_their_own_net(netwo
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   assert any(not np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(
       jax.tree_util.tree_leaves(after.phi_params), jax.tree_util.tree_leaves(multi.phi_params)))
+
+
+def test_a_stopped_phi_run_resumes_to_the_phi_of_an_uninterrupted_one(data_dir, tmp_path,
+                                                                       monkeypatch):
+  common = (f'--dataset={data_dir["cartpole"]}', '--window=50', '--num_pairs=640',
+            '--batch_size=64', '--phi', '--phi_transitions=512', '--steps_per_call=1')
+  whole = str(tmp_path / 'whole.ckpt')
+  train.run(_train_flags(*common, f'--out={whole}'))
+  out = str(tmp_path / 'resumed.ckpt')
+  state_file = train.resume_path(out)
+  saves = []
+  original_save = train.PhiResume.save
+
+  def save_then_stop(self, steps, *args):   # the session ends just after the save at step 2
+    original_save(self, steps, *args)
+    saves.append(steps)
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(train.PhiResume, 'save', save_then_stop)
+  with pytest.raises(KeyboardInterrupt):
+    train.run(_train_flags(*common, f'--out={out}', '--phi_resume_every=2'))
+  assert saves == [2] and os.path.exists(state_file) and not os.path.exists(out)
+  monkeypatch.setattr(train.PhiResume, 'save', original_save)
+  # Another run's options: refused in one line, its state kept.
+  with pytest.raises(train.TrainError, match=r'resume state of another run \(differs in '
+                                             r'phi_learning_rate\)'):
+    train.run(_train_flags(*common, f'--out={out}', '--phi_resume_every=2',
+                           '--phi_learning_rate=0.5'))
+  assert os.path.exists(state_file)
+  meta = train.run(_train_flags(*common, f'--out={out}', '--phi_resume_every=2'))
+  assert not os.path.exists(state_file) and meta['phi_transitions'] == 512
+  a, b = checkpoint.load(whole), checkpoint.load(out)
+  for x, y in zip(jax.tree_util.tree_leaves((a.psi_params, a.phi_params)),
+                  jax.tree_util.tree_leaves((b.psi_params, b.phi_params))):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  # A truncated state file: one line, nothing trained over it.
+  with open(state_file, 'wb') as f:
+    f.write(b'\x80\x04trunc')
+  with pytest.raises(train.TrainError, match='unreadable'):
+    train.run(_train_flags(*common, f'--out={out}', '--phi_resume_every=2'))

@@ -72,7 +72,8 @@ TURF_SCALES = {
                               released=dict(stone_episodes=20_000, stone_steps=20, share=0.5,
                                             phi_draw=1024, phi_loss='bce',
                                             phi_target='one_minus_forward',
-                                            phi_save_steps=(3_907, 25_000))),
+                                            phi_save_steps=(3_907, 25_000),
+                                            phi_resume_every=2_500)),
 }
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)   # "phi < beta" in the per-kind split (Fig. 7's range)
 

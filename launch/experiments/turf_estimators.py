@@ -8,7 +8,9 @@ psi with a ReLU after its 64-d embedding (`--embedding_relu`) and no episode's f
 observation in its pairs (`--exclude_terminal`); phi for 100k steps, each drawing 1,024
 transitions and keeping up to 128 non-terminal ones (`--phi_draw 1024`), BCE onto
 1 - psi(x, x') (`--phi_target one_minus_forward`: the release regresses its irreversibility onto
-psi(x, x')), also written after 3,907 and 25,000 steps (`--phi_save_steps`). Both psi and phi also
+psi(x, x')), also written after 3,907 and 25,000 steps (`--phi_save_steps`); its state is saved
+every 2,500 steps (`--phi_resume_every`), so that rerunning the scale continues the hours of phi
+training where a stopped session left them. Both psi and phi also
 see 20,000 random episodes of 20 steps started on a random stone cell, half of their draws, so
 that they see the goal's corner with the grass fresh (random walks from the start never do).
 """
@@ -69,6 +71,7 @@ def released_steps(s: dict) -> List[Step]:
                              '--phi_loss', rel['phi_loss'], '--phi_target', rel['phi_target'],
                              '--phi_save_steps',
                              ','.join(map(str, rel['phi_save_steps'])),
+                             '--phi_resume_every', str(rel['phi_resume_every']),
                              '--out', '{out}/estimators.ckpt', '--noprogress'),
            done='estimators.ckpt', est_seconds=s['phi_transitions'] / 1_500),
   ]
