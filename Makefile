@@ -2,8 +2,9 @@
 PY := .venv/bin/python
 .PHONY: setup run test lint test-slow test-slurm bench bench-cluster lock
 
+# ACCEL=cuda12: jax's CUDA 12 build (README "Running on a GPU"); ACCEL=cpu: back to the default.
 setup:
-	@bash scripts/setup_venv.sh
+	@ACCEL=$(ACCEL) bash scripts/setup_venv.sh
 
 run: setup
 	$(PY) -m launch.train $(ARGS)

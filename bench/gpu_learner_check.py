@@ -70,8 +70,10 @@ def random_batch(batch: int, length: int, rng: np.random.Generator) -> impala_st
               'core_state': np.zeros((batch, length), np.float32)})
 
 
-def measure(batch: int, length: int, seconds: float, devices, self_imitation_batch: int = 0):
-  """frames/s of the V-trace update at batch x length (median of timed rounds after compiling)."""
+def measure(batch: int, length: int, seconds: float, devices, self_imitation_batch: int = 0,
+            updates_per_call: int = 1):
+  """frames/s of the V-trace update at batch x length (median of timed rounds after compiling),
+  `updates_per_call` updates per jitted call (Update.sgd_many) when above 1."""
   config = policy_net.PolicyNetConfig(**SOKOBAN_POLICY)
   net = policy_net.make_unroll(NUM_ACTIONS, config)
   rng = np.random.default_rng(0)
@@ -80,22 +82,30 @@ def measure(batch: int, length: int, seconds: float, devices, self_imitation_bat
   update = impala_step.Update(net.apply, make_optimizer(), LOSS,
                               initial_core=policy_net.DUMMY_CORE_STATE, devices=devices)
   state = update.init(params)
+  k = updates_per_call
+  if k > 1:
+    data = jax.tree_util.tree_map(lambda x: np.stack([x] * k), data)
+    step = update.sgd_many
+  else:
+    step = update.sgd
   data = jax.device_put(data, devices[0]) if len(devices) == 1 else data
   t0 = time.perf_counter()
-  state, metrics = update.sgd(state, data)
+  state, metrics = step(state, data)
   jax.block_until_ready(metrics)
   compile_s = time.perf_counter() - t0
   rounds, end = [], time.perf_counter() + seconds
   while time.perf_counter() < end or len(rounds) < 3:
     n, t0 = 10, time.perf_counter()
     for _ in range(n):
-      state, metrics = update.sgd(state, data)
+      state, metrics = step(state, data)
     jax.block_until_ready(metrics)
-    rounds.append((time.perf_counter() - t0) / n)
+    rounds.append((time.perf_counter() - t0) / (n * k))
   per_update = float(np.median(rounds))
-  out = {'batch_size': batch, 'sequence_length': length, 'first_update_s': compile_s,
+  out = {'batch_size': batch, 'sequence_length': length, 'updates_per_call': k,
+         'first_update_s': compile_s,
          'seconds_per_update': per_update, 'frames_per_s': batch * length / per_update,
-         'timed_updates': 10 * len(rounds), 'loss_finite': bool(np.isfinite(metrics['loss']))}
+         'timed_updates': 10 * k * len(rounds),
+         'loss_finite': bool(np.all(np.isfinite(metrics['loss'])))}
   if self_imitation_batch:
     obs = jax.device_put(data.observation.reshape((-1,) + OBSERVATION_SHAPE)[:self_imitation_batch])
     actions = np.arange(self_imitation_batch, dtype=np.int32) % NUM_ACTIONS
@@ -147,6 +157,9 @@ def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_list('batch_sizes', ['16', '64', '256', '1024', '4096'],
                     "Sequences per update, the preset's (16) first.", flag_values=fv)
   flags.DEFINE_integer('sequence_length', 20, 'Steps per sequence.', flag_values=fv)
+  flags.DEFINE_list('updates_per_call', ['1'],
+                    'Updates per jitted call (one lax.scan over stacked batches) measured at the '
+                    'first batch size, e.g. 1,4,16 (the larger sizes: 1).', flag_values=fv)
   flags.DEFINE_float('seconds', 20.0, 'Timed seconds per batch size.', flag_values=fv)
   flags.DEFINE_float('budget_s', 420.0,
                      'Stop starting new batch sizes after this many seconds in all.',
@@ -190,13 +203,15 @@ def main(argv=None):
          'python': sys.version.split()[0], 'cores': cores, 'shapes': []}
   print(f"{out['device']} ({out['platform']}), jax {out['jax']}, python {out['python']}", flush=True)
   policy_budget = args.budget_s - (args.psi_budget_s if args.psi_batch_sizes else 0)
-  for i, b in enumerate(int(x) for x in args.batch_sizes):
+  sizes = [int(x) for x in args.batch_sizes]
+  shapes = [(sizes[0], int(k)) for k in args.updates_per_call] + [(b, 1) for b in sizes[1:]]
+  for i, (b, k) in enumerate(shapes):
     if time.perf_counter() - start > policy_budget:
       out['skipped_after_budget'] = b
       break
     try:
       r = measure(b, args.sequence_length, args.seconds, devices,
-                  args.self_imitation_batch if i == 0 else 0)
+                  args.self_imitation_batch if i == 0 else 0, k)
     except Exception as e:   # e.g. out of memory at the largest shape: keep what was measured
       print(f'batch {b}: {type(e).__name__}: {str(e).splitlines()[0][:200]}', flush=True)
       break
@@ -205,7 +220,8 @@ def main(argv=None):
     out['shapes'].append(r)
     _write(args.out, out)   # after each shape: a run cut short by its timeout keeps them
     pr = r['projection']
-    print(f"batch {b} x {args.sequence_length}: {r['frames_per_s']:,.0f} frames/s "
+    print(f"batch {b} x {args.sequence_length}" + (f', {k} updates/call' if k > 1 else '')
+          + f": {r['frames_per_s']:,.0f} frames/s "
           f"({1e3 * r['seconds_per_update']:.2f} ms/update, compile {r['first_update_s']:.1f} s) "
           f"-> learner {pr['learner_env_steps_per_s']:,.0f} env steps/s vs {cores} cores' actors "
           f"{pr['actor_env_steps_per_s']:,.0f}: {pr['env_steps_per_s']:,.0f} "

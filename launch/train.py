@@ -167,6 +167,8 @@ def _train_flags():
 def main(argv):
   del argv
   termination.stop_like_ctrl_c_on_termination()
+  from launch.program import devices
+  devices.keep_launcher_on_cpu()
   from launch.runtime import lifecycle, run_state
   from launch.runtime.processes import RunFailed
   try:
@@ -179,7 +181,6 @@ def main(argv):
                                   added_later=run_flags.ADDED_LATER)
     cfg = config_from_flags()
     check_launch_type_flags()
-    from launch.program import devices
     if cfg.launch_type == 'cluster':
       from launch.cluster import description, package
       desc = description.load_description(FLAGS.cluster_description)

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Creates ./.venv with Python 3.10 and the pinned stack, then installs this project.
-# Idempotent: a venv whose stamp matches requirements.lock + setup.py + this script is reused.
+# Creates ./.venv (or $VENV) with Python 3.10 and the pinned stack, then installs this project.
+# ACCEL=cuda12 also installs jax's CUDA 12 build (requirements-cuda12.lock, over the CPU lock);
+# ACCEL=cpu goes back. Without ACCEL the venv keeps the build it has (recorded beside its stamp),
+# so `make test` after `make setup ACCEL=cuda12` does not reinstall the CPU build.
+# Idempotent: a venv whose stamp matches the locks + setup.py + this script + ACCEL is reused.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$root/.venv"
+venv="${VENV:-$root/.venv}"
 stamp="$venv/.noturningback-stamp"
-want="$(cat "$root/requirements.lock" "$root/setup.py" "$root/scripts/setup_venv.sh" | sha256sum | cut -d' ' -f1)"
+accel_file="$venv/.noturningback-accel"
+accel="${ACCEL:-$(cat "$accel_file" 2>/dev/null || echo cpu)}"
+case "$accel" in
+  cpu) overlay="" ;;
+  cuda12) overlay="$root/requirements-cuda12.lock" ;;
+  *) echo "setup: unknown ACCEL=$accel (cpu or cuda12)" >&2; exit 1 ;;
+esac
+want="$( (cat "$root/requirements.lock" "$root/setup.py" "$root/scripts/setup_venv.sh" ${overlay:+"$overlay"}; echo "$accel") | sha256sum | cut -d' ' -f1)"
 
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
@@ -40,6 +50,12 @@ rm -rf "$venv"
 # Step 2: Acme without its own (conflicting) dependency pins.
 "$venv/bin/pip" install -q --no-deps -r "$root/requirements.lock"
 "$venv/bin/pip" install -q --no-deps dm-acme==0.4.0
+if [ -n "$overlay" ]; then
+  # jax 0.4.23 with its CUDA 12 plugin and the NVIDIA wheels (~3 GB), haiku 0.0.13 (BUILD_NOTES.md,
+  # "Pins"); the shim's jax.xla / DeviceArray aliases keep Acme 0.4.0 importing on it.
+  echo "setup: installing the CUDA 12 build of jax ($overlay)"
+  "$venv/bin/pip" install -q --no-deps -r "$overlay"
+fi
 "$venv/bin/pip" install -q --no-deps -e "$root"
 # The jax<->acme shim must run at interpreter start in every process (Launchpad workers unpickle
 # Acme objects before any project code runs), hence a .pth file in the venv's site-packages.
@@ -47,5 +63,6 @@ site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pu
 printf "%s\nimport noturningback_shim\n" "$root" > "$site/noturningback_shim.pth"
 "$venv/bin/python" -c 'import acme, launchpad, reverb, haiku, optax, gym_sokoban, tensorflow_datasets' \
   || { echo "setup: the installed stack does not import" >&2; exit 1; }
+echo "$accel" > "$accel_file"
 echo "$want" > "$stamp"
-echo "setup: ready ($venv)"
+echo "setup: ready ($venv, $accel)"

@@ -157,3 +157,28 @@ def test_a_hosts_gpus_must_be_a_count():
   with pytest.raises(cluster_spec.ClusterSpecError, match='"gpus" must be a whole number'):
     cluster_spec.parse_description({'hosts': {'a': {'address': 'x', 'gpus': 'one'}},
                                     'groups': {'learner': {'host': 'a'}}})
+
+
+def test_the_launcher_keeps_itself_and_its_child_on_the_cpu():
+  # JAX_PLATFORMS=cuda where no GPU is: a launcher that used it would fail to start its backend
+  # (and on a GPU host would hold GPU memory for the whole run).
+  code = ('import os, jax\n'
+          'from launch.program import devices\n'
+          'devices.keep_launcher_on_cpu()\n'
+          'print(jax.devices()[0].platform, os.environ["JAX_PLATFORMS"])\n')
+  out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ, JAX_PLATFORMS='cuda', PYTHONPATH=ROOT), timeout=120)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split() == ['cpu', 'cpu']
+
+
+def test_a_launcher_that_dies_building_the_program_is_a_failure_not_a_stop(tmp_path, monkeypatch):
+  from launch.runtime import launcher
+  from launch.runtime.processes import RunFailed
+  # The child that builds the program inherits a backend jax cannot start (as jax's CUDA plugin
+  # where no GPU is seen): it dies before any node starts.
+  monkeypatch.setenv('JAX_PLATFORMS', 'no_such_platform')
+  cfg = RunConfig(run_dir=str(tmp_path / 'run'), max_steps=1000)
+  with pytest.raises(RunFailed, match=r'^the launcher process exited with code 1: \w+Error: .*'
+                                      r'no_such_platform.*\(launchpad\.log\)$'):
+    launcher.launch_and_supervise(cfg)

@@ -98,6 +98,45 @@ def test_the_step_runs_without_launchpad_reverb_tensorflow_or_acme():
   assert out.strip().endswith('isolated')
 
 
+def test_several_updates_in_one_call_are_the_updates_one_by_one():
+  import jax
+  import numpy as np
+  import optax
+
+  from agents import policy_net
+  config = policy_net.PolicyNetConfig(
+      torso='conv', conv_channels=(4,), conv_strides=(1,), conv_paddings=('SAME',),
+      shared_hidden=(8,), head_hidden=(8,), init='orthogonal')
+  net = policy_net.make_unroll(3, config)
+  rng = np.random.default_rng(1)
+  k, b, t = 3, 2, 4
+
+  def batch():
+    return impala_step.Sequences(
+        observation=rng.integers(0, 255, size=(b, t, 3, 3, 3)).astype(np.uint8),
+        action=rng.integers(0, 3, size=(b, t)).astype(np.int32),
+        reward=rng.normal(size=(b, t)).astype(np.float32),
+        discount=np.ones((b, t), np.float32), start_of_episode=np.zeros((b, t), bool),
+        extras={'logits': rng.normal(size=(b, t, 3)).astype(np.float32),
+                'core_state': np.zeros((b, t), np.float32)})
+
+  batches = [batch() for _ in range(k)]
+  params = net.init(jax.random.PRNGKey(0), batches[0].observation[0], policy_net.DUMMY_CORE_STATE)
+  update = impala_step.Update(net.apply, optax.adam(1e-2), impala_step.LossConfig(),
+                              initial_core=policy_net.DUMMY_CORE_STATE)
+  one_by_one = update.init(params)
+  losses = []
+  for data in batches:
+    one_by_one, m = update.sgd(one_by_one, data)
+    losses.append(float(m['loss']))
+  stacked = jax.tree_util.tree_map(lambda *x: np.stack(x), *batches)
+  fused, metrics = update.sgd_many(update.init(params), stacked)
+  np.testing.assert_allclose(np.asarray(metrics['loss']), losses, rtol=1e-5)
+  for x, y in zip(jax.tree_util.tree_leaves(one_by_one.params),
+                  jax.tree_util.tree_leaves(fused.params)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+
+
 def test_default_host_devices_divides_every_batch():
   assert impala_step.default_host_devices([16], cores=2) == 2
   assert impala_step.default_host_devices([16], cores=1) == 1
@@ -140,12 +179,12 @@ def test_the_gpu_check_runs_on_this_host_within_its_budget(tmp_path):
   out = tmp_path / 'check.json'
   code = 'from bench import gpu_learner_check\ngpu_learner_check.main(sys.argv[1:])\n'
   text = _run(BLOCKER + code + NONE_LOADED,
-              '--batch_sizes', '4,8', '--sequence_length', '5', '--seconds', '0.5',
+              '--batch_sizes', '4', '--updates_per_call', '1,2', '--sequence_length', '5', '--seconds', '0.5',
               '--self_imitation_batch', '8', '--psi_batch_sizes', '8', '--cores', '16',
               '--out', str(out))
   import json
   result = json.loads(out.read_text())
-  assert [s['batch_size'] for s in result['shapes']] == [4, 8]
+  assert [(s['batch_size'], s['updates_per_call']) for s in result['shapes']] == [(4, 1), (4, 2)]
   assert all(s['loss_finite'] for s in result['shapes'])
   assert [p['psi_pairs_per_update'] for p in result['psi']] == [8]
   assert result['psi'][0]['loss_finite'] and result['psi'][0]['window'] == 15

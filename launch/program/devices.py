@@ -13,6 +13,8 @@ script (launch.cluster.files).
 An unusable request is a ValueError of one line naming what is missing: `gpu` where no GPU is
 seen, or where jax has no CUDA plugin.
 """
+import os
+import sys
 from typing import Dict, Optional
 
 from agents import impala_step
@@ -30,6 +32,16 @@ INSTALL_HINT = 'make setup ACCEL=cuda12 (README, "Running on a GPU")'
 Host = host_preset.Host
 CORES_WHERE_IT_STARTS = host_preset.CORES_WHERE_IT_STARTS
 probe_host = host_preset.probe_host
+
+
+def keep_launcher_on_cpu() -> None:
+  """The launching process (and the child that builds the program and starts the nodes) uses
+  jax only for keys and specs: on the CPU, so that on a GPU host it takes none of the GPU's
+  memory for the whole run, and on a host where jax's CUDA plugin finds no GPU it does not fail
+  to start its backend. Nodes get their own placement (`node_environment`), over this."""
+  os.environ['JAX_PLATFORMS'] = 'cpu'   # inherited by the launcher's child process
+  if 'jax' in sys.modules:   # jax read the variable at import; its backends start later
+    sys.modules['jax'].config.update('jax_platforms', 'cpu')
 
 
 def resolve(requested: str, host: Host, flag: str = '--learner_device') -> str:

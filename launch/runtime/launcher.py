@@ -59,11 +59,12 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
                            preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
   with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
     f.write(str(child.pid))   # the session id of every node process of this run
-  failure = None
+  failure, interrupted = None, False
   try:
     try:
       failure = watch(child, cfg.run_dir, progress)
     except KeyboardInterrupt:
+      interrupted = True
       print('stopping: the learners save their final checkpoints (Ctrl-C again to stop at once)',
             flush=True)
       run_state.request_stop(cfg.run_dir)
@@ -72,11 +73,16 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
       except subprocess.TimeoutExpired:
         pass
   except KeyboardInterrupt:
-    pass  # second interrupt: kill_session below
+    interrupted = True   # second interrupt: kill_session below
   finally:
     kill_session(child)
     log.close()
   failure = failure or _recorded_failure(cfg.run_dir)
+  if not failure and not interrupted and child.returncode:
+    # The launcher itself died (building the program, before or while starting its nodes): not a
+    # stop, and its traceback is in launchpad.log.
+    failure = (f'the launcher process exited with code {child.returncode}: '
+               f'{last_error_line(log.name) or "no error line"} (launchpad.log)')
   if failure:
     raise RunFailed(failure)
   return time.time() - start
@@ -97,6 +103,22 @@ def node_names(run_dir: str):
     except (OSError, ValueError):
       pass
   return names
+
+
+def last_error_line(log_path: str) -> Optional[str]:
+  """The last 'SomeError: ...' line of a log (a Python traceback's last line), or None."""
+  try:
+    with open(log_path, 'rb') as f:
+      f.seek(0, os.SEEK_END)
+      f.seek(max(0, f.tell() - 65536))
+      lines = f.read().decode('utf-8', 'replace').splitlines()
+  except OSError:
+    return None
+  for line in reversed(lines):
+    head = line.split(':', 1)[0].strip()
+    if ':' in line and head.isidentifier() and head.endswith(('Error', 'Exception', 'Exit')):
+      return line.strip()[:300]
+  return None
 
 
 def watch(child: subprocess.Popen, run_dir: str, progress=None,
