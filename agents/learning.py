@@ -45,6 +45,15 @@ def policy_lag(updates: int, data) -> dict:
   return {'policy_lag_mean': float(lags.mean()), 'policy_lag_max': float(lags.max())}
 
 
+def merged_lag(lags: Sequence[dict]) -> dict:
+  """policy_lag over several batches: the mean of their means and the largest."""
+  lags = [lag for lag in lags if lag]
+  if not lags:
+    return {}
+  return {'policy_lag_mean': float(np.mean([lag['policy_lag_mean'] for lag in lags])),
+          'policy_lag_max': max(lag['policy_lag_max'] for lag in lags)}
+
+
 TrainingState = impala_step.TrainingState   # (defined beside the update; its home before)
 
 
@@ -59,8 +68,10 @@ class IMPALALearner(acme.Learner):
                imitation_ready: Optional[Callable[[], bool]] = None,
                counter: Optional[counting.Counter] = None,
                logger: Optional[loggers.Logger] = None,
-               max_consecutive_skips: int = 100, devices: Optional[Sequence] = None):
+               max_consecutive_skips: int = 100, devices: Optional[Sequence] = None,
+               updates_per_call: int = 1):
     self._iterator = iterator
+    self._updates_per_call = updates_per_call
     # A skipped update leaves the parameters as they were; this many in a row means the
     # learning itself diverged (the next batches will not be different), so the learner stops.
     self._skips = update_guard.SkipCounter('learner', max_consecutive_skips)
@@ -75,6 +86,9 @@ class IMPALALearner(acme.Learner):
                                self_imitation_value_cost=self_imitation_value_cost),
         initial_core=initial_core, devices=devices)
 
+    if updates_per_call > 1 and self._update.num_devices > 1:
+      raise ValueError(f'updates_per_call {updates_per_call} needs one learner device, not '
+                       f'{self._update.num_devices}')
     params = networks.unroll_init_fn(key_params, initial_core)
     self._state = self._update.init(params)
     # Batches of single steps (observation, action, return) from the self-imitation table.
@@ -91,22 +105,32 @@ class IMPALALearner(acme.Learner):
     self._logger = logger or loggers.make_default_logger('learner')
 
   def step(self):
-    sample = next(self._iterator)
+    k = self._updates_per_call
+    batches = [next(self._iterator).data for _ in range(k)]
     start = time.time()
-    lag = policy_lag(self._updates, sample.data)
-    self._state, metrics = self._update.sgd(self._state, sample.data)
-    self._updates += 1
-    metrics = jax.device_get(metrics)
-    self._skips.add(bool(metrics[SKIPPED]), self._updates)
+    # Batch i is trained on by the call's i-th update.
+    lag = merged_lag([policy_lag(self._updates + i, data) for i, data in enumerate(batches)])
+    if k == 1:
+      self._state, metrics = self._update.sgd(self._state, batches[0])
+      metrics = {name: np.asarray(v)[None] for name, v in jax.device_get(metrics).items()}
+    else:   # one call: the same k updates in the same order
+      stacked = jax.tree_util.tree_map(lambda *x: np.stack(x), *batches)
+      self._state, metrics = self._update.sgd_many(self._state, stacked)
+      metrics = jax.device_get(metrics)
+    for skipped in metrics[SKIPPED]:
+      self._updates += 1
+      self._skips.add(bool(skipped), self._updates)
+    metrics = {name: v[-1] for name, v in metrics.items()}   # the row: the call's last update
     metrics[SKIPPED_TOTAL] = self._skips.total
     if self._imitation_updates:
       # Logged from the first row on (a CSV's columns are its first row's), NaN until then.
       metrics.update(dict.fromkeys(IMITATION_METRICS, np.nan))
       self._imitating = self._imitating or self._imitation_ready()
-      for _ in range(self._imitation_updates if self._imitating else 0):
+      # After the call's k V-trace updates, their k x imitation_updates self-imitation ones.
+      for _ in range(k * self._imitation_updates if self._imitating else 0):
         steps = next(self._imitation_iterator).data
         metrics.update(self.imitate(steps.observation, steps.action, steps.returns))
-    counts = self._counter.increment(steps=1, time_elapsed=time.time() - start)
+    counts = self._counter.increment(steps=k, time_elapsed=time.time() - start)
     # The CSV's columns are those of its first row, and rows are placed on env steps by
     # actor_steps: a first update made before the actors' first counts reach the counter
     # would leave that column out of the whole log.

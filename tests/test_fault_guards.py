@@ -33,14 +33,15 @@ def _batch(reward):
       extras={'logits': np.zeros((B, T, 2), np.float32), 'core_state': np.zeros((B, T), np.float32)}))
 
 
-def _learner(batches, max_consecutive_skips):
+def _learner(batches, max_consecutive_skips, updates_per_call=1):
   spec = specs.EnvironmentSpec(
       observations=specs.Array((4,), np.float32), actions=specs.DiscreteArray(2),
       rewards=specs.Array((), np.float32), discounts=specs.BoundedArray((), np.float32, 0, 1))
   networks = agent_networks.make_networks(spec, agent_networks.default_policy_config('cartpole', False))
   logger = loggers.InMemoryLogger()
   learner = learning.IMPALALearner(networks, iter(batches), optax.adam(1e-2), jax.random.PRNGKey(0),
-                                   logger=logger, max_consecutive_skips=max_consecutive_skips)
+                                   logger=logger, max_consecutive_skips=max_consecutive_skips,
+                                   updates_per_call=updates_per_call)
   return learner, logger
 
 
@@ -66,6 +67,24 @@ def test_a_non_finite_update_is_skipped_counted_and_a_run_of_them_stops_the_lear
   assert [row[learning.SKIPPED] for row in logger.data] == [0.0, 1.0, 0.0, 1.0, 1.0]
   assert [row[learning.SKIPPED_TOTAL] for row in logger.data] == [0, 1, 1, 2, 3]
   assert np.all(np.isfinite(_flat(learner.save().params)))
+
+
+def test_updates_fused_in_one_call_are_the_single_updates_and_each_skip_counts():
+  rewards = [1.0, np.nan, 0.5, -1.0, 2.0, np.nan]
+  single, single_log = _learner([_batch(r) for r in rewards], max_consecutive_skips=3)
+  for _ in rewards:
+    single.step()
+  fused, fused_log = _learner([_batch(r) for r in rewards], max_consecutive_skips=3,
+                              updates_per_call=3)
+  fused.step()
+  fused.step()
+  np.testing.assert_allclose(_flat(fused.save().params), _flat(single.save().params), rtol=1e-5,
+                             atol=1e-6)
+  # One row per call, the call's last update's metrics; every update's skip is counted.
+  assert [row[learning.SKIPPED] for row in fused_log.data] == [0.0, 1.0]
+  assert [row[learning.SKIPPED_TOTAL] for row in fused_log.data] == [1, 2]
+  assert [row['steps'] for row in fused_log.data] == [3, 6]
+  assert [row['steps'] for row in single_log.data][2::3] == [3, 6]
 
 
 def test_a_non_finite_estimator_update_is_dropped():

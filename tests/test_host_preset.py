@@ -19,6 +19,7 @@ def test_a_cpu_host_splits_its_cores_between_learner_and_actors():
 def test_a_gpu_host_gives_the_learner_the_gpu_and_the_actors_the_cores():
   s = host_preset.size(16, gpu=True)
   assert (s.learner_device, s.learner_host_devices, s.num_actors) == ('gpu', 0, 14)
+  assert s.updates_per_call == 4 and host_preset.size(16, gpu=False).updates_per_call == 1
   assert host_preset.this_host(devices.Host(1, True, 16)) == s
   assert host_preset.this_host(devices.Host(1, False, 16)).learner_device == 'cpu'
 
@@ -37,3 +38,4 @@ def test_the_host_scale_runs_the_long_comparison_at_this_hosts_sizes():
   assert args[args.index('--num_actors') + 1] == str(sizes.num_actors)
   assert args[args.index('--learner_host_devices') + 1] == str(sizes.learner_host_devices)
   assert args[args.index('--learner_device') + 1] == sizes.learner_device
+  assert args[args.index('--updates_per_call') + 1] == str(sizes.updates_per_call)

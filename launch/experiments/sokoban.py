@@ -65,7 +65,8 @@ def _host_scale() -> dict:
   return dict(SOKOBAN_SCALES['long'], actors=sizes.num_actors,
               envs_per_actor=sizes.envs_per_actor, agent=dict(batch_size=sizes.batch_size),
               run_flags=('--learner_device', sizes.learner_device, '--learner_host_devices',
-                         str(sizes.learner_host_devices)))
+                         str(sizes.learner_host_devices), '--updates_per_call',
+                         str(sizes.updates_per_call)))
 
 
 # The RAE arms: (run name, group, psi checkpoint, penalty weight lambda or None for the preset's).

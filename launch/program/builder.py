@@ -189,7 +189,8 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
       imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
       imitation_ready=imitation_ready, counter=counter, logger=logger,
       max_consecutive_skips=cfg.max_skipped_updates,
-      devices=devices.learner_devices(cfg.learner_batch_sizes))
+      devices=devices.learner_devices(cfg.learner_batch_sizes),
+      updates_per_call=cfg.impala.updates_per_call)
 
 
 def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter: counting.Counter,

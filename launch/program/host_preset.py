@@ -8,8 +8,9 @@ F / S env steps/s for F frames/s of updates, and an actor core makes A env steps
 
   - GPU host with C cores: the learner on the GPU (one core for its Python thread and its
     batches), one core for replay, counter and coordinator, actors = C - 2. Its batch stays the
-    preset's (16 sequences x 20, x4 reuse), the one checked to learn per env step; larger ones
-    are for the GPU check to measure (bench/gpu_learner_check.py), not yet for runs.
+    preset's (16 sequences x 20, x4 reuse), the one checked to learn per env step, with 4
+    updates per call (one dispatch for 4 batches: the same updates; on an H200 431K frames/s
+    against 190K at 1, bench/gpu_learner_check.py); larger batches are measured, not yet run.
   - CPU host with C cores: one core for replay, counter and coordinator, and the rest split so
     that the learner's cores L consume what the actors' make:
         L x F1 x E / S = (C - 1 - L) x A,
@@ -83,6 +84,12 @@ class HostSizes:
   batch_size: int
   learner_host_devices: int     # 0 on a GPU host (the learner is on the GPU)
   learner_device: str
+  updates_per_call: int = 1     # learner updates per jitted call (GPU: GPU_UPDATES_PER_CALL)
+
+
+# The fewest updates per call that took the preset's 16 x 20 batch past 200K frames/s on an H200
+# (1: 190K, 4: 431K, 16: 396K; BUILD_NOTES.md, "On a GPU").
+GPU_UPDATES_PER_CALL = 4
 
 
 def learner_cores(cores: int, batch_sizes=(BATCH_SIZE,),
@@ -101,7 +108,8 @@ def size(cores: int, gpu: bool, batch_size: int = BATCH_SIZE,
   cores = max(1, int(cores))
   if gpu:
     actors = max(1, cores - 1 - SERVICE_CORES)
-    return HostSizes(cores, True, actors, ENVS_PER_ACTOR, batch_size, 0, 'gpu')
+    return HostSizes(cores, True, actors, ENVS_PER_ACTOR, batch_size, 0, 'gpu',
+                     GPU_UPDATES_PER_CALL)
   free = max(1, cores - SERVICE_CORES)
   learner = learner_cores(cores, [batch_size], efficiency)
   return HostSizes(cores, False, max(1, free - learner), ENVS_PER_ACTOR, batch_size, learner, 'cpu')
