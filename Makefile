@@ -24,7 +24,7 @@ test-slow: setup
 test-slurm: setup
 	@command -v slurmctld >/dev/null || { apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurm-wlm munge; }
-	$(PY) -m pytest -q -s -m slow tests/test_slurm.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -s -m slow tests/test_slurm.py tests/test_slurm_lock.py $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m bench.throughput $(ARGS)

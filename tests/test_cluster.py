@@ -13,7 +13,7 @@ import cluster_checks
 import pytest
 
 from launch.cluster import netns_hosts
-from launch.runtime import launcher
+from launch.runtime import launcher, run_lock
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow
@@ -68,10 +68,15 @@ def test_a_replica_on_the_wrong_host_is_one_line(tmp_path, hosts):
   (run_dir / 'cluster' / 'launch.json').write_text(json.dumps({
       'launch_id': 'x', 'stop_file': str(run_dir / 'cluster' / 'stopped-x.json'),
       'groups': {'counter': 1}, 'code_dir': ROOT, 'replicas': []}))
-  r = subprocess.run(hosts.start_prefix('a') + [sys.executable, '-m', 'launch.cluster', 'node',
-                                                '--run_dir', str(run_dir)],
-                     env=dict(os.environ, CLUSTER_SPEC=json.dumps(spec)), cwd=ROOT,
-                     capture_output=True, text=True, timeout=120)
+  # A replica starts once its job's coordinator holds the run directory: here, this process.
+  run_lock.acquire(str(run_dir), launch='x', job=None)
+  try:
+    r = subprocess.run(hosts.start_prefix('a') + [sys.executable, '-m', 'launch.cluster', 'node',
+                                                  '--run_dir', str(run_dir)],
+                       env=dict(os.environ, CLUSTER_SPEC=json.dumps(spec)), cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+  finally:
+    run_lock.release(str(run_dir))
   assert r.returncode == 2
   last = r.stderr.strip().splitlines()[-1]
   assert 'is not an address of this machine' in last and hosts.address('b') in last, r.stderr

@@ -50,3 +50,31 @@ def test_the_lock_creates_a_missing_run_dir(tmp_path):
     assert (run_dir / run_lock.LOCK_FILE).exists()
   finally:
     run_lock.release(str(run_dir))
+
+
+def test_check_free_refuses_a_live_holder_and_takes_nothing(tmp_path):
+  run_dir = tmp_path / 'run'
+  run_lock.check_free(str(run_dir))                # a missing run dir is free, and stays missing
+  assert not run_dir.exists()
+  proc = _holder_process(run_dir)
+  try:
+    with pytest.raises(run_lock.RunDirInUse) as e:
+      run_lock.check_free(str(run_dir))
+    assert '\n' not in str(e.value) and f'pid {proc.pid}' in str(e.value)
+  finally:
+    proc.kill()
+    proc.wait()
+  before = (run_dir / run_lock.LOCK_FILE).read_text()
+  run_lock.check_free(str(run_dir))                # the holder died: free
+  assert (run_dir / run_lock.LOCK_FILE).read_text() == before   # the probe wrote nothing
+  proc = _holder_process(run_dir)                  # and held nothing
+  proc.kill()
+  proc.wait()
+  run_lock.acquire(str(run_dir), launch='L', job='J')
+  try:
+    run_lock.check_free(str(run_dir))              # this process's own lock
+    run_lock.annotate(str(run_dir), job='K')
+    assert run_lock.holder(str(run_dir)) == dict(run_lock.holder(str(run_dir)), pid=os.getpid(),
+                                                 launch='L', job='K')
+  finally:
+    run_lock.release(str(run_dir))

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 
 from launch.cluster import description, files, placement
 from launch.cluster.description import ClusterDescription, ClusterSpecError, Replica
-from launch.runtime import run_state
+from launch.runtime import run_lock, run_state
 
 PACKAGE_DIR = 'cluster'
 LAUNCH_FILE = 'launch.json'
@@ -139,7 +139,9 @@ def gpu_hosts(cfg, desc: ClusterDescription) -> Dict[str, int]:
 
 def package(cfg, desc: ClusterDescription, code_dir: Optional[str] = None,
             python: Optional[str] = None) -> Package:
-  """Writes RUN_DIR/cluster/ for one launch of `cfg` on the hosts of `desc`."""
+  """Writes RUN_DIR/cluster/ for one launch of `cfg` on the hosts of `desc`; RunDirInUse (one
+  line) when a live launch holds the run directory (a running job's files are never replaced)."""
+  run_lock.check_free(cfg.run_dir)
   from launchpad.launch import serialization
 
   from launch.program import layout

@@ -14,7 +14,12 @@ its entry from CLUSTER_SPEC's task index; every address resolves through Launchp
     the node processes too, so the Slurm job stops through its batch shell: files.slurm_files);
   - a node process that dies without a program stop records R/failure.json and stops the run
     (every node is restarted by its supervisor first, as locally);
-  - the coordinator's wrapper keeps the run record (run_state.json segment, summary.json).
+  - the coordinator's wrapper keeps the run record (run_state.json segment, summary.json) and
+    holds RUN_DIR's lock (launch.runtime.run_lock) for the life of the job, taken before it
+    writes anything: a second job on a run directory in use is refused in one line. Every
+    other replica waits, before it starts its node or writes anything, until the lock's record
+    names its own launch and job (`job_key`); a job whose coordinator was refused thus ends
+    without touching the live job's files.
 
 `python -m launch.cluster host --run_dir R --host H` starts every replica of host H (their
 task scripts) and waits for them. Light imports only: the node itself runs in a child.
@@ -27,6 +32,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Optional
 
 from launch.cluster import files, placement
 from launch.cluster.description import ClusterSpecError
@@ -37,10 +43,56 @@ from launch.cluster.package import (
   read_launch,
   request_program_stop,
 )
-from launch.runtime import lifecycle, loopback, processes, run_state
+from launch.runtime import lifecycle, loopback, processes, run_lock, run_state
 
 RESOLVE_TIMEOUT_S = 120.0          # Kubernetes: a pod's DNS record may appear after it starts
 KILL_AFTER_S = 30.0                # program stopped: time for a node to exit before SIGKILL
+# How long a replica waits for its job's coordinator to hold the run directory: the replicas of
+# a job start together, and a wrapper (light imports) starts in seconds even on a loaded host.
+COORDINATOR_LOCK_WAIT_S = 180.0
+
+
+def job_key(job: Optional[str] = None) -> Optional[str]:
+  """What tells this job's replicas from another job's replicas of the same package: the
+  launcher's token (launch.train --cluster_start passes --job), else the Slurm job id, else
+  None (hand-run host commands, Kubernetes: the launch id alone)."""
+  if job:
+    return job
+  slurm_job = os.environ.get('SLURM_JOB_ID')
+  return f'slurm-{slurm_job}' if slurm_job else None
+
+
+def _held_for(record: Optional[dict], launch_id: str, job: Optional[str]) -> bool:
+  """Whether a lock record names this launch and job."""
+  return bool(record) and record.get('launch') == launch_id and record.get('job') == job
+
+
+def hold_run_dir(run_dir: str, launch_id: str, job: Optional[str]) -> None:
+  """The coordinator's wrapper: takes RUN_DIR's lock for this job (held until the wrapper
+  exits). Accepted without it when the launcher that started this job holds it for the job
+  (launch.cluster.start); otherwise a live holder is RunDirInUse (one line)."""
+  try:
+    run_lock.acquire(run_dir, launch=launch_id, job=job)
+  except run_lock.RunDirInUse:
+    if job is None or not _held_for(run_lock.holder(run_dir), launch_id, job):
+      raise
+
+
+def wait_for_coordinator(run_dir: str, launch_id: str, job: Optional[str], task: str,
+                         timeout_s: float) -> None:
+  """Every other replica: returns once the lock's record names this launch and job (its
+  coordinator holds the run directory); raises RunDirInUse (one line) after `timeout_s`, when
+  another launch holds it or this job's coordinator could not start."""
+  deadline = time.time() + timeout_s
+  while not _held_for(run_lock.holder(run_dir), launch_id, job):
+    if time.time() > deadline:
+      who = run_lock.holder(run_dir) or {}
+      raise run_lock.RunDirInUse(
+          f'{task} not started: this job\'s coordinator did not take {run_dir} within '
+          f'{timeout_s:.0f} s (its lock names pid {who.get("pid", "?")} on '
+          f'{who.get("host", "?")}, launch {who.get("launch", "-")}, job {who.get("job", "-")}); '
+          'another launch may be using it')
+    time.sleep(0.5)
 
 
 def _own_address(host: str, port: int, timeout_s: float) -> str:
@@ -88,8 +140,10 @@ def _process_entry_path() -> str:
   return os.path.join(os.path.dirname(spec.origin), 'nodes', 'python', 'process_entry.py')
 
 
-def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S) -> int:
-  """Runs this process's replica (from CLUSTER_SPEC) until the program stops; exit status."""
+def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S,
+              job: Optional[str] = None) -> int:
+  """Runs this process's replica (from CLUSTER_SPEC) until the program stops; exit status.
+  `job`: the launcher's token for this job (job_key)."""
   launch = read_launch(run_dir)
   stop_file = launch['stop_file']
   cluster, group, index = placement.parse_cluster_spec(os.environ.get('CLUSTER_SPEC'))
@@ -100,6 +154,13 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S) -> int:
   if os.path.exists(stop_file):
     raise ClusterSpecError(f'launch {launch["launch_id"]} of {run_dir} has already stopped: '
                            'package a new launch (launch.train --resume --launch_type cluster ...)')
+  # The run directory is this job's before anything is written to it (a failure record, the
+  # run record, the node's own output): a job refused here leaves the live job's files alone.
+  job = job_key(job)
+  if group == 'coordinator':
+    hold_run_dir(run_dir, launch['launch_id'], job)
+  else:
+    wait_for_coordinator(run_dir, launch['launch_id'], job, task, COORDINATOR_LOCK_WAIT_S)
   directory = package_dir(run_dir)
   try:
     host, port = placement.split_endpoint(cluster[group][index])
@@ -157,7 +218,9 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S) -> int:
   return rc
 
 
-def host_main(run_dir: str, host: str) -> int:
+def host_main(run_dir: str, host: str, job: Optional[str] = None) -> int:
+  """Runs every replica of `host` and waits for them; `job`: the launcher's token, passed on to
+  each replica (job_key)."""
   launch = read_launch(run_dir)
   tasks = [r['task'] for r in launch['replicas'] if r['host'] == host]
   if not tasks:
@@ -167,7 +230,8 @@ def host_main(run_dir: str, host: str) -> int:
   children = {}
   for task in tasks:
     children[task] = subprocess.Popen(
-        ['bash', os.path.join(directory, files.TASK_DIR, f'{task}.sh')],
+        ['bash', os.path.join(directory, files.TASK_DIR, f'{task}.sh')]
+        + (['--job', job] if job else []),
         stdin=subprocess.DEVNULL, preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
 
   def forward(signum, frame):

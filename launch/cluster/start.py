@@ -4,6 +4,7 @@ prefix: ssh, `ip netns exec`, ...) and supervise the run to its end like a local
 import functools
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -17,7 +18,7 @@ from launch.cluster.package import (
   request_program_stop,
 )
 from launch.cluster.replica import KILL_AFTER_S, record_failure
-from launch.runtime import lifecycle, processes, run_state
+from launch.runtime import lifecycle, processes, run_lock, run_state
 
 
 def run(cfg, description_path: str, start: bool, resume: bool = False,
@@ -26,6 +27,9 @@ def run(cfg, description_path: str, start: bool, resume: bool = False,
   host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
   when nothing was started). Raises ValueError (one line) on a bad description."""
   desc = description.load_description(description_path)
+  # Held while this process packages (and, with `start`, runs) the launch; launch.train has
+  # taken it already, and then this is a no-op.
+  run_lock.acquire(cfg.run_dir)
   # The coordinator's wrapper begins the run's segment when it starts.
   lifecycle.prepare_launch(cfg, resume)
   pkg = package(cfg, desc)
@@ -36,8 +40,14 @@ def run(cfg, description_path: str, start: bool, resume: bool = False,
     return {'status': 'packaged'}
   print(f'{"resuming" if resume else "run directory"}: {cfg.run_dir} (node output: '
         f'{pkg.directory}/logs/)', flush=True)
+  # This process holds the run directory's lock (launch.train) for the whole run, so its
+  # coordinator cannot take it: the lock's record names the job this process started, and the
+  # replicas, given its token, run as that job (launch.cluster.replica.hold_run_dir).
+  job = f'launcher-{os.getpid()}@{socket.gethostname()}'
+  run_lock.annotate(cfg.run_dir, launch=pkg.launch_id, job=job)
   return lifecycle.supervise_and_record(
-      cfg, lambda progress: start_and_supervise(cfg, pkg, progress=progress), goal_mean_length)
+      cfg, lambda progress: start_and_supervise(cfg, pkg, progress=progress, job=job),
+      goal_mean_length)
 
 
 def print_package(pkg: Package, desc: ClusterDescription) -> None:
@@ -50,15 +60,17 @@ def print_package(pkg: Package, desc: ClusterDescription) -> None:
         flush=True)
 
 
-def start_and_supervise(cfg, pkg: Package, progress=None, graceful_stop_s: float = processes.GRACEFUL_STOP_S):
+def start_and_supervise(cfg, pkg: Package, progress=None,
+                        graceful_stop_s: float = processes.GRACEFUL_STOP_S, job: str = None):
   """Runs every host's command (its "start" prefix) and waits for the run to end; Ctrl-C asks
-  for a graceful stop, a second one stops at once. Returns {host: exit code}; raises
-  processes.RunFailed when a node failed."""
+  for a graceful stop, a second one stops at once. `job`: the token this process's lock record
+  names (passed to every replica). Returns {host: exit code}; raises processes.RunFailed when a
+  node failed."""
   procs, logs = {}, []
   for h, cmd in pkg.commands.items():
     log = open(os.path.join(pkg.directory, LOG_DIR, f'host-{h}.log'), 'ab')
     logs.append(log)
-    procs[h] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    procs[h] = subprocess.Popen(cmd + (['--job', job] if job else []), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=pkg.code_dir, start_new_session=True,
                                 preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
   with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
