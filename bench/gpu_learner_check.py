@@ -70,6 +70,24 @@ def random_batch(batch: int, length: int, rng: np.random.Generator) -> impala_st
               'core_state': np.zeros((batch, length), np.float32)})
 
 
+def _timed(step, state, data, seconds: float, calls_per_round: int):
+  """Runs `state, metrics = step(state, data)` once (compiling), then in rounds of
+  `calls_per_round` calls for `seconds` (at least 3 rounds). Returns (state, metrics, first
+  call's seconds, median seconds per call, timed calls)."""
+  t0 = time.perf_counter()
+  state, metrics = step(state, data)
+  jax.block_until_ready(metrics)
+  first_s = time.perf_counter() - t0
+  rounds, end = [], time.perf_counter() + seconds
+  while time.perf_counter() < end or len(rounds) < 3:
+    t0 = time.perf_counter()
+    for _ in range(calls_per_round):
+      state, metrics = step(state, data)
+    jax.block_until_ready(metrics)
+    rounds.append((time.perf_counter() - t0) / calls_per_round)
+  return state, metrics, first_s, float(np.median(rounds)), calls_per_round * len(rounds)
+
+
 def measure(batch: int, length: int, seconds: float, devices, self_imitation_batch: int = 0,
             updates_per_call: int = 1):
   """frames/s of the V-trace update at batch x length (median of timed rounds after compiling),
@@ -89,22 +107,12 @@ def measure(batch: int, length: int, seconds: float, devices, self_imitation_bat
   else:
     step = update.sgd
   data = jax.device_put(data, devices[0]) if len(devices) == 1 else data
-  t0 = time.perf_counter()
-  state, metrics = step(state, data)
-  jax.block_until_ready(metrics)
-  compile_s = time.perf_counter() - t0
-  rounds, end = [], time.perf_counter() + seconds
-  while time.perf_counter() < end or len(rounds) < 3:
-    n, t0 = 10, time.perf_counter()
-    for _ in range(n):
-      state, metrics = step(state, data)
-    jax.block_until_ready(metrics)
-    rounds.append((time.perf_counter() - t0) / (n * k))
-  per_update = float(np.median(rounds))
+  state, metrics, compile_s, per_call, calls = _timed(step, state, data, seconds, 10)
+  per_update = per_call / k
   out = {'batch_size': batch, 'sequence_length': length, 'updates_per_call': k,
          'first_update_s': compile_s,
          'seconds_per_update': per_update, 'frames_per_s': batch * length / per_update,
-         'timed_updates': 10 * k * len(rounds),
+         'timed_updates': k * calls,
          'loss_finite': bool(np.all(np.isfinite(metrics['loss'])))}
   if self_imitation_batch:
     obs = jax.device_put(data.observation.reshape((-1,) + OBSERVATION_SHAPE)[:self_imitation_batch])
@@ -135,18 +143,7 @@ def measure_psi(pairs: int, window: int, windows: int, seconds: float, device):
   batch = jax.device_put(estimator_training.windows_to_batch(obs, actions, valid, window), device)
   update = estimator_training.make_update(est, config)
   state = estimator_training.init_state(est, config, obs[0, 0])
-  t0 = time.perf_counter()
-  state, metrics = update(state, batch)
-  jax.block_until_ready(metrics)
-  compile_s = time.perf_counter() - t0
-  rounds, end = [], time.perf_counter() + seconds
-  while time.perf_counter() < end or len(rounds) < 3:
-    n, t0 = 20, time.perf_counter()
-    for _ in range(n):
-      state, metrics = update(state, batch)
-    jax.block_until_ready(metrics)
-    rounds.append((time.perf_counter() - t0) / n)
-  per_update = float(np.median(rounds))
+  state, metrics, compile_s, per_update, _ = _timed(update, state, batch, seconds, 20)
   return {'psi_pairs_per_update': pairs, 'windows': windows, 'window': window,
           'first_update_s': compile_s, 'seconds_per_update': per_update,
           'pairs_per_s': pairs / per_update,
