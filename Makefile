@@ -9,8 +9,12 @@ setup:
 run: setup
 	$(PY) -m launch.train $(ARGS)
 
+# Two pytest workers (pytest-xdist): much of the suite waits on one-core work (interpreter
+# start-up, XLA compiles), so two tests overlap; an idle worker takes tests from the other's
+# queue, so one long file at the end does not leave a core idle (BUILD_NOTES "Test time").
+TEST_WORKERS ?= 2
 test: setup lint
-	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests $(PYTEST_ARGS)
 
 # pyflakes' rules (unused or undefined names) and import order, over the whole checkout (ruff.toml).
 lint: setup
