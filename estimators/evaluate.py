@@ -309,7 +309,7 @@ def clean_states_by_kind(env, predictor, psi_beta: float, phi_betas, max_expansi
   phi = target = None
   if predictor.ckpt.phi_params is not None:
     phi = predictor.phi(obs[known])[np.arange(int(known.sum())), actions[known]]
-    target = predictor.psi(next_obs[known], obs[known])   # what phi is regressed onto
+    target = predictor.phi_target(obs[known], next_obs[known])
   split = kinds_lib.by_kind([k for k, ok in zip(kinds, known) if ok], irr, psi, phi, psi_beta,
                             phi_betas, _env_kinds(env), phi_target=target)
   return {'transitions': int(known.sum()), 'unknown_dropped': int((~known).sum()),
@@ -371,22 +371,24 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
     betas = sorted({phi_beta, *phi_betas})
     kinds_random = transition_kinds(env, [s for s, k in zip(data['states'], known) if k],
                                     data['actions'][known])
-    target = (predictor.psi(data['next_obs'][known], data['obs'][known])
+    target = (predictor.phi_target(data['obs'][known], data['next_obs'][known])
               if phi_taken is not None else None)
     report['by_kind'] = kinds_lib.by_kind(kinds_random, irreversible, psi, phi_taken, psi_beta,
                                           betas, _env_kinds(env), phi_target=target)
+    report['phi_target'] = predictor.phi_target_name
     if callable(getattr(env, 'clean_states', None)):
       report['clean_by_kind'] = clean_states_by_kind(env, predictor, psi_beta, betas,
                                                      max_expansions)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, 'by_kind.md'), 'w') as fh:
+      target_text = predict.PHI_TARGET_TEXT[predictor.phi_target_name]
       fh.write(kinds_lib.markdown(report['by_kind'], f'{int(known.sum())} random-policy '
-                                  'transitions (oracle-labelled), by kind') + '\n')
+                                  'transitions (oracle-labelled), by kind', target_text) + '\n')
       if 'clean_by_kind' in report:
         fh.write(kinds_lib.markdown(report['clean_by_kind']['by_kind'],
                                     f"every action from every state with no ruined grass "
                                     f"({report['clean_by_kind']['transitions']} transitions), "
-                                    'by kind'))
+                                    'by kind', target_text))
   panels = [{'name': 'psi(x, x\')', 'calibration': report['psi']['calibration'],
              'auroc': _finite(report['psi']['auroc'])}]
   if phi_all is not None:

@@ -10,7 +10,7 @@ transitions of all kinds as negatives: can psi tell this kind's irreversible ste
 safe ones?); and for phi(x, a) of the action taken, at each beta, what "phi < beta" flags
 within the kind: precision, recall (of the kind's irreversible transitions) and the fraction of
 the kind's reversible transitions flagged (what RAC would forbid needlessly). With
-`phi_target` (psi(x', x), what phi is regressed onto) the same figures for "target < beta": what
+`phi_target` (what phi is regressed onto: psi(x', x), or 1 - psi(x, x') as in the authors' code) the same figures for "target < beta": what
 a phi that fitted its target exactly would flag, which tells a psi problem from a phi one. Kinds
 named in `kinds_order` come first, in that order; other kinds follow as met.
 """
@@ -81,8 +81,8 @@ def _f(v, digits: int = 3) -> str:
   return '–' if v is None or v != v else f'{v:.{digits}f}'
 
 
-def markdown(split: Dict[str, Any], title: str) -> str:
-  """A table of `by_kind`'s output: one row per kind."""
+def markdown(split: Dict[str, Any], title: str, target_text: str = "psi(x', x)") -> str:
+  """A table of `by_kind`'s output: one row per kind; `target_text` names phi's target."""
   betas = []
   for entry in split.values():
     betas = [b['beta'] for b in entry.get('phi', {}).get('at_beta', [])] or betas
@@ -90,7 +90,7 @@ def markdown(split: Dict[str, Any], title: str) -> str:
   head = ['kind', 'n', 'irreversible', 'psi mean', 'psi AUROC vs reversible', 'psi AUROC within',
           'phi mean'] + [f'phi<{b:g}: P / R / reversible flagged' for b in betas]
   if targets:
-    head += ["phi's target psi(x', x) mean"] + [f'target<{b:g}: R / reversible flagged'
+    head += [f"phi's target {target_text} mean"] + [f'target<{b:g}: R / reversible flagged'
                                                  for b in betas]
   lines = [f'**{title}**', '', '| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for kind, e in split.items():

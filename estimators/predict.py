@@ -35,6 +35,9 @@ class PredictError(ValueError):
   """Bad input, reported as one line."""
 
 
+PHI_TARGET_TEXT = {'reverse': "psi(x', x)", 'one_minus_forward': "1 - psi(x, x')"}
+
+
 class Predictor:
   """Jitted, fixed-size batched psi/phi probabilities for one checkpoint (no recompilation for
   ragged tails: the last chunk is padded)."""
@@ -85,6 +88,20 @@ class Predictor:
       raise PredictError(f'obs has {len(obs)} rows but next_obs has {len(next_obs)}')
     out = self._chunks(lambda x, y: self._psi(self.ckpt.psi_params, x, y), obs, next_obs)
     return np.zeros((0,), np.float32) if out is None else out
+
+  @property
+  def phi_target_name(self) -> str:
+    """What phi was regressed onto (estimators.training.PHI_TARGETS); checkpoints written before
+    the choice existed were all 'reverse'."""
+    config = self.ckpt.metadata.get('train_config') or {}
+    return config.get('phi_target', 'reverse')
+
+  def phi_target(self, obs, next_obs):
+    """phi's regression target for the transitions obs -> next_obs, as its training computed
+    it: psi(x', x) ('reverse') or 1 - psi(x, x') ('one_minus_forward')."""
+    if self.phi_target_name == 'one_minus_forward':
+      return 1.0 - self.psi(obs, next_obs)
+    return self.psi(next_obs, obs)
 
   def phi(self, obs):
     import numpy as np

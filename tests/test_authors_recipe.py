@@ -167,3 +167,31 @@ def test_turf_leaks_counts_cells_and_moves_over_every_actor(tmp_path):
   assert r['goal_rate'] == 2 / 3 and r['actor_steps'] == 200
   assert r['cells'] == [('19', 2), ('29', 1)] and r['entries'][0] == ('18>19', 2)
   assert '(1,8)>(1,9) 2' in turf_leaks.markdown([r])
+
+
+def test_turf_page_names_the_leaking_cells_per_run(tmp_path):
+  from launch.experiments import turf
+  header = 'actor_steps,episode_return,ruined_grass,ruined_cells,grass_entries\n'
+  run = tmp_path / 'runs' / 'impala_rac-b0.2-s0' / 'logs' / 'actor_0'
+  run.mkdir(parents=True)
+  (run / 'logs.csv').write_text(header + '120,0.0,1,19,18>19\n240,1.0,0,,\n')
+  md = turf.leaks_markdown('tiny', 1, str(tmp_path))
+  assert '| impala_rac-b0.2-s0 | 240 | 2 | 1 | 1 | 0.50 | (1,9) 1 | (1,8)>(1,9) 1 |' in md
+  assert turf.leaks_markdown('tiny', 1, str(tmp_path / 'empty')) == ''
+
+
+def test_evaluation_scores_phi_against_the_target_it_was_trained_on(tmp_path):
+  from estimators import checkpoint, predict
+  config = nets.EstimatorNetConfig(torso='mlp', mlp_sizes=(8,), embedding_size=4, phi_hidden_sizes=(8,))
+  est = nets.make_estimators(config, 2)
+  state = training.init_state(est, training.TrainConfig(train_phi=True), np.zeros(3, np.float32))
+  path = str(tmp_path / 'e.ckpt')
+  x, y = np.zeros((3, 3), np.float32), np.linspace(0, 1, 9, dtype=np.float32).reshape(3, 3)
+  for meta, name in (({'train_config': {'phi_target': 'one_minus_forward'}}, 'one_minus_forward'),
+                     ({}, 'reverse')):   # written before the choice existed: psi(x', x)
+    checkpoint.save(path, config, 2, (3,), 'float32', state.psi_params, state.phi_params, meta)
+    p = predict.Predictor(checkpoint.load(path))
+    assert p.phi_target_name == name
+    want = 1 - p.psi(x, y) if name == 'one_minus_forward' else p.psi(y, x)
+    np.testing.assert_allclose(p.phi_target(x, y), want, rtol=1e-6)
+  assert not np.allclose(p.psi(y, x), 1 - p.psi(x, y), atol=1e-4)

@@ -121,8 +121,8 @@ def probe(ckpt, beta: float, episodes: int, num_envs: int = 64, mode: str = 'rej
     for action in range(num_actions):
       clean_env.set_state((r, c, 0))
       after.append(np.asarray(clean_env.step(action).observation))
-    # phi's regression target (estimators.train): psi(x', x), x' the image after the action.
-    target = predictor.psi(np.stack(after), np.repeat(here[None], num_actions, axis=0))
+    # phi's regression target as its training computed it, x' the image after the action.
+    target = predictor.phi_target(np.repeat(here[None], num_actions, axis=0), np.stack(after))
     cells.append({'cell': [r, c], 'action': a, 'map_clean_before': bool(clean), 'count': n,
                   'phi_clean_map': [float(v) for v in phi_here],
                   'target_clean_map': [float(v) for v in target]})
@@ -131,12 +131,13 @@ def probe(ckpt, beta: float, episodes: int, num_envs: int = 64, mode: str = 'rej
       'ruined_grass_total': int(ruined_total), 'episodes_reaching_goal': int(goal_episodes),
       'by_kind': {k: {'taken': taken[k], 'fallback': fallback[k],
                       'mean_phi_taken': phi_sum[k] / taken[k]} for k in kinds},
-      'fresh_grass_entered_from': cells,
+      'fresh_grass_entered_from': cells, 'phi_target': predictor.phi_target_name,
   })
   return result
 
 
 def markdown(results: Sequence[Dict[str, Any]], checkpoint: str) -> str:
+  from estimators import predict
   title = f'# RAC probe: a uniformly random policy shielded by `{checkpoint}`'
   if not all('by_kind' in r for r in results):
     lines = [title, '', '| beta | episodes | mean return (± s.e.) | mean length | rejected steps '
@@ -163,7 +164,7 @@ def markdown(results: Sequence[Dict[str, Any]], checkpoint: str) -> str:
       continue
     lines += ['', f"beta {r['beta']:g}: where fresh grass was entered (cell, action 0 up 1 down "
               "2 left 3 right), and phi of each action there on the clean map (with phi's "
-              "target psi(x', x))):", '',
+              f"target {predict.PHI_TARGET_TEXT[r.get('phi_target', 'reverse')]})):", '',
               '| cell | action | map clean before | times | phi up, down, left, right (clean map) |',
               '|---|---|---|---|---|']
     for c in r['fresh_grass_entered_from']:

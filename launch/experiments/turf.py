@@ -30,7 +30,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from envs import presets
-from launch.experiments import pages, turf_estimators
+from launch.experiments import pages, turf_estimators, turf_leaks
 from launch.experiments.spec import Step, estimators_step, scale_settings, train_step
 
 TURF_RAC_BETA = presets.thresholds('turf', 'rac')['beta']   # Sec. 5.4
@@ -203,7 +203,7 @@ def sweep_markdown(records: Dict[str, List[Dict[str, float]]]) -> str:
 
 
 def _estimator_section(out: str) -> str:
-  from estimators import kinds
+  from estimators import kinds, predict
   report = pages.read_json(os.path.join(out, 'estimator_eval', 'report.json'))
   if report is None:
     return ''
@@ -213,15 +213,16 @@ def _estimator_section(out: str) -> str:
           f"{pages.fmt(psi.get('auroc'), 3)}, 1 - phi AUROC {pages.fmt(phi.get('auroc'), 3)}; "
           f"phi < {TURF_RAC_BETA:g}: precision {pages.fmt(phi.get('precision'), 3)}, recall "
           f"{pages.fmt(phi.get('recall'), 3)}.\n\n![calibration](estimator_eval/calibration.png)\n")
+  target_text = predict.PHI_TARGET_TEXT[report.get('phi_target', 'reverse')]
   if report.get('by_kind'):
     text += ('\nBy transition kind (`envs.turf.TRANSITION_KINDS`; P / R: precision and recall of '
              '"phi < beta" for irreversible within the kind; reversible flagged: the fraction of '
              "the kind's reversible transitions the shield would forbid):\n\n"
-             + kinds.markdown(report['by_kind'], 'random-policy transitions'))
+             + kinds.markdown(report['by_kind'], 'random-policy transitions', target_text))
   clean = report.get('clean_by_kind')
   if clean:
     text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
-                                  f"ruined grass ({clean['transitions']} transitions)")
+                                  f"ruined grass ({clean['transitions']} transitions)", target_text)
   # launch.experiments.rac_probe, launch.experiments.turf_coverage (coverage_*.md: of other
   # collections, e.g. start=stone)
   names = ['rac_probe.md', 'coverage.md'] + sorted(
@@ -286,9 +287,22 @@ def comparison_markdown(base: str, records: Dict[str, List[Dict[str, float]]],
   return '\n'.join(lines) + '\n'
 
 
+def leaks_markdown(scale: str, seeds: int, out: str) -> str:
+  """Per run, from its actor logs: which cells were ruined and the moves that entered fresh
+  grass (`launch.experiments.turf_leaks`), so a leak is read off the page, not inferred."""
+  rows = [turf_leaks.leaks(d) for dirs in pages.runs_by_group(turf_steps(scale, seeds), out).values()
+          for d in dirs]
+  if not rows:
+    return ''
+  return ('## Where grass was ruined: cells and moves, per run\n\n'
+          'Over all of training, from every actor\'s episodes; cells as (row, column), a move as '
+          'from>onto; goal rate over all episodes.\n\n' + turf_leaks.markdown(rows))
+
+
 def turf_markdown(table: dict, out: str) -> str:
   records = _records(table['scale'], table['seeds'], out)
-  parts = [side_effects_markdown(records), sweep_markdown(records)]
+  parts = [side_effects_markdown(records), sweep_markdown(records),
+           leaks_markdown(table['scale'], table['seeds'], out)]
   mix = TURF_SCALES[table['scale']].get('phi_mix')
   if mix:
     base_out = os.path.normpath(os.path.join(out, '..', mix['base']))
