@@ -61,7 +61,8 @@ def score(checkpoint_path: str, transitions=TRANSITIONS) -> List[Dict[str, Any]]
 
 def markdown(results: Dict[str, List[Dict[str, Any]]]) -> str:
   lines = ['# psi and phi at named Turf transitions, map clean', '',
-           "psi(x, x'): high = irreversible; psi(x', x): phi's target; RAC at beta forbids the "
+           "psi(x, x'): high = irreversible; phi's target is psi(x', x) (ours) or 1 - psi(x, x') "
+           "(the authors' code, `--phi_target one_minus_forward`); RAC at beta forbids the "
            'move when phi < beta.', '',
            "| checkpoint | transition | oracle | psi(x, x') | psi(x', x) | phi(x, a) |",
            '|---|---|---|---|---|---|']
