@@ -51,6 +51,11 @@ class Predictor:
     est = ckpt.estimators
     self._psi = jax.jit(lambda p, x, y: training.psi_prob(est, p, x, y))
     self._phi = jax.jit(lambda p, x: training.phi_prob(est, p, x))
+    # What phi was regressed onto (training.PHI_TARGETS); checkpoints written before the choice
+    # existed were all 'reverse'.
+    self.phi_target_name = (ckpt.metadata.get('train_config') or {}).get('phi_target', 'reverse')
+    self._phi_target = jax.jit(lambda p, x, y: training.phi_target_prob(
+        est, p, x, y, self.phi_target_name))
 
   def check_obs(self, obs, name: str = 'obs'):
     import numpy as np
@@ -81,27 +86,21 @@ class Predictor:
       return None
     return np.concatenate(outs)
 
-  def psi(self, obs, next_obs):
+  def _pair_scores(self, fn, obs, next_obs):
     import numpy as np
     obs, next_obs = self.check_obs(obs, 'obs'), self.check_obs(next_obs, 'next_obs')
     if len(obs) != len(next_obs):
       raise PredictError(f'obs has {len(obs)} rows but next_obs has {len(next_obs)}')
-    out = self._chunks(lambda x, y: self._psi(self.ckpt.psi_params, x, y), obs, next_obs)
+    out = self._chunks(lambda x, y: fn(self.ckpt.psi_params, x, y), obs, next_obs)
     return np.zeros((0,), np.float32) if out is None else out
 
-  @property
-  def phi_target_name(self) -> str:
-    """What phi was regressed onto (estimators.training.PHI_TARGETS); checkpoints written before
-    the choice existed were all 'reverse'."""
-    config = self.ckpt.metadata.get('train_config') or {}
-    return config.get('phi_target', 'reverse')
+  def psi(self, obs, next_obs):
+    return self._pair_scores(self._psi, obs, next_obs)
 
   def phi_target(self, obs, next_obs):
     """phi's regression target for the transitions obs -> next_obs, as its training computed
-    it: psi(x', x) ('reverse') or 1 - psi(x, x') ('one_minus_forward')."""
-    if self.phi_target_name == 'one_minus_forward':
-      return 1.0 - self.psi(obs, next_obs)
-    return self.psi(next_obs, obs)
+    it (`training.phi_target_prob`)."""
+    return self._pair_scores(self._phi_target, obs, next_obs)
 
   def phi(self, obs):
     import numpy as np

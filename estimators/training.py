@@ -140,6 +140,14 @@ def psi_prob(est: nets.Estimators, psi_params, x, x_next):
   return jax.nn.sigmoid(est.psi_apply(psi_params, None, x, x_next, False))
 
 
+def phi_target_prob(est: nets.Estimators, psi_params, x, x_next, phi_target: str):
+  """What phi(x, a) is regressed onto for x -> x_next: psi(x', x), the chance of going back
+  (Sec. 4, 'reverse'), or 1 - psi(x, x') ('one_minus_forward', the authors' code)."""
+  if phi_target == 'reverse':
+    return psi_prob(est, psi_params, x_next, x)
+  return 1.0 - psi_prob(est, psi_params, x, x_next)
+
+
 def phi_prob(est: nets.Estimators, phi_params, x):
   """sigmoid(phi): estimated reversibility of each action in x, [B, A]."""
   return jax.nn.sigmoid(est.phi_apply(phi_params, x))
@@ -172,11 +180,8 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
 
   def phi_loss(params, psi_params, x, a, x_next, weight=None):
     # Empirical reversibility (Sec. 4): phi(x, a) ~ E[psi(x', x)], the chance of going back.
-    if config.phi_target == 'reverse':
-      target = psi_prob(est, psi_params, x_next, x)
-    else:
-      target = 1.0 - psi_prob(est, psi_params, x, x_next)
-    target = jax.lax.stop_gradient(target)
+    target = jax.lax.stop_gradient(
+        phi_target_prob(est, psi_params, x, x_next, config.phi_target))
     logits = est.phi_apply(params, x)
     taken = jnp.take_along_axis(logits, a[:, None].astype(jnp.int32), axis=1)[:, 0]
     return phi_loss_fn(taken, target, weight)
