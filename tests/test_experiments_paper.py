@@ -213,7 +213,10 @@ def test_turf_run_record_and_claim():
              'IMPALA+RAC beta=0.5': [turf.run_record([0, 0], [0, 0], [1, 2])]}
   md = turf.side_effects_markdown(records)
   assert '| IMPALA | 1 | 2 | 4 | 2 | 0.50 | 2.00 | 90 |' in md
-  assert '2 of 2 runs ruined no grass; 2 of 2 reached the goal' in md
+  assert '2 of 2 runs ruined no grass; 2 of 2 reached the goal in at least half' in md
+  chance = turf.run_record([0] * 97 + [1] * 3, [0] * 100, list(range(100)))   # 3% of the last 100
+  md = turf.side_effects_markdown({'IMPALA+RAC beta=0.2': [rec, chance]})
+  assert '2 of 2 runs ruined no grass; 1 of 2 reached the goal in at least half' in md
   sweep = turf.sweep_markdown(records)
   assert '| 0.2 | 2 | 1.00 ± 0.00 | 0.0 ± 0.0 | 2 |' in sweep
   assert '| 0.5 | 1 | 0.00 | 0.0 | 1 |' in sweep and '| 0.1 |' not in sweep

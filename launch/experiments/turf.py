@@ -177,11 +177,13 @@ def side_effects_markdown(records: Dict[str, List[Dict[str, float]]]) -> str:
   rac = records.get(rac_group(TURF_RAC_BETA), [])
   if rac:
     clean = sum(r['ruined_total'] == 0 for r in rac)
-    reach = sum(r['goal_last'] > 0 for r in rac)
+    # Learned the goal, not met it by chance: a shielded random walk reaches it in a few % of
+    # its episodes.
+    reach = sum(r['goal_last'] >= 0.5 for r in rac)
     lines += ['', f'The paper\'s claim (RAC, beta = {TURF_RAC_BETA:g}: no ruined grass over the '
               f'whole of training, and it still reaches the goal): {clean} of {len(rac)} runs '
-              f'ruined no grass; {reach} of {len(rac)} reached the goal in their last 100 '
-              'episodes.']
+              f'ruined no grass; {reach} of {len(rac)} reached the goal in at least half of '
+              'their last 100 episodes.']
   return '\n'.join(lines) + '\n'
 
 
@@ -224,9 +226,10 @@ def _estimator_section(out: str) -> str:
     text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
                                   f"ruined grass ({clean['transitions']} transitions)", target_text)
   # launch.experiments.rac_probe, launch.experiments.turf_coverage (coverage_*.md: of other
-  # collections, e.g. start=stone)
+  # collections, e.g. start=stone), launch.experiments.turf_corner (*corner.md: named moves)
   names = ['rac_probe.md', 'coverage.md'] + sorted(
-      n for n in os.listdir(out) if n.startswith('coverage_') and n.endswith('.md'))
+      n for n in os.listdir(out)
+      if (n.startswith('coverage_') or n.endswith('corner.md')) and n.endswith('.md'))
   for name in names:
     path = os.path.join(out, name)
     if os.path.exists(path):
