@@ -170,14 +170,14 @@ def test_turf_leaks_counts_cells_and_moves_over_every_actor(tmp_path):
 
 
 def test_turf_page_names_the_leaking_cells_per_run(tmp_path):
-  from launch.experiments import turf
+  from launch.experiments import turf_page
   header = 'actor_steps,episode_return,ruined_grass,ruined_cells,grass_entries\n'
   run = tmp_path / 'runs' / 'impala_rac-b0.2-s0' / 'logs' / 'actor_0'
   run.mkdir(parents=True)
   (run / 'logs.csv').write_text(header + '120,0.0,1,19,18>19\n240,1.0,0,,\n')
-  md = turf.leaks_markdown('tiny', 1, str(tmp_path))
+  md = turf_page.leaks_markdown('tiny', 1, str(tmp_path))
   assert '| impala_rac-b0.2-s0 | 240 | 2 | 1 | 1 | 0.50 | (1,9) 1 | (1,8)>(1,9) 1 |' in md
-  assert turf.leaks_markdown('tiny', 1, str(tmp_path / 'empty')) == ''
+  assert turf_page.leaks_markdown('tiny', 1, str(tmp_path / 'empty')) == ''
 
 
 def test_evaluation_scores_phi_against_the_target_it_was_trained_on(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from launch.experiments import cartpole_plus as cp
 from launch.experiments import cartpole_reward_free as cprf
-from launch.experiments import registry, runner, turf
+from launch.experiments import registry, runner, turf, turf_page
 from launch.experiments.spec import train_step
 from launch.runtime import run_state
 
@@ -142,11 +142,11 @@ def test_turf_comparison_puts_each_beta_of_the_base_beside_this_scale():
   probe = lambda ruined: {'results': [{  # noqa: E731
       'beta': 0.2, 'episodes': 1024, 'by_kind': {}, 'episodes_with_ruin': ruined,
       'ruined_grass_total': 2 * ruined, 'episodes_reaching_goal': 90}]}
-  md = turf.comparison_markdown('paper_estimators', here, base, probe(177), probe(126))
+  md = turf_page.comparison_markdown('paper_estimators', here, base, probe(177), probe(126))
   assert '| 0.2 | 2 / 1 | 9,593, 9,916 | 6,991 | 0.99, 0.95 | 1.00 |' in md
   assert '| 0.5 |' not in md   # no run here at that beta
   assert '| 0.2 | 1,024 / 1,024 | 126 / 177 | 252 / 354 | 90 / 90 |' in md
-  assert 'rac_probe' not in turf.comparison_markdown('paper_estimators', here, base, None, None)
+  assert 'rac_probe' not in turf_page.comparison_markdown('paper_estimators', here, base, None, None)
 
 
 def test_length_stats_count_the_cap_and_the_unfinished_steps():
@@ -205,19 +205,19 @@ def test_reward_free_seeds_table_and_verdict():
 
 
 def test_turf_run_record_and_claim():
-  rec = turf.run_record([0, 0, 1, 1], [0, 0, 0, 0], [100, 200, 300, 400], last_n=2)
+  rec = turf_page.run_record([0, 0, 1, 1], [0, 0, 0, 0], [100, 200, 300, 400], last_n=2)
   assert rec == {'episodes': 4, 'ruined_total': 0.0, 'episodes_with_ruin': 0, 'goal_last': 1.0,
                  'ruined_last': 0.0, 'first_goal_step': 300.0}
-  dirty = turf.run_record([0, 1], [3, 1], [50, 90])
+  dirty = turf_page.run_record([0, 1], [3, 1], [50, 90])
   records = {'IMPALA': [dirty], 'IMPALA+RAC beta=0.2': [rec, rec],
-             'IMPALA+RAC beta=0.5': [turf.run_record([0, 0], [0, 0], [1, 2])]}
-  md = turf.side_effects_markdown(records)
+             'IMPALA+RAC beta=0.5': [turf_page.run_record([0, 0], [0, 0], [1, 2])]}
+  md = turf_page.side_effects_markdown(records)
   assert '| IMPALA | 1 | 2 | 4 | 2 | 0.50 | 2.00 | 90 |' in md
   assert '2 of 2 runs ruined no grass; 2 of 2 reached the goal in at least half' in md
-  chance = turf.run_record([0] * 97 + [1] * 3, [0] * 100, list(range(100)))   # 3% of the last 100
-  md = turf.side_effects_markdown({'IMPALA+RAC beta=0.2': [rec, chance]})
+  chance = turf_page.run_record([0] * 97 + [1] * 3, [0] * 100, list(range(100)))   # 3% of the last 100
+  md = turf_page.side_effects_markdown({'IMPALA+RAC beta=0.2': [rec, chance]})
   assert '2 of 2 runs ruined no grass; 1 of 2 reached the goal in at least half' in md
-  sweep = turf.sweep_markdown(records)
+  sweep = turf_page.sweep_markdown(records)
   assert '| 0.2 | 2 | 1.00 ± 0.00 | 0.0 ± 0.0 | 2 |' in sweep
   assert '| 0.5 | 1 | 0.00 | 0.0 | 1 |' in sweep and '| 0.1 |' not in sweep
 

@@ -9,7 +9,7 @@ output directory. One module per paper experiment: sokoban, cliff, cartpole_plus
 """
 from typing import Dict
 
-from launch.experiments import cartpole_plus, cartpole_reward_free
+from launch.experiments import cartpole_plus, cartpole_reward_free, turf_page
 from launch.experiments import turf as turf_exps
 from launch.experiments.cliff import cliff_grid_markdown, cliff_steps
 from launch.experiments.sokoban import sokoban_steps
@@ -99,7 +99,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
         metrics=('episode_return', 'ruined_grass', 'episode_length', 'intrinsic_return',
                  'rejections'),
         table_metrics=('episode_return', 'ruined_grass', 'episode_length'),
-        extra_markdown=turf_exps.turf_markdown,
+        extra_markdown=turf_page.turf_markdown,
     ),
 }
 
