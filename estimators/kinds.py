@@ -10,8 +10,9 @@ transitions of all kinds as negatives: can psi tell this kind's irreversible ste
 safe ones?); and for phi(x, a) of the action taken, at each beta, what "phi < beta" flags
 within the kind: precision, recall (of the kind's irreversible transitions) and the fraction of
 the kind's reversible transitions flagged (what RAC would forbid needlessly). With
-`phi_target` (what phi is regressed onto: psi(x', x), or 1 - psi(x, x') as in the authors' code) the same figures for "target < beta": what
-a phi that fitted its target exactly would flag, which tells a psi problem from a phi one. Kinds
+`phi_target` (what phi is regressed onto: psi(x', x), or 1 - psi(x, x') as in the authors'
+code) the same figures for "target < beta": what a phi that fitted its target exactly would
+flag, which tells a psi problem from a phi one. Kinds
 named in `kinds_order` come first, in that order; other kinds follow as met.
 """
 from typing import Any, Dict, Optional, Sequence
