@@ -93,6 +93,35 @@ def test_done_steps_are_skipped_and_longer_budgets_resume(tmp_path):
   assert not runner.step_done(step, str(tmp_path), max_steps_override=50_000)
 
 
+def test_eta_counts_only_the_env_steps_a_run_has_left_to_its_budget(tmp_path):
+  run = spec.train_step('impala-s0', 'IMPALA', 0, 30_000_000, 12_000)
+  other = spec.Step('eval', 'json.tool', (), done='never', est_seconds=50)
+  out = str(tmp_path)
+  assert runner.seconds_left(run, out) == 12_000                 # nothing run yet
+  os.makedirs(tmp_path / run.run_dir)
+  run_state.save_counts(str(tmp_path / run.run_dir), {'actor_steps': 10_000_000})
+  assert runner.seconds_left(run, out) == pytest.approx(8_000)
+  assert runner.seconds_left(run, out, max_steps_override=20_000_000) == pytest.approx(4_000)
+  assert runner.seconds_left(run, out, max_steps_override=5_000_000) == 0
+  # A rate measured this invocation (seconds per env step) replaces the estimate's.
+  measured = {'launch.train': 1 / 2_500, 'json.tool': 7}
+  assert runner.seconds_left(run, out, 20_000_000, measured) == pytest.approx(4_000)
+  assert runner.seconds_left(other, out, None, measured) == 7
+  assert runner.seconds_left(other, out) == 50
+
+
+def test_each_step_prints_the_eta_of_what_is_left(tmp_path, capsys):
+  (tmp_path / 'in.json').write_text('{}')
+  steps = [spec.Step(f'copy{i}', 'json.tool', ('{out}/in.json', f'{{out}}/out{i}.json'),
+                     done=f'out{i}.json', est_seconds=7_200) for i in range(2)]
+  exp = spec.Experiment('t', 'test', 'none', lambda scale, seeds: steps, (), ())
+  assert runner.run_experiment(exp, 'tiny', 1, str(tmp_path)) is True
+  lines = [l for l in capsys.readouterr().out.splitlines() if 'ETA' in l]
+  # Before any step ran: both estimates; then the first step's measured seconds.
+  assert lines[0] == '[1/2] copy0 (ETA for what is left: 4h00m)'
+  assert lines[1].startswith('[2/2] copy1 (ETA for what is left: 0m0')
+
+
 def test_a_failing_step_stops_the_experiment_naming_it(tmp_path, capsys):
   failing = spec.Step('broken', 'json.tool', ('{out}/missing.json',), done='never',
                           est_seconds=1)

@@ -111,18 +111,37 @@ def run_experiment(exp: Experiment, scale: str, seeds: int, out: str,
         f'{len(steps)} steps done, output in {out}', flush=True)
   measured: Dict[str, float] = {}
   for k, step in enumerate(todo):
-    est_left = sum(measured.get(s.module, s.est_seconds) for s in todo[k:])
+    est_left = sum(seconds_left(s, out, max_steps_override, measured) for s in todo[k:])
     print(f'[{len(steps) - len(todo) + k + 1}/{len(steps)}] {step.name} '
           f'(ETA for what is left: {_fmt_duration(est_left)})', flush=True)
-    start = time.time()
+    start, steps_before = time.time(), _steps_reached(step, out)
     code = run_step(step, out, max_steps_override)
     if code != 0:
       log = os.path.join(out, 'logs', f'{step.name}.log')
       print(f'error: step {step.name} failed (exit code {code}); its output: {log}. '
             'Rerun the same command to retry from there.', file=sys.stderr)
       return False
-    measured[step.module] = time.time() - start
+    advanced = _steps_reached(step, out) - steps_before
+    if not step.is_training or advanced > 0:
+      measured[step.module] = (time.time() - start) / (advanced if step.is_training else 1)
   return True
+
+
+def _steps_reached(step: AnyStep, out: str) -> float:
+  return run_state.saved_actor_steps(os.path.join(out, step.run_dir)) if step.is_training else 0
+
+
+def seconds_left(step: AnyStep, out: str, max_steps_override=None,
+                 measured: Optional[Dict[str, float]] = None) -> float:
+  """How long the step should take: a training run only for the env steps it has left to its
+  budget; `measured` (per module: seconds per env step of a training run, seconds of any other
+  step) replaces the step's own estimate once this invocation has run one of its module."""
+  measured = measured or {}
+  if not step.is_training:
+    return measured.get(step.module, step.est_seconds)
+  budget = max_steps_override or step.max_steps
+  left = max(0.0, budget - _steps_reached(step, out))
+  return left * measured.get(step.module, step.est_seconds / step.max_steps)
 
 
 def _training_steps(exp, scale, seeds):

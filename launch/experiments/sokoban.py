@@ -42,10 +42,10 @@ SOKOBAN_SCALES = {
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
     # long: where the paper's curves separate (Fig. 5b: flat to ~15M, apart by 25-30M), with the
     # 15x15 canvas (bench.sokoban_speed). Two arms: IMPALA and IMPALA + RAE with the preset psi.
-    # ~3.5k env steps/s here: 30M steps is ~2.4 h a run, reached over several launches; a
-    # shorter budget first (--max_steps 10000000, then 20M, 30M) keeps the arms level.
+    # ~3.3 h a run here (BUILD_NOTES.md, "Sokoban's long scale"), reached over several launches;
+    # a shorter budget first (--max_steps 10000000, then 20M, 30M) keeps the arms level.
     'long': dict(episodes=20_000, pairs=5_000_000, max_steps=30_000_000, actors=2,
-                 envs_per_actor=16, run_seconds=8600, rae_arms=('impala_rae',),
+                 envs_per_actor=16, run_seconds=12_000, rae_arms=('impala_rae',),
                  eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                  eval_oracle_levels=100),
     # host: 'long' on the host it runs on, its actors, rooms per actor and learner placement

@@ -69,7 +69,7 @@ class TrainStep:
   group: str                     # the curve/table group ('IMPALA', 'IMPALA+RAE')
   seed: int
   max_steps: int
-  est_seconds: float
+  est_seconds: float             # for all of max_steps; the ETA takes the share still to run
   flags: Tuple[str, ...] = ()    # the run's other flags; '{out}' as in Step.args
   module: str = 'launch.train'
   run_path: str = ''             # the run directory, relative to the experiment's ('': runs/NAME)
