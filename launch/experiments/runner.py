@@ -139,8 +139,7 @@ def seconds_left(step: AnyStep, out: str, max_steps_override=None,
   measured = measured or {}
   if not step.is_training:
     return measured.get(step.module, step.est_seconds)
-  budget = max_steps_override or step.max_steps
-  left = max(0.0, budget - _steps_reached(step, out))
+  left = max(0.0, step.with_max_steps(max_steps_override).max_steps - _steps_reached(step, out))
   return left * measured.get(step.module, step.est_seconds / step.max_steps)
 
 
