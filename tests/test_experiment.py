@@ -1,7 +1,10 @@
 """The experiment runner: its registry, skip/resume rules, failures, and the report it writes
 from run logs (hand-made logs here; the slow test runs the smallest configuration for real)."""
+import csv
+import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -281,3 +284,38 @@ def test_cliff_smallest_configuration_runs_end_to_end(tmp_path):
 def test_page_numbers_round_without_a_negative_zero(value, digits, text):
   from launch.experiments.pages import fmt
   assert fmt(value, digits) == text
+
+
+@pytest.mark.slow
+def test_a_run_lost_with_its_machine_goes_on_from_its_committed_export(tmp_path):
+  # A real run to a first budget, exported with its checkpoint into RUN/csv (what is committed),
+  # everything else of the run deleted (a new machine), then the same command with a larger
+  # budget: the runner restores the run from its export and the learner goes on from there.
+  out, run = str(tmp_path), str(tmp_path / 'runs' / 'impala-s0')
+  first = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
+                          '--seeds', '1', '--out', out, '--only', 'impala-s0', '--max_steps',
+                          '3000'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+  export = subprocess.run([sys.executable, '-m', 'launch.export_logs', run, '--checkpoint',
+                           '--actor_every', '2'], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+  assert export.returncode == 0, export.stderr
+  reached = run_state.saved_actor_steps(run)
+  assert reached >= 3000
+  for name in os.listdir(run):
+    if name != 'csv':
+      path = os.path.join(run, name)
+      shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+  second = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
+                           '--seeds', '1', '--out', out, '--only', 'impala-s0', '--max_steps',
+                           '6000'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+  assert f'restored {run} from its export {run}/csv' in second.stdout
+  segments = run_state.read_json(os.path.join(run, 'run_state.json'))['segments']
+  assert segments[-1]['resumed_from_steps'] == reached
+  assert segments[-1]['status'] == 'completed' and run_state.saved_actor_steps(run) >= 6000
+  # The learner went on from the exported checkpoint, not from scratch.
+  with open(os.path.join(run, 'logs', 'learner', 'logs.csv')) as f:
+    steps = [int(float(row['learner_steps'])) for row in csv.DictReader(f)]
+  kept = int(os.path.basename(glob.glob(f'{run}/csv/checkpoints/learner/state-*.npz')[0])[6:-4])
+  assert kept > 0 and max(steps) > kept and steps == sorted(steps)

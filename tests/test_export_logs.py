@@ -2,6 +2,7 @@
 reads, with the same curves."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -10,6 +11,8 @@ import pytest
 
 from launch import export_logs
 from launch.analysis import aggregate
+from launch.program import checkpointing
+from launch.runtime import run_export, run_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,3 +88,90 @@ def test_thinned_export_keeps_every_nth_episode_and_nearly_the_curves(tmp_path):
     export_logs.export_run(run, str(tmp_path / 'bad'), ['actor_steps'], ['learner_steps'],
                            actor_every=0)
   assert not os.path.exists(tmp_path / 'bad')
+
+
+def _checkpointed_run(tmp_path):
+  """A hand-made run with two learner checkpoints (the real checkpoint writer) and a replay one."""
+  run = _run(tmp_path)
+  state = {'params': np.arange(6, dtype=np.float32).reshape(2, 3), 'count': np.int32(7)}
+  checkpointing.save_state(os.path.join(run, 'checkpoints', 'learner'), state, 10)
+  state['params'] = state['params'] + 1
+  checkpointing.save_state(os.path.join(run, 'checkpoints', 'learner'), state, 20)
+  os.makedirs(os.path.join(run, 'checkpoints', 'replay'))
+  with open(os.path.join(run, 'checkpoints', 'replay', 'tables.tfrecord'), 'w') as f:
+    f.write('reverb')
+  for name, obj in (('flags.json', {'env': 'sokoban'}), ('done', {'summary': {'actor_steps': 5000}})):
+    with open(os.path.join(run, name), 'w') as f:
+      json.dump(obj, f)
+  return run, state
+
+
+def _rows(path):
+  with open(path) as f:
+    return f.read().splitlines()[1:]
+
+
+def test_an_export_with_its_checkpoint_continues_the_run_on_a_machine_that_lacks_it(tmp_path):
+  run, state = _checkpointed_run(tmp_path)
+  csv_dir = os.path.join(run, run_export.EXPORT_SUBDIR)
+  written = export_logs.export_run(run, csv_dir, ['actor_steps', 'unix_time', 'solved'],
+                                   ['learner_steps', 'actor_steps'], actor_every=5, digits=2,
+                                   checkpoint=True)
+  assert any(w.startswith('checkpoints/learner/state-000000000020.npz') for w in written)
+  # Only the newest learner checkpoint travels; Reverb's replay does not.
+  assert sorted(os.listdir(os.path.join(csv_dir, 'checkpoints'))) == ['learner']
+  assert run_export.checkpoint_steps(csv_dir) == 20
+  assert run_export.restore(run) is None            # the run is still here: nothing to do
+  # The machine is replaced: only the committed export is left.
+  for name in os.listdir(run):
+    if name != run_export.EXPORT_SUBDIR:
+      path = os.path.join(run, name)
+      shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+  assert not run_state.holds_run(run)
+  message = run_export.restore(run)
+  assert message.startswith(f'restored {run} from its export {csv_dir}: learner checkpoint at '
+                            'step 20, 5,000 env steps')
+  assert run_state.holds_run(run) and run_state.saved_actor_steps(run) == 5000
+  restored, steps = checkpointing.load_state(os.path.join(run, 'checkpoints', 'learner'), state)
+  assert steps == 20
+  np.testing.assert_array_equal(restored['params'], state['params'])
+  assert json.load(open(os.path.join(run, 'done'))) == {'summary': {'actor_steps': 5000}}
+  # The run goes on and appends 50 episodes to the exported 10 (the logger keeps the file's
+  # header); a new export keeps the 10 as they are and thins only the 50.
+  log = os.path.join(run, 'logs', 'actor_0', 'logs.csv')
+  assert len(_rows(log)) == 10 and run_export.thinned_rows(log) == 10
+  with open(log, 'a') as f:
+    for i in range(50):
+      f.write(f'{5100 + i * 100},{2000 + i},1\n')
+  export_logs.export_run(run, csv_dir, ['actor_steps', 'unix_time', 'solved'],
+                         ['learner_steps', 'actor_steps'], actor_every=5, digits=2,
+                         checkpoint=True, replace=True)
+  rows = _rows(os.path.join(csv_dir, 'logs', 'actor_0', 'logs.csv'))
+  assert [r.split(',')[0] for r in rows] == (
+      [str((i + 1) * 100) for i in range(0, 50, 5)] + [str(5100 + i * 100) for i in range(0, 50, 5)])
+  assert run_export.thinned_rows(os.path.join(csv_dir, 'logs', 'actor_0', 'logs.csv')) == 20
+  assert not os.path.exists(csv_dir + '.new') and not os.path.exists(csv_dir + '.old')
+
+
+def test_an_export_without_a_checkpoint_is_not_restored(tmp_path):
+  run = _run(tmp_path)
+  out = str(tmp_path / 'fresh' / 'csv')
+  export_logs.export_run(run, out, ['actor_steps'], ['learner_steps'])
+  assert run_export.restore(str(tmp_path / 'fresh')) is None
+  assert not run_state.holds_run(str(tmp_path / 'fresh'))
+  with pytest.raises(ValueError, match='holds no learner checkpoint'):
+    export_logs.export_run(run, str(tmp_path / 'other'), ['actor_steps'], ['learner_steps'],
+                           checkpoint=True)
+
+
+def test_replace_keeps_the_old_export_when_the_new_one_fails(tmp_path):
+  run = _run(tmp_path)
+  out = str(tmp_path / 'out')
+  export_logs.export_run(run, out, ['actor_steps'], ['learner_steps'])
+  with pytest.raises(ValueError, match='pass --replace'):
+    export_logs.export_run(run, out, ['actor_steps'], ['learner_steps'])
+  with pytest.raises(ValueError, match='holds no learner checkpoint'):
+    export_logs.export_run(run, out, ['actor_steps'], ['learner_steps'], checkpoint=True,
+                           replace=True)
+  assert len(_rows(os.path.join(out, 'logs', 'actor_0', 'logs.csv'))) == 50
+  assert not os.path.exists(out + '.new')

@@ -1,7 +1,9 @@
 """Runs an experiment's steps resumably (each as its own process, output in OUT/logs/<step>.log),
 then aggregates its runs over seeds into its page: OUT/table.json, OUT/table.md and
 OUT/curves_steps.png / curves_wall.png. A step whose `done` file exists is skipped; a training
-run that was stopped is continued with --resume. The entry module is `launch.experiment`.
+run that was stopped is continued with --resume, from its committed export (RUN/csv with a
+checkpoint, launch.runtime.run_export) where this machine lacks the run. The entry module is
+`launch.experiment`.
 """
 import fnmatch
 import math
@@ -12,7 +14,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 from launch.experiments.spec import AnyStep, Experiment
-from launch.runtime import run_state
+from launch.runtime import run_export, run_state
 from launch.runtime import summary as summary_lib
 
 
@@ -106,6 +108,13 @@ def select_steps(steps: List[AnyStep], only: Sequence[str]) -> List[AnyStep]:
 def run_experiment(exp: Experiment, scale: str, seeds: int, out: str,
                    max_steps_override=None, only: Sequence[str] = ()) -> bool:
   steps = select_steps(exp.steps(scale, seeds), only)
+  # A run this machine lacks but whose export (RUN/csv, committed) holds a checkpoint goes on
+  # from there: the same command continues an experiment on a new machine.
+  for step in steps:
+    if step.is_training:
+      restored = run_export.restore(os.path.join(out, step.run_dir))
+      if restored:
+        print(restored, flush=True)
   todo = [s for s in steps if not step_done(s, out, max_steps_override)]
   print(f'{exp.name} ({scale}, {seeds} seed{"s" * (seeds != 1)}): {len(steps) - len(todo)}/'
         f'{len(steps)} steps done, output in {out}', flush=True)

@@ -132,6 +132,12 @@ def _newest_valid(directory: str, set_aside: bool = False
   return None
 
 
+def newest_valid_file(directory: str) -> Optional[str]:
+  """The path of DIR's newest checkpoint that reads whole, or None when DIR holds none."""
+  found = _newest_valid(directory)
+  return None if found is None else found[0]
+
+
 def read_header(directory: str) -> Optional[dict]:
   """The header of DIR's newest valid checkpoint, or None when there is none."""
   found = _newest_valid(directory)

@@ -1,0 +1,77 @@
+"""A run's export (`launch.export_logs`) as a place to continue the run from.
+
+An export is a run directory cut small enough to commit: the run's JSON files, its CSV logs cut
+to the columns the curves read (episode rows thinned), and, with --checkpoint, each learner's
+newest checkpoint. A run whose directory is lost with its machine (a checkpoint is too big to
+commit at every save; its export is committed at every stop) is continued from its export:
+`restore` copies it back into the run directory, and the run resumes from that checkpoint with
+its logs appended to the exported ones.
+
+By convention a run's export is RUN/csv (EXPORT_SUBDIR), so that the run and the copy that
+travels with the repository sit together.
+
+The episode rows of an exported log are already thinned: each exported log carries a record of
+how many leading rows are (logs/<node>/thinned.json), so that exporting a continued run again
+keeps those rows and thins only the ones logged since.
+"""
+import glob
+import os
+import shutil
+from typing import Optional
+
+from launch.runtime import run_state
+
+EXPORT_SUBDIR = 'csv'
+THINNED = 'thinned.json'     # beside a logs.csv: {"rows": N}, its first N rows already thinned
+CHECKPOINTS = 'checkpoints'
+CHECKPOINT_PATTERN = 'state-*.npz'
+
+
+def thinned_rows(log_path: str) -> int:
+  """How many leading data rows of `log_path` were thinned by an earlier export (0: none)."""
+  record = run_state.read_json(os.path.join(os.path.dirname(log_path), THINNED), {}) or {}
+  return int(record.get('rows', 0))
+
+
+def write_thinned_rows(log_path: str, rows: int) -> None:
+  run_state.write_json(os.path.join(os.path.dirname(log_path), THINNED), {'rows': int(rows)})
+
+
+def checkpoint_steps(export_dir: str) -> Optional[int]:
+  """The steps of the newest learner checkpoint the export holds (None: it holds none)."""
+  names = glob.glob(os.path.join(export_dir, CHECKPOINTS, '*', CHECKPOINT_PATTERN))
+  if not names:
+    return None
+  return max(int(os.path.basename(n)[len('state-'):-len('.npz')]) for n in names)
+
+
+def _copy(src: str, dst: str) -> None:
+  """A file copied whole or not at all (to a temporary name, then renamed)."""
+  shutil.copy2(src, dst + '.part')
+  os.replace(dst + '.part', dst)
+
+
+def restore(run_dir: str, export_dir: Optional[str] = None) -> Optional[str]:
+  """Copies `export_dir` (default RUN/csv) back into `run_dir` when the directory does not hold
+  its run any more but the export holds a checkpoint to continue it from. Returns what was done
+  in one line, or None when there is nothing to restore (the run is there, or no export with a
+  checkpoint is). Files the run directory already has are kept."""
+  export_dir = export_dir or os.path.join(run_dir, EXPORT_SUBDIR)
+  if run_state.holds_run(run_dir) or not run_state.holds_run(export_dir):
+    return None
+  steps = checkpoint_steps(export_dir)
+  if steps is None:
+    return None
+  for dirpath, dirnames, filenames in os.walk(export_dir):
+    rel = os.path.relpath(dirpath, export_dir)
+    target = os.path.normpath(os.path.join(run_dir, rel))
+    os.makedirs(target, exist_ok=True)
+    for name in filenames:
+      if (rel, name) != ('.', run_state.CONFIG) and not os.path.exists(os.path.join(target, name)):
+        _copy(os.path.join(dirpath, name), os.path.join(target, name))
+  # The config last: a copy cut short is not mistaken for a run, and is redone at the next call.
+  _copy(os.path.join(export_dir, run_state.CONFIG), os.path.join(run_dir, run_state.CONFIG))
+  counts = run_state.read_json(os.path.join(export_dir, run_state.COUNTS), {}) or {}
+  return (f'restored {run_dir} from its export {export_dir}: learner checkpoint at step {steps}, '
+          f'{counts.get("actor_steps", 0):,} env steps')
+
