@@ -33,4 +33,5 @@ experiment --only "$psi_steps" || exit 1
 for rung in 10000000 20000000 30000000; do
   experiment --max_steps "$rung" --only 'impala-s?,impala_rae-s?' || exit 1
 done
-experiment
+# The whole experiment but the random episodes (psi is trained by now, perhaps on another machine).
+experiment --only "train_psi,eval_psi_*,psi_trace,impala-s?*,impala_rae-s?*"
