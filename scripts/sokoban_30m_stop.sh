@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Ends a session of the 30M-step Sokoban comparison (scripts/sokoban_30m.sh) so that any machine
+# can take it on: asks the run in flight to stop (its learner saves its last step), waits for the
+# chain to end, exports every run with its newest checkpoint into RUN/csv (launch.export_logs
+# --checkpoint --replace), and redraws the page. Then commit results/sokoban_30m.
+#
+#   bash scripts/sokoban_30m_stop.sh
+#
+# PY: the interpreter (default: this checkout's .venv); OUT: where the runs live.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PY:-$here/.venv/bin/python}"
+OUT="${OUT:-$here/results/sokoban_30m}"
+cd "$here" || exit 1
+
+stop_run() {
+  local line run pid
+  line=$(pgrep -af 'launch\.train --run_dir' | grep -F "$OUT/runs/" | head -1)
+  [ -n "$line" ] || return 0
+  pid=${line%% *}
+  run=$(sed -E 's/.*--run_dir ([^ ]+).*/\1/' <<< "$line")
+  echo "asking $run (pid $pid) to stop"
+  "$PY" -c 'import sys; from launch.runtime import run_state; run_state.request_stop(sys.argv[1])' "$run"
+  for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 5; done
+  if kill -0 "$pid" 2>/dev/null; then echo "error: $run still running after 10 min" >&2; exit 1; fi
+}
+
+# The chain starts the next run once one ends: stop it first (the run in flight goes on), then
+# the run, so nothing new starts.
+pkill -f 'scripts/sokoban_30m\.sh' && echo 'stopped the chain script'
+stop_run
+while pgrep -f "launch\.experiment sokoban .*--out $OUT" > /dev/null; do sleep 2; done
+
+for run in "$OUT"/runs/*/; do
+  run=${run%/}
+  [ -f "$run/config.json" ] && [ -d "$run/logs" ] || continue
+  "$PY" -m launch.export_logs "$run" --checkpoint --replace --actor_every 4 --digits 3 \
+    | sed "s|^|$(basename "$run"): |" || exit 1
+done
+"$PY" -m launch.experiment sokoban --scale long --seeds 3 --out "$OUT" --report_only > /dev/null || exit 1
+echo "exported; now: git add $OUT && git commit"
