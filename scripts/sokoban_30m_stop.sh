@@ -34,6 +34,14 @@ while pgrep -f "launch\.experiment sokoban .*--out $OUT" > /dev/null; do sleep 2
 for run in "$OUT"/runs/*/; do
   run=${run%/}
   [ -f "$run/config.json" ] && [ -d "$run/logs" ] || continue
+  # A run stopped before its first saved step holds nothing to keep, and its export would put a
+  # 0-step run on the page; the next start begins it afresh, which is the same thing.
+  if [ ! -d "$run/csv" ] && "$PY" -c 'import sys; from launch.runtime import run_state
+sys.exit(run_state.saved_actor_steps(sys.argv[1]) > 0)' "$run"; then
+    echo "$(basename "$run"): no env steps saved yet; its directory removed, not exported"
+    rm -rf "$run"
+    continue
+  fi
   "$PY" -m launch.export_logs "$run" --checkpoint --replace --actor_every 4 --digits 3 \
     | sed "s|^|$(basename "$run"): |" || exit 1
 done
