@@ -2,7 +2,8 @@
 # Ends a session of the 30M-step Sokoban comparison (scripts/sokoban_30m.sh) so that any machine
 # can take it on: asks the run in flight to stop (its learner saves its last step), waits for the
 # chain to end, exports every run with its newest checkpoint into RUN/csv (launch.export_logs
-# --checkpoint --replace), and redraws the page. Then commit results/sokoban_30m.
+# --checkpoint --replace; a run with no env steps saved yet is removed instead), and redraws the
+# page. Then commit results/sokoban_30m.
 #
 #   bash scripts/sokoban_30m_stop.sh
 #
