@@ -59,7 +59,8 @@ def export_csv(src: str, dst: str, columns: Sequence[str], every: int = 1,
   """Writes every `every`-th row of `src` (the first included) with the `columns` it has, numbers
   rounded to `digits` decimals (None: as they are); returns the number of rows written. The rows
   an earlier export thinned (run_export.thinned_rows) are all kept; thinning starts after them.
-  `dst` is recorded as thinned whole when `every` > 1 or `src` was."""
+  `dst` is recorded as thinned whole when `every` > 1 or `src` was, with the number of logged
+  episodes each kept row stands for (the rows it replaces: itself and up to every - 1 after it)."""
   if every < 1:
     raise ValueError(f'every must be >= 1, got {every}')
   if digits is not None and digits < 0:
@@ -68,16 +69,19 @@ def export_csv(src: str, dst: str, columns: Sequence[str], every: int = 1,
   with open(src, newline='') as f:
     reader = csv.DictReader(f)
     kept = [c for c in columns if c in (reader.fieldnames or [])]
-    done = run_export.thinned_rows(src)
-    rows = [{c: cell(row.get(c) or '') for c in kept} for i, row in enumerate(reader)
-            if i < done or (i - done) % every == 0]
+    source = list(reader)
+  done = run_export.thinned_rows(src)
+  weights = run_export.episode_weights(src, len(source))
+  picked = [i for i in range(len(source)) if i < done or (i - done) % every == 0]
+  rows = [{c: cell(source[i].get(c) or '') for c in kept} for i in picked]
   os.makedirs(os.path.dirname(dst), exist_ok=True)
   with paths.atomic_write(dst, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=kept)
     writer.writeheader()
     writer.writerows(rows)
   if every > 1 or done:
-    run_export.write_thinned_rows(dst, len(rows))
+    ends = picked[1:] + [len(source)]
+    run_export.write_thinned_rows(dst, [sum(weights[i:end]) for i, end in zip(picked, ends)])
   return len(rows)
 
 

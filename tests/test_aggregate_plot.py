@@ -273,6 +273,35 @@ def test_first_reaching_uses_the_trailing_episodes():
   assert math.isnan(aggregate.first_reaching(xs[:2], solved[:2], 0.0, 4))
 
 
+def test_window_means_count_each_episode_once_across_a_thinned_stretch():
+  xs = np.arange(1, 8) * 100.0
+  solved = np.array([0, 1, 1, 0, 1, 1, 1], float)
+  weights = np.array([4, 4, 2, 1, 1, 1, 1], float)
+  # (50, 300]: rows 0-2, 10 episodes, 6 solved; (450, 700]: rows 4-6, one episode each.
+  np.testing.assert_allclose(aggregate.window_means(xs, solved, [300.0, 700.0], 250.0, weights),
+                             [(4 + 2) / 10, 1.0])
+  np.testing.assert_allclose(aggregate.window_means(xs, solved, [300.0, 700.0], 250.0),
+                             [2 / 3, 1.0])
+
+
+def test_a_curve_across_an_exports_boundary_weighs_thinned_rows_by_their_episodes(tmp_path):
+  """A run continued from its export: 100 rows kept of 400 unsolved episodes (every 4th), then
+  100 solved episodes logged in full, all within one window: 100 of 500 episodes solved."""
+  from launch.runtime import run_export
+  run = make_run(tmp_path, 'run', [(0, i + 1, 0.0) for i in range(200)])
+  write_log(run, 'actor_0', [{'actor_steps': i + 1, 'solved': float(i >= 100)}
+                             for i in range(200)])
+  assert aggregate.curve(run, 'solved', num_points=2, smooth=1.0)[1][-1] == 0.5
+  run_export.write_thinned_rows(os.path.join(run, 'logs', 'actor_0', 'logs.csv'), [4] * 100)
+  assert aggregate.curve(run, 'solved', num_points=2, smooth=1.0)[1][-1] == pytest.approx(0.2)
+  assert aggregate.mean_over_budget(run, 'solved', 200.0, num_points=1, smooth=1.0) == \
+      pytest.approx(0.2)
+  # Milestones and final values stay on the last N rows (the module's docstring says why).
+  assert aggregate.final_value(run, 'solved', 100) == 1.0
+  assert aggregate.steps_to(run, 'solved', 0.5, 100) == 150.0
+  assert 'episodes_per_row' not in aggregate.metric_names(run)
+
+
 def test_steps_to_and_area_over_a_budget(tmp_path):
   # 100 episodes, one per 10 env steps; solved from episode 50 on.
   run = make_run(tmp_path, 'r', [(0, 10 * (i + 1), 0.0) for i in range(100)])

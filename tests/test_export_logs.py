@@ -149,7 +149,9 @@ def test_an_export_with_its_checkpoint_continues_the_run_on_a_machine_that_lacks
   rows = _rows(os.path.join(csv_dir, 'logs', 'actor_0', 'logs.csv'))
   assert [r.split(',')[0] for r in rows] == (
       [str((i + 1) * 100) for i in range(0, 50, 5)] + [str(5100 + i * 100) for i in range(0, 50, 5)])
-  assert run_export.thinned_rows(os.path.join(csv_dir, 'logs', 'actor_0', 'logs.csv')) == 20
+  exported = os.path.join(csv_dir, 'logs', 'actor_0', 'logs.csv')
+  assert run_export.thinned_rows(exported) == 20
+  assert run_export.episode_weights(exported, 20) == [5] * 20   # 50 + 50 episodes, 5 a row
   assert not os.path.exists(csv_dir + '.new') and not os.path.exists(csv_dir + '.old')
 
 
@@ -175,3 +177,32 @@ def test_replace_keeps_the_old_export_when_the_new_one_fails(tmp_path):
                            replace=True)
   assert len(_rows(os.path.join(out, 'logs', 'actor_0', 'logs.csv'))) == 50
   assert not os.path.exists(out + '.new')
+
+
+def test_each_exported_row_records_the_episodes_it_stands_for(tmp_path):
+  run = _run(tmp_path)                       # 50 episodes in actor_0
+  log = os.path.join(run, 'logs', 'actor_0', 'logs.csv')
+  out = str(tmp_path / 'out')
+  export_logs.export_run(run, out, ['actor_steps', 'solved'], ['learner_steps'], actor_every=8)
+  exported = os.path.join(out, 'logs', 'actor_0', 'logs.csv')
+  # Rows 0, 8, ..., 48: six stand for 8 episodes, the last for the 2 left (48 and 49).
+  assert run_export.episode_weights(exported, 7) == [8] * 6 + [2]
+  assert json.load(open(os.path.join(out, 'logs', 'actor_0', run_export.THINNED))) == {
+      'rows': 7, 'episodes': [[6, 8], [1, 2]]}
+  assert run_export.episode_weights(exported, 9) == [8] * 6 + [2, 1, 1]   # rows logged since
+  # The run's weights sum to its episodes, in the aggregation's rows as well.
+  assert sum(r['episodes_per_row'] for r in aggregate.load(out).episodes) == 50
+  # Exported again with another factor: the thinned rows keep their weights.
+  run_export.write_thinned_rows(log, [3] * 10)
+  export_logs.export_run(run, out, ['actor_steps'], ['learner_steps'], actor_every=4,
+                         replace=True)
+  assert run_export.episode_weights(exported, 20) == [3] * 10 + [4] * 10
+  # A record from before the weights (rows only) counts its rows once each; one whose weights
+  # do not cover its rows is refused, naming the file.
+  with open(os.path.join(out, 'logs', 'actor_0', run_export.THINNED), 'w') as f:
+    json.dump({'rows': 3}, f)
+  assert run_export.episode_weights(exported, 4) == [1, 1, 1, 1]
+  with open(os.path.join(out, 'logs', 'actor_0', run_export.THINNED), 'w') as f:
+    json.dump({'rows': 3, 'episodes': [[2, 4]]}, f)
+  with pytest.raises(ValueError, match='thinned.json: its episode weights cover 2 rows, not the 3'):
+    run_export.episode_weights(exported, 4)

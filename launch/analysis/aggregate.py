@@ -12,6 +12,10 @@ x is 'actor_steps' (the run-wide env steps when the row was written) or 'wall_ti
 the run's launches had been running at the row's unix_time: the segments of run_state.json
 summed, so the gap between a stop and a resume does not count).
 
+Rows of a thinned export stand for several episodes each (summary.EPISODES_PER_ROW): window
+means weigh them so; milestones and final values stay on the last N rows, as many samples as N
+logged episodes (BUILD_NOTES, "Milestones from thinned logs": fewer, weighted, cross early).
+
 A metric is looked for in the actor episode logs first, then in the precedence and learner logs.
 Rows of those two are placed on env steps by their actor_steps column (the run-wide counts the
 nodes log with their own), or on their own step count ('precedence_steps') where the log has
@@ -53,6 +57,7 @@ class Series(NamedTuple):
   xs: np.ndarray  # sorted
   values: np.ndarray
   x_name: str  # 'actor_steps', 'wall_time', or a log's own step count ('precedence_steps')
+  weights: np.ndarray  # logged episodes (rows) each value stands for: > 1 in a thinned log
 
 
 class Aggregate(NamedTuple):
@@ -98,7 +103,7 @@ def metric_names(run: RunLike) -> set:
   for rows in [run.episodes, *run.nodes.values()]:
     for row in rows:
       names.update(row)
-  return names
+  return names - {summary.EPISODES_PER_ROW}
 
 
 def wall_time(unix_times, segments: Sequence[Dict[str, Any]], seen=None) -> np.ndarray:
@@ -116,10 +121,11 @@ def _column(rows, name) -> np.ndarray:
   return np.array([r.get(name, np.nan) for r in rows], float)
 
 
-def _sorted_finite(xs, values, x_name) -> Series:
+def _sorted_finite(xs, values, x_name, weights=None) -> Series:
+  weights = np.ones(len(values)) if weights is None else np.asarray(weights, float)
   keep = np.isfinite(xs) & np.isfinite(values)
   order = np.argsort(xs[keep], kind='stable')
-  return Series(xs[keep][order], values[keep][order], x_name)
+  return Series(xs[keep][order], values[keep][order], x_name, weights[keep][order])
 
 
 def _episode_wall_times(run: RunLogs) -> Tuple[np.ndarray, np.ndarray]:
@@ -143,6 +149,7 @@ def series(run: RunLike, metric: str, x: str = 'actor_steps') -> Series:
   if not rows:
     raise ValueError(f'run {run.run_dir} logs no {metric!r}')
   values = _column(rows, metric)
+  weights = np.nan_to_num(_column(rows, summary.EPISODES_PER_ROW), nan=1.0)  # node rows: 1
   has = lambda column: any(column in r for r in rows)
   if x == 'wall_time' and not run.segments:
     raise ValueError(f'run {run.run_dir} has no segments in {run_state.RUN_STATE}: '
@@ -150,17 +157,19 @@ def series(run: RunLike, metric: str, x: str = 'actor_steps') -> Series:
   if x == 'wall_time' and has('unix_time'):
     times = _column(rows, 'unix_time')
     seen = np.concatenate([times, _column(run.episodes, 'unix_time')])
-    out = _sorted_finite(wall_time(times, run.segments, seen[np.isfinite(seen)]), values, x)
+    out = _sorted_finite(wall_time(times, run.segments, seen[np.isfinite(seen)]), values, x,
+                         weights)
   elif x == 'wall_time' and has('actor_steps'):
     steps, walls = _episode_wall_times(run)
-    out = _sorted_finite(np.interp(_column(rows, 'actor_steps'), steps, walls), values, x)
+    out = _sorted_finite(np.interp(_column(rows, 'actor_steps'), steps, walls), values, x,
+                         weights)
   elif x == 'wall_time':
     raise ValueError(f'run {run.run_dir}: the {label} log has neither unix_time nor actor_steps '
                      f'to place {metric!r} on wall time')
   elif has('actor_steps'):
-    out = _sorted_finite(_column(rows, 'actor_steps'), values, 'actor_steps')
+    out = _sorted_finite(_column(rows, 'actor_steps'), values, 'actor_steps', weights)
   elif has(f'{label}_steps'):
-    out = _sorted_finite(_column(rows, f'{label}_steps'), values, f'{label}_steps')
+    out = _sorted_finite(_column(rows, f'{label}_steps'), values, f'{label}_steps', weights)
   else:
     raise ValueError(f'run {run.run_dir}: the {label} log has no step count for {metric!r}')
   if not len(out.xs):
@@ -168,15 +177,17 @@ def series(run: RunLike, metric: str, x: str = 'actor_steps') -> Series:
   return out
 
 
-def window_means(xs, values, grid, width: float) -> np.ndarray:
-  """For each grid point g, the mean of the values whose x lies in (g - width, g]; NaN where
-  none does. xs sorted. A width of 0 takes the values at x == g."""
+def window_means(xs, values, grid, width: float, weights=None) -> np.ndarray:
+  """For each grid point g, the mean of the values whose x lies in (g - width, g], weighted by
+  `weights` (default 1); NaN where none does. xs sorted. Width 0 takes the values at x == g."""
   xs, values, grid = (np.asarray(a, float) for a in (xs, values, grid))
-  sums = np.concatenate([[0.0], np.cumsum(values)])
+  weights = np.ones(len(values)) if weights is None else np.asarray(weights, float)
+  sums = np.concatenate([[0.0], np.cumsum(weights * values)])
+  mass = np.concatenate([[0.0], np.cumsum(weights)])
   hi = np.searchsorted(xs, grid, side='right')
   lo = np.searchsorted(xs, grid - width, side='right' if width > 0 else 'left')
-  n = hi - lo
-  return np.where(n > 0, (sums[hi] - sums[lo]) / np.maximum(n, 1), np.nan)
+  n = mass[hi] - mass[lo]
+  return np.where(hi > lo, (sums[hi] - sums[lo]) / np.where(hi > lo, n, 1.0), np.nan)
 
 
 def _grid(last_x: float, num_points: int) -> np.ndarray:
@@ -197,7 +208,7 @@ def curve(run: RunLike, metric: str, x: str = 'actor_steps', num_points: int = 1
   _check_smooth(smooth)
   s = series(run, metric, x)
   grid = _grid(s.xs[-1], num_points)
-  return grid, window_means(s.xs, s.values, grid, smooth * grid[-1])
+  return grid, window_means(s.xs, s.values, grid, smooth * grid[-1], s.weights)
 
 
 def _t_quantile(q: float, df) -> np.ndarray:
@@ -244,7 +255,7 @@ def aggregate_curves(runs: Sequence[RunLike], metric: str, x: str = 'actor_steps
   if len(x_names) > 1:
     raise ValueError(f'the runs log {metric!r} against different x ({", ".join(x_names)})')
   grid = _grid(min(s.xs[-1] for s in all_series), num_points)
-  per_seed = np.stack([window_means(s.xs, s.values, grid, smooth * grid[-1])
+  per_seed = np.stack([window_means(s.xs, s.values, grid, smooth * grid[-1], s.weights)
                        for s in all_series])
   mean, half = mean_ci(per_seed, axis=0)
   return Aggregate(grid, per_seed, mean, half, x_names[0])
@@ -286,4 +297,4 @@ def mean_over_budget(run: RunLike, metric: str, budget: float, num_points: int =
   if s.xs[-1] < budget:
     return float('nan')
   grid = np.linspace(budget / num_points, budget, num_points)
-  return float(np.nanmean(window_means(s.xs, s.values, grid, smooth * budget)))
+  return float(np.nanmean(window_means(s.xs, s.values, grid, smooth * budget, s.weights)))

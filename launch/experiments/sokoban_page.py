@@ -24,18 +24,17 @@ def sokoban_milestones_markdown(table: dict, out: str, load=None) -> str:
   logs (`aggregate.load`, or a cache of it shared by the page's sections)."""
   from launch.analysis import aggregate
   from launch.experiments.pages import mean_ci_text, runs_by_group
-  from launch.runtime import run_state
   load = load or aggregate.load
   groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
   if not groups:
     return ''
-  reached = {d: run_state.load_counts(d).get('actor_steps', 0)
-             for ds in groups.values() for d in ds}
-  budget = min(reached.values())
+  budget = _common_budget([load(d) for ds in groups.values() for d in ds])
   n = SOKOBAN_MILESTONE_EPISODES
   lines = ['## Milestones: env steps to a solved fraction', '',
-           f'Env steps at which the last {n:,} training episodes first solved the given fraction '
-           '(mean ± 95% t-interval over the seeds that reached it; in brackets: how many of '
+           f'Env steps at which the last {n:,} logged training episodes first solved the given '
+           f'fraction (where an export kept every k-th episode, the last {n:,} kept ones: as '
+           'many samples, over k times the episodes; mean ± 95% t-interval over the seeds that '
+           'reached it; in brackets: how many of '
            f'the seeds did). Area: the mean of the solved curve over the first {budget:,.0f} env '
            'steps (the budget every run has reached), so larger is sooner.', '',
            '| group | ' + ' | '.join(f'{m:.0%} solved' for m in SOKOBAN_MILESTONES) +
@@ -51,6 +50,16 @@ def sokoban_milestones_markdown(table: dict, out: str, load=None) -> str:
     cells.append(mean_ci_text(areas, 4))
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n'
+
+
+def _common_budget(logs) -> float:
+  """The env steps every run's solved curve reaches: the smallest last logged step. Not the
+  runs' counts.json: a thinned log's last kept episode can end short of its run's count, and the
+  area up to the count would then be NaN for that run."""
+  from launch.analysis import aggregate
+  ends = [_safe(lambda run: aggregate.series(run, 'solved').xs[-1], run) for run in logs]
+  ends = [e for e in ends if e == e]
+  return min(ends) if ends else 0.0
 
 
 def _safe(fn, *args) -> float:
@@ -81,7 +90,6 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   `load` as in `sokoban_milestones_markdown`."""
   from launch.analysis import aggregate
   from launch.experiments.pages import fmt, mean_ci_text, read_json
-  from launch.runtime import run_state
   load = load or aggregate.load
   steps = [st for st in sokoban_steps(table['scale'], table['seeds']) if st.is_training]
   done = {(st.group, st.seed): os.path.join(out, st.run_dir) for st in steps
@@ -93,7 +101,7 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
     return ''
   compared = {'IMPALA', *arms}
   logs = {key: load(d) for key, d in done.items() if key[0] in compared}
-  budget = min(run_state.load_counts(done[key]).get('actor_steps', 0) for key in logs)
+  budget = _common_budget(list(logs.values()))
   n = SOKOBAN_MILESTONE_EPISODES
   read = functools.lru_cache(maxsize=None)(read_json)  # IMPALA's files serve every arm
 

@@ -11,18 +11,22 @@ By convention a run's export is RUN/csv (EXPORT_SUBDIR), so that the run and the
 travels with the repository sit together.
 
 The episode rows of an exported log are already thinned: each exported log carries a record of
-how many leading rows are (logs/<node>/thinned.json), so that exporting a continued run again
-keeps those rows and thins only the ones logged since.
+how many leading rows are, and how many logged episodes each of them stands for
+(logs/<node>/thinned.json), so that exporting a continued run again keeps those rows and thins
+only the ones logged since, and the "last N episodes" figures read from a thinned log span N
+episodes, not N rows (`episode_weights`).
 """
 import glob
 import os
 import shutil
-from typing import Optional
+from typing import List, Optional, Sequence
 
 from launch.runtime import run_state
 
 EXPORT_SUBDIR = 'csv'
-THINNED = 'thinned.json'     # beside a logs.csv: {"rows": N}, its first N rows already thinned
+# Beside a logs.csv: {"rows": N, "episodes": [[count, per_row], ...]}: its first N rows are
+# thinned, and the run-length pairs say how many logged episodes each of them stands for.
+THINNED = 'thinned.json'
 CHECKPOINTS = 'checkpoints'
 CHECKPOINT_PATTERN = 'state-*.npz'
 
@@ -33,8 +37,33 @@ def thinned_rows(log_path: str) -> int:
   return int(record.get('rows', 0))
 
 
-def write_thinned_rows(log_path: str, rows: int) -> None:
-  run_state.write_json(os.path.join(os.path.dirname(log_path), THINNED), {'rows': int(rows)})
+def episode_weights(log_path: str, num_rows: int) -> List[int]:
+  """How many logged episodes each of the first `num_rows` data rows of `log_path` stands for: as
+  recorded for the rows an export thinned, 1 for the rows after them. A record written before the
+  weights were (rows only) gives 1 for its rows too: the factor it was thinned by is unknown."""
+  path = os.path.join(os.path.dirname(log_path), THINNED)
+  record = run_state.read_json(path, {}) or {}
+  rows = int(record.get('rows', 0))
+  weights = [1] * rows
+  if record.get('episodes') is not None:
+    weights = [int(per_row) for count, per_row in record['episodes'] for _ in range(int(count))]
+    if len(weights) != rows:
+      raise ValueError(f'{path}: its episode weights cover {len(weights)} rows, not the {rows} '
+                       'it records')
+  return (weights + [1] * max(num_rows - len(weights), 0))[:num_rows]
+
+
+def write_thinned_rows(log_path: str, weights: Sequence[int]) -> None:
+  """Records that every data row of `log_path` is thinned, row i standing for weights[i] logged
+  episodes (kept run-length encoded: one pair for a long stretch thinned alike)."""
+  runs: List[List[int]] = []
+  for w in weights:
+    if runs and runs[-1][1] == int(w):
+      runs[-1][0] += 1
+    else:
+      runs.append([1, int(w)])
+  run_state.write_json(os.path.join(os.path.dirname(log_path), THINNED),
+                       {'rows': len(weights), 'episodes': runs})
 
 
 def checkpoint_steps(export_dir: str) -> Optional[int]:

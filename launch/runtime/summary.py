@@ -8,7 +8,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from launch.runtime import run_state
+from launch.runtime import run_export, run_state
+
+# Not a logged column: how many logged episodes an episode row stands for, more than 1 in a log an
+# export thinned (launch.runtime.run_export.episode_weights); actor_episodes adds it to each row.
+EPISODES_PER_ROW = 'episodes_per_row'
 
 
 def read_log(run_dir: str, label: str) -> List[Dict[str, float]]:
@@ -29,10 +33,15 @@ def read_log(run_dir: str, label: str) -> List[Dict[str, float]]:
 
 
 def actor_episodes(run_dir: str) -> List[Dict[str, float]]:
-  """All actors' episode rows, ordered by the global actor step count at which they ended."""
+  """All actors' episode rows, ordered by the global actor step count at which they ended, each
+  with the number of logged episodes it stands for (EPISODES_PER_ROW)."""
   rows = []
   for d in sorted(glob.glob(os.path.join(run_dir, 'logs', 'actor_*'))):
-    rows += read_log(run_dir, os.path.basename(d))
+    actor = read_log(run_dir, os.path.basename(d))
+    weights = run_export.episode_weights(os.path.join(d, 'logs.csv'), len(actor))
+    for row, weight in zip(actor, weights):
+      row[EPISODES_PER_ROW] = float(weight)
+    rows += actor
   return sorted(rows, key=lambda r: r.get('actor_steps', 0))
 
 
