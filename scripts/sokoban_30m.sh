@@ -9,7 +9,11 @@
 #   nohup setsid bash scripts/sokoban_30m.sh > /dev/null 2>&1 &      # progress: OUT/experiment.log
 #
 # ROOT: the checkout whose code runs (a frozen copy keeps edits in the main one out of the runs);
-# PY: its interpreter; OUT: where the runs live; NICE: the runs' niceness.
+# PY: its interpreter; OUT: where the runs live; NICE: the runs' niceness. From a frozen copy:
+#
+#   git worktree add --detach /work/frozen HEAD
+#   ROOT=/work/frozen PY=$PWD/.venv/bin/python OUT=$PWD/results/sokoban_30m \
+#     nohup setsid bash /work/frozen/scripts/sokoban_30m.sh > /dev/null 2>&1 &
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROOT="${ROOT:-$here}"
@@ -19,6 +23,13 @@ NICE="${NICE:-10}"
 mkdir -p "$OUT"
 log="$OUT/experiment.log"
 cd "$ROOT" || exit 1
+# The venv's .pth puts the checkout it was made in on sys.path, and Launchpad's node processes
+# start from their own entry script, not from ROOT: PYTHONPATH puts ROOT's code first in all.
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# A new machine has no venv yet: the project's own setup makes it (`make setup`, ~1-2 min).
+if [ ! -x "$PY" ] && [ "$PY" = "$ROOT/.venv/bin/python" ]; then
+  bash "$ROOT/scripts/setup_venv.sh" >> "$log" 2>&1 || { echo "setup failed: see $log" >&2; exit 1; }
+fi
 
 experiment() {
   echo "== $(date -u '+%F %T') launch.experiment $*" >> "$log"
