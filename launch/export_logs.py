@@ -66,22 +66,26 @@ def export_csv(src: str, dst: str, columns: Sequence[str], every: int = 1,
   if digits is not None and digits < 0:
     raise ValueError(f'digits must be >= 0, got {digits}')
   cell = (lambda v: v) if digits is None else (lambda v: compact_number(v, digits))
+  done = run_export.thinned_rows(src)
+  thinned = run_export.episode_weights(src, done)
+  rows, weights = [], []   # a row left out adds its episodes to the kept row before it
   with open(src, newline='') as f:
     reader = csv.DictReader(f)
     kept = [c for c in columns if c in (reader.fieldnames or [])]
-    source = list(reader)
-  done = run_export.thinned_rows(src)
-  weights = run_export.episode_weights(src, len(source))
-  picked = [i for i in range(len(source)) if i < done or (i - done) % every == 0]
-  rows = [{c: cell(source[i].get(c) or '') for c in kept} for i in picked]
+    for i, row in enumerate(reader):
+      episodes = thinned[i] if i < done else 1
+      if i < done or (i - done) % every == 0:
+        rows.append({c: cell(row.get(c) or '') for c in kept})
+        weights.append(episodes)
+      else:
+        weights[-1] += episodes
   os.makedirs(os.path.dirname(dst), exist_ok=True)
   with paths.atomic_write(dst, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=kept)
     writer.writeheader()
     writer.writerows(rows)
   if every > 1 or done:
-    ends = picked[1:] + [len(source)]
-    run_export.write_thinned_rows(dst, [sum(weights[i:end]) for i, end in zip(picked, ends)])
+    run_export.write_thinned_rows(dst, weights)
   return len(rows)
 
 
