@@ -15,6 +15,7 @@ from launch.experiments.sokoban import (
 # 90% is "solves the set", the paper's claim for IMPALA + RAE by 30M steps (Fig. 5b).
 SOKOBAN_MILESTONES = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50, 0.90)
 SOKOBAN_MILESTONE_EPISODES = 1000   # the trailing training episodes a milestone is judged on
+SOKOBAN_MARK_STEPS = 5_000_000      # the arms' curves compared every 5M env steps
 
 
 def sokoban_milestones_markdown(table: dict, out: str, load=None) -> str:
@@ -60,6 +61,22 @@ def _common_budget(logs) -> float:
   ends = [_safe(lambda run: aggregate.series(run, 'solved').xs[-1], run) for run in logs]
   ends = [e for e in ends if e == e]
   return min(ends) if ends else 0.0
+
+
+def _marks(budget: float):
+  """Every SOKOBAN_MARK_STEPS env steps, where to compare the arms' curves (the paper's separate
+  between 17M and 30M, Fig. 5b), up to half a mark short of the budget: a mark at the budget
+  would repeat the final window, which has its own row."""
+  return [m * SOKOBAN_MARK_STEPS for m in range(1, int(budget // SOKOBAN_MARK_STEPS) + 1)
+          if m * SOKOBAN_MARK_STEPS <= budget - SOKOBAN_MARK_STEPS / 2]
+
+
+def _value_at(run, metric: str, step: float, last_n: int) -> float:
+  """Mean of the last `last_n` rows logged at or before `step` env steps: the trailing window a
+  milestone is judged on, read at one step."""
+  from launch.analysis import aggregate
+  s = aggregate.series(run, metric, 'actor_steps')
+  return float(s.values[s.xs <= step][-last_n:].mean()) if s.xs[-1] >= step else float('nan')
 
 
 def _safe(fn, *args) -> float:
@@ -111,17 +128,22 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   measures = [(f'env steps to {m:.0%} solved', 0,
                lambda k, m=m: _safe(aggregate.steps_to, logs[k], 'solved', m, n))
               for m in SOKOBAN_MILESTONES]
-  measures += [(f'solved, last {n:,} episodes', 3,
-                lambda k: _safe(aggregate.final_value, logs[k], 'solved', n)),
-               ('area under the solved curve', 4,
-                lambda k: _safe(aggregate.mean_over_budget, logs[k], 'solved', budget))]
+  for metric, digits in (('solved', 3), ('boxes_on_target', 2)):
+    measures += [(f"{metric.replace('_', ' ')} at {mark / 1e6:g}M env steps", digits,
+                  lambda k, metric=metric, mark=mark: _safe(_value_at, logs[k], metric, mark, n))
+                 for mark in _marks(budget)]
+    measures.append((f"{metric.replace('_', ' ')}, last {n:,} episodes", digits,
+                     lambda k, metric=metric: _safe(aggregate.final_value, logs[k], metric, n)))
+  measures.append(('area under the solved curve', 4,
+                   lambda k: _safe(aggregate.mean_over_budget, logs[k], 'solved', budget)))
   measures += [(label, digits, evaluation(file, policy, key))
                for label, file, policy, key, digits in SOKOBAN_PAIRED_EVALS]
   lines = ['## Each RAE arm against IMPALA, seed by seed', '',
            'RAE minus IMPALA on the same seed, over the completed runs (the arms share every '
            'setting but the RAE flags); last column: mean ± 95% t-interval of the differences. '
            'Negative env steps: RAE reached the milestone sooner. "RAE only" / "IMPALA only": '
-           f'one of the two never got there. Area: over the first {budget:,.0f} env steps.', '',
+           f'one of the two never got there. "At 10M env steps": the last {n:,} episodes '
+           f'logged by then. Area: over the first {budget:,.0f} env steps.', '',
            '| RAE arm | measure | ' + ' | '.join(f'seed {s}' for s in seeds) +
            ' | mean difference |', '|' + '---|' * (len(seeds) + 3)]
   for group in arms:
