@@ -206,13 +206,15 @@ def test_the_arms_are_compared_every_5m_steps_on_the_window_logged_by_then(tmp_p
   assert sokoban_page._marks(30_000_199) == [5e6, 10e6, 15e6, 20e6, 25e6]
   assert sokoban_page._marks(23_940_000) == [5e6, 10e6, 15e6, 20e6]
   assert sokoban_page._marks(5_000_300) == []   # the final window is the 5M one
+  from launch.analysis import aggregate
   run_dir = str(tmp_path / 'run')
   _fake_run(run_dir, [-1.0] * 1100, [0] * 600 + [1] * 500)   # episode i ends at (i + 1) * 100
+  solved = aggregate.series(run_dir, 'solved')
   # By step 80,000: 800 episodes, the last 200 solved; by 100,000: 1,000 of them, 400 solved.
-  assert sokoban_page._value_at(run_dir, 'solved', 80_000, 1000) == pytest.approx(0.25)
-  assert sokoban_page._value_at(run_dir, 'solved', 100_000, 1000) == pytest.approx(0.4)
-  assert sokoban_page._value_at(run_dir, 'solved', 100_050, 100) == pytest.approx(1.0)
-  assert math.isnan(sokoban_page._value_at(run_dir, 'solved', 110_001, 1000))  # past the log
+  assert sokoban_page._value_at(solved, 80_000, 1000) == pytest.approx(0.25)
+  assert sokoban_page._value_at(solved, 100_000, 1000) == pytest.approx(0.4)
+  assert sokoban_page._value_at(solved, 100_050, 100) == pytest.approx(1.0)
+  assert math.isnan(sokoban_page._value_at(solved, 110_001, 1000))  # past the log
 
 
 def test_seed_0_of_every_arm_is_watched_on_the_same_boxoban_level(tmp_path):

@@ -71,11 +71,9 @@ def _marks(budget: float):
           if m * SOKOBAN_MARK_STEPS <= budget - SOKOBAN_MARK_STEPS / 2]
 
 
-def _value_at(run, metric: str, step: float, last_n: int) -> float:
-  """Mean of the last `last_n` rows logged at or before `step` env steps: the trailing window a
-  milestone is judged on, read at one step."""
-  from launch.analysis import aggregate
-  s = aggregate.series(run, metric, 'actor_steps')
+def _value_at(s, step: float, last_n: int) -> float:
+  """Mean of the last `last_n` rows of series `s` (`aggregate.series` against env steps) logged
+  at or before `step`: the trailing window a milestone is judged on, read at one step."""
   return float(s.values[s.xs <= step][-last_n:].mean()) if s.xs[-1] >= step else float('nan')
 
 
@@ -125,12 +123,17 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   def evaluation(file, policy, key):
     return lambda k: ((read(os.path.join(done[k], file)) or {})
                       .get('policies', {}).get(policy, {}).get(key))
+  # Each run's series read once for its milestones and marks (a 30M-step log has ~64k rows).
+  series = functools.lru_cache(maxsize=None)(
+    lambda k, metric: aggregate.series(logs[k], metric, 'actor_steps'))
   measures = [(f'env steps to {m:.0%} solved', 0,
-               lambda k, m=m: _safe(aggregate.steps_to, logs[k], 'solved', m, n))
+               lambda k, m=m: _safe(lambda: aggregate.first_reaching(
+                 series(k, 'solved').xs, series(k, 'solved').values, m, n)))
               for m in SOKOBAN_MILESTONES]
   for metric, digits in (('solved', 3), ('boxes_on_target', 2)):
     measures += [(f"{metric.replace('_', ' ')} at {mark / 1e6:g}M env steps", digits,
-                  lambda k, metric=metric, mark=mark: _safe(_value_at, logs[k], metric, mark, n))
+                  lambda k, metric=metric, mark=mark: _safe(
+                    lambda: _value_at(series(k, metric), mark, n)))
                  for mark in _marks(budget)]
     measures.append((f"{metric.replace('_', ' ')}, last {n:,} episodes", digits,
                      lambda k, metric=metric: _safe(aggregate.final_value, logs[k], metric, n)))
