@@ -48,6 +48,19 @@ SOKOBAN_SCALES = {
                  envs_per_actor=16, run_seconds=12_000, rae_arms=('impala_rae',),
                  eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                  eval_oracle_levels=100),
+    # authors: App. C.3's agent as the authors ran it, Acme's distributed IMPALA at its defaults:
+    # batch 256, each sequence trained on once (samples_per_insert 0, the queue), gradient-norm
+    # clip 40, no self-imitation; Adam, entropy, value cost and unroll are the preset's (C.3's).
+    # 64 rooms in all, as the authors' 64 actors: 2 actor processes x 32 rooms here (a cluster
+    # takes --num_actors 64 --envs_per_actor 1). The preset's centred policy net. 50M env steps:
+    # the authors' curves are flat to ~15M and rise between 17M and 25M (Fig. 5b); ~8.7k env
+    # steps/s for IMPALA and ~5.9k for RAE here, reached over several launches in rungs
+    # (scripts/sokoban_benchmark.sh).
+    'authors': dict(episodes=20_000, pairs=5_000_000, max_steps=50_000_000, actors=2,
+                    envs_per_actor=32, run_seconds=7_000, rae_arms=('impala_rae',),
+                    agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
+                    eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
+                    eval_oracle_levels=100),
     # host: 'long' on the host it runs on, its actors, rooms per actor and learner placement
     # sized by launch.program.host_preset (the rule is in its docstring and BUILD_NOTES.md).
     'host': lambda: _host_scale(),

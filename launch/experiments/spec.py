@@ -17,8 +17,9 @@ from typing import Callable, ClassVar, List, Optional, Tuple, Union
 # pairs are affordable here, 10 seeds of 1M-step runs are not). paper_phi_coverage: Turf only,
 # paper_estimators' psi with phi retrained on more coverage (launch.experiments.turf).
 # paper_as_released: Turf only, the authors' released recipe (launch.experiments.turf). long:
-# Sokoban only, the small scale's agent to 30M env steps (launch.experiments.sokoban).
-SCALES = ('tiny', 'small', 'long', 'host', 'paper', 'paper_estimators', 'paper_phi_coverage',
+# Sokoban only, the small scale's agent to 30M env steps; authors: Sokoban only, App. C.3's agent
+# to 50M (launch.experiments.sokoban).
+SCALES = ('tiny', 'small', 'long', 'authors', 'host', 'paper', 'paper_estimators', 'paper_phi_coverage',
           'paper_as_released')
 # Modules whose steps are training runs: they take --run_dir/--seed/--max_steps and --resume,
 # and write RUN_DIR/summary.json (status), counts.json, run_state.json and logs/<node>/logs.csv.

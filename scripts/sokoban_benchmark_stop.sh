@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Ends a session of the 30M-step Sokoban comparison (scripts/sokoban_30m.sh) so that any machine
+# Ends a session of a Sokoban comparison (scripts/sokoban_benchmark.sh) so that any machine
 # can take it on: asks the run in flight to stop (its learner saves its last step), waits for the
 # chain to end, exports every run with its newest checkpoint into RUN/csv (launch.export_logs
 # --checkpoint --replace; a run with no env steps saved yet is removed instead), and redraws the
-# page. Then commit results/sokoban_30m.
+# page. Then commit OUT.
 #
-#   bash scripts/sokoban_30m_stop.sh
+#   bash scripts/sokoban_benchmark_stop.sh
 #
-# PY: the interpreter (default: this checkout's .venv); OUT: where the runs live.
+# SCALE: as the benchmark script's (authors or long); PY: the interpreter (default: this
+# checkout's .venv); OUT: where the runs live (default: the scale's).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PY:-$here/.venv/bin/python}"
-OUT="${OUT:-$here/results/sokoban_30m}"
+SCALE="${SCALE:-authors}"
+case "$SCALE" in
+  authors) default_out=sokoban_authors ;;
+  long) default_out=sokoban_30m ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors or long)" >&2; exit 2 ;;
+esac
+OUT="${OUT:-$here/results/$default_out}"
 cd "$here" || exit 1
 
 stop_run() {
@@ -28,7 +35,7 @@ stop_run() {
 
 # The chain starts the next run once one ends: stop it first (the run in flight goes on), then
 # the run, so nothing new starts.
-pkill -f 'scripts/sokoban_30m\.sh' && echo 'stopped the chain script'
+pkill -f 'scripts/sokoban_benchmark\.sh' && echo 'stopped the chain script'
 stop_run
 while pgrep -f "launch\.experiment sokoban .*--out $OUT" > /dev/null; do sleep 2; done
 
@@ -46,5 +53,5 @@ sys.exit(run_state.saved_actor_steps(sys.argv[1]) > 0)' "$run"; then
   "$PY" -m launch.export_logs "$run" --checkpoint --replace --actor_every 4 --digits 3 \
     | sed "s|^|$(basename "$run"): |" || exit 1
 done
-"$PY" -m launch.experiment sokoban --scale long --seeds 3 --out "$OUT" --report_only > /dev/null || exit 1
+"$PY" -m launch.experiment sokoban --scale "$SCALE" --seeds 3 --out "$OUT" --report_only > /dev/null || exit 1
 echo "exported; now: git add $OUT && git commit"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A Sokoban comparison (IMPALA vs IMPALA + RAE, 3 seeds) at one scale of `launch.experiment
+# sokoban`, reached over many sessions: rerun this same script after every stop. It takes the
+# preset psi (trained once; a scale whose directory lacks it copies the one the 30M comparison
+# committed, so every comparison's RAE arm uses the same psi), then takes every run to each rung
+# of env steps in turn (rungs keep the arms level while the budget is spent), then runs the
+# whole experiment, which adds the final evaluations, GIFs and the page. Steps already done are
+# skipped; a stopped run resumes from its checkpoint, or, on a machine that lacks the run, from
+# the checkpoint committed in its export (RUN/csv, `launch.export_logs --checkpoint`).
+#
+#   nohup setsid bash scripts/sokoban_benchmark.sh > /dev/null 2>&1 &   # progress: OUT/experiment.log
+#   bash scripts/sokoban_benchmark_stop.sh     # before a session ends; then commit OUT
+#
+# SCALE: authors (default: App. C.3's agent to 50M, results/sokoban_authors) or long (our agent
+# to 30M, results/sokoban_30m). ROOT: the checkout whose code runs (a frozen copy keeps edits in
+# the main one out of the runs); PY: its interpreter; OUT: where the runs live; RUNGS: the env
+# steps every run reaches before any goes further; NICE: the runs' niceness. From a frozen copy:
+#
+#   git worktree add --detach /work/frozen HEAD
+#   ROOT=/work/frozen PY=$PWD/.venv/bin/python OUT=$PWD/results/sokoban_authors \
+#     nohup setsid bash /work/frozen/scripts/sokoban_benchmark.sh > /dev/null 2>&1 &
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCALE="${SCALE:-authors}"
+case "$SCALE" in
+  authors) default_out=sokoban_authors; default_rungs="10000000 20000000 30000000 40000000 50000000" ;;
+  long) default_out=sokoban_30m; default_rungs="10000000 20000000 30000000" ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors or long)" >&2; exit 2 ;;
+esac
+ROOT="${ROOT:-$here}"
+PY="${PY:-$ROOT/.venv/bin/python}"
+OUT="${OUT:-$here/results/$default_out}"
+RUNGS="${RUNGS:-$default_rungs}"
+NICE="${NICE:-10}"
+mkdir -p "$OUT"
+log="$OUT/experiment.log"
+cd "$ROOT" || exit 1
+# The venv's .pth puts the checkout it was made in on sys.path, and Launchpad's node processes
+# start from their own entry script, not from ROOT: PYTHONPATH puts ROOT's code first in all.
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# A new machine has no venv yet: the project's own setup makes it (`make setup`, ~1-2 min).
+if [ ! -x "$PY" ] && [ "$PY" = "$ROOT/.venv/bin/python" ]; then
+  bash "$ROOT/scripts/setup_venv.sh" >> "$log" 2>&1 || { echo "setup failed: see $log" >&2; exit 1; }
+fi
+
+experiment() {
+  echo "== $(date -u '+%F %T') launch.experiment $*" >> "$log"
+  nice -n "$NICE" "$PY" -m launch.experiment sokoban --scale "$SCALE" --seeds 3 --out "$OUT" "$@" \
+    >> "$log" 2>&1
+}
+
+# The same psi drives every comparison's RAE arm: the 30M comparison's, with its scores.
+shared_psi="$here/results/sokoban_30m"
+if [ ! -f "$OUT/psi.ckpt" ] && [ "$OUT" != "$shared_psi" ] && [ -f "$shared_psi/psi.ckpt" ]; then
+  cp "$shared_psi/psi.ckpt" "$OUT/" && cp -r "$shared_psi/psi_eval" "$shared_psi/psi_trace.png" "$OUT/"
+fi
+# The random episodes only feed psi's training: a machine that has the psi skips them.
+psi_steps='train_psi,eval_psi_*,psi_trace'
+[ -f "$OUT/psi.ckpt" ] || psi_steps="collect_random,$psi_steps"
+experiment --only "$psi_steps" || exit 1
+for rung in $RUNGS; do
+  experiment --max_steps "$rung" --only 'impala-s?,impala_rae-s?' || exit 1
+done
+# The whole experiment but the random episodes (psi is trained by now, perhaps on another machine).
+experiment --only "train_psi,eval_psi_*,psi_trace,impala-s?*,impala_rae-s?*"
