@@ -17,6 +17,9 @@ the keyword arguments of the typed config it feeds, under that config's own fiel
     estimator_recipe  estimators.recipes.EstimatorRecipe
     estimator_network estimators.networks.EstimatorNetConfig
     policy_network    agents.networks.PolicyNetConfig
+    watch             the episode measures a user of the environment watches while a run goes
+                      (the progress line, the run summary, TensorBoard): (actor log column,
+                      label) pairs; each mode adds its own (MODE_WATCH)
 
 Why here, at the bottom layer, as plain values: the settings are read on every layer (the offline
 estimator CLI, estimators.train, reads the recipe and the estimator network; estimators.evaluate the
@@ -59,6 +62,7 @@ class EnvPreset:
   sources: Mapping[str, str]   # per section ('impala', 'rae', 'rac', 'estimator_recipe')
   # The paper's psi/phi network where ours differs (`--network_preset <env>_paper`).
   paper_estimator_network: Optional[Mapping[str, Any]] = None
+  watch: Tuple[Tuple[str, str], ...] = (('episode_length', 'length'),)
 
   def __post_init__(self):
     missing = [m for m in ('rae', 'rac') if m not in self.thresholds]
@@ -131,6 +135,8 @@ PRESETS: Dict[str, EnvPreset] = {
                             conv_paddings=('VALID',) * 3, relu_after_last_conv=True,
                             shared_hidden=(512,), head_hidden=()),
         oracle_states=True,
+        # Turf's return is 1 at the goal and 0 otherwise: its mean is the goal rate.
+        watch=(('episode_return', 'goal'), ('ruined_grass', 'ruined grass')),
         sources={'impala': 'C.2 (entropy); discount, lr, IMPALA ours', 'rae': 'Sec. 5.2, C.2',
                  'rac': 'Sec. 5.4, C.7', 'estimator_recipe': 'App. C.2, C.6'},
     ),
@@ -197,6 +203,9 @@ PRESETS: Dict[str, EnvPreset] = {
                             shared_hidden=(64, 64), head_hidden=(64,), init='orthogonal',
                             centre_on=sokoban_env.PLAYER_COLOURS, canvas_size=15),
         oracle_states=True,
+        # Episodes end at the time limit until levels are solved: the length says nothing.
+        watch=(('solved', 'solved'), ('boxes_on_target', 'boxes on target'),
+               ('episode_return', 'return')),
         sources={'impala': 'C.3; batch 16 + replay x4, grad clip 1, self-imitation ours',
                  'rae': 'Sec. 5.3, C.3 (lambda ours)', 'rac': 'not in the paper: C.7 advice',
                  'estimator_recipe': 'App. C.3'},
@@ -222,11 +231,24 @@ PRESETS: Dict[str, EnvPreset] = {
         estimator_network=dict(torso='mlp', mlp_sizes=(64, 64), phi_hidden_sizes=(64,)),
         policy_network=dict(torso='mlp', shared_hidden=(), head_hidden=(64, 64)),
         oracle_states=True,
+        watch=(('fell', 'fell'), ('episode_return', 'return'), ('episode_length', 'length')),
         sources={'impala': 'ours (App. D: random policy)',
                  'rae': "not in the paper: Cartpole's beta", 'rac': 'App. D, Table 2',
                  'estimator_recipe': 'App. D (recipe of C.4)'},
     ),
 }
+
+
+# What each mode adds to an environment's watched measures (agents.loop's per-episode columns).
+MODE_WATCH = {'none': (), 'rae': (('penalised_steps', 'penalised steps'),),
+              'rac': (('rejections', 'refused'),)}
+
+
+def watched(env: str, mode: str) -> Tuple[Tuple[str, str], ...]:
+  """(actor log column, label) of the measures a run of `env` in `mode` shows while it goes."""
+  if mode not in MODES:
+    raise PresetError(f'unknown mode {mode!r}; expected one of {MODES}')
+  return tuple(get(env).watch) + MODE_WATCH[mode]
 
 
 def names() -> Tuple[str, ...]:

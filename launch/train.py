@@ -44,6 +44,9 @@ flags.DEFINE_float('goal_mean_length', None, 'End the run early, with final chec
                    'mean episode length of the last 100 episodes reaches this; 0: never. Default: '
                    f'{MAIN_JOB_GOAL:g} for the main job (reward-free Cartpole, whose cap is 200) '
                    'when --max_steps is not given, else 0.')
+flags.DEFINE_bool('progress', True, 'Print a progress line every 10 s: env steps, speed, time '
+                  "left, the environment's own measures over the last 100 episodes "
+                  '(--noprogress: only the start and the summary).')
 flags.DEFINE_bool('resume', False, 'Continue the run in --run_dir from its checkpoints and counters '
                   '(its saved flags are the defaults; only --max_steps, --num_actors, --actor_threads, '
                   '--envs_per_actor, --vectorised_env, --launch_type and the checkpoint periods may '
@@ -177,7 +180,7 @@ def main(argv):
     elif FLAGS.resume and not FLAGS.run_dir:
       raise ValueError('--resume needs --run_dir (the run to continue)')
     if FLAGS.resume:
-      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir, keep=('resume', 'show_config'),
+      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir, keep=('resume', 'show_config', 'progress'),
                                   added_later=run_flags.ADDED_LATER)
     cfg = config_from_flags()
     check_launch_type_flags()
@@ -222,13 +225,14 @@ def main(argv):
     if cfg.launch_type == 'cluster':
       from launch.cluster import start
       summary = start.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume,
-                          goal_mean_length=goal_mean_length())
+                          goal_mean_length=goal_mean_length(), show_progress=FLAGS.progress)
     elif cfg.launch_type == 'vertex_ai':
       from launch.cluster import vertex_ai
       vertex_ai.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
       return
     else:
-      summary = lifecycle.run_local(cfg, resume=FLAGS.resume, goal_mean_length=goal_mean_length())
+      summary = lifecycle.run_local(cfg, resume=FLAGS.resume, goal_mean_length=goal_mean_length(),
+                                    show_progress=FLAGS.progress)
   except ValueError as e:   # a description that does not fit the program (placement, ports)
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

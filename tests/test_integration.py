@@ -7,6 +7,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from launch.program import checkpointing
 from launch.runtime import launcher, summary
@@ -30,7 +31,7 @@ def _listening_addresses(session: int):
 def test_rae_program_end_to_end(tmp_path):
   run_dir = tmp_path / 'run'
   cmd = [sys.executable, '-m', 'launch.train', '--env', 'cartpole', '--reward_free', '--mode', 'rae',
-         '--num_actors', '2', '--max_steps', '30000', '--run_dir', str(run_dir),
+         '--num_actors', '2', '--envs_per_actor', '2', '--max_steps', '30000', '--run_dir', str(run_dir),
          '--env_steps_per_psi_update', '10', '--launch_type', 'local_mp']
   proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
@@ -72,9 +73,33 @@ def test_rae_program_end_to_end(tmp_path):
     assert rows, f'{actor} logged no episode'
     assert max(r.get('psi_change', 0.0) for r in rows) > 0.0, actor
 
+  # The summary's speed per actor process is its share of the counter's env steps over the wall
+  # time (not per room, half as much here); each actor process has at most its 2 rooms' episodes
+  # (<= 200 steps) in flight beyond what it logged.
+  steps = final['counts']['actor_steps']
+  assert s['actor_processes'] == 2 and s['env_steps_per_second'] == pytest.approx(steps / s['wall_time_s'])
+  assert steps - 2 * 2 * 200 <= 2 * s['env_steps_per_second_per_actor'] * s['wall_time_s'] <= steps
+  assert 'mean_penalised_steps_last' in s and 'mean_episode_length_last' in s
+  # The progress figures reach TensorBoard against env steps, the last as the launch ended.
+  scalars = _scalars(run_dir / 'logs' / 'progress')
+  for tag in ('progress/env_steps_per_second', 'progress/mean_episode_length_last',
+              'progress/mean_penalised_steps_last'):
+    assert scalars.get(tag), sorted(scalars)
+  assert scalars['progress/env_steps_per_second'][-1][0] == steps
+
   # No node process of this run is left.
   session = int((run_dir / 'launcher_session.txt').read_text())
   assert launcher.leftover_processes(session) == []
+
+
+def _scalars(event_dir):
+  """{tag: [(step, value), ...]} of the TensorBoard event files in `event_dir`."""
+  from tensorboard.backend.event_processing import event_accumulator
+  from tensorflow import make_ndarray
+  acc = event_accumulator.EventAccumulator(str(event_dir), size_guidance={'tensors': 0})
+  acc.Reload()
+  return {tag: [(e.step, float(make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+          for tag in acc.Tags()['tensors']}
 
 
 def test_one_actor_run_ends_at_its_budget(tmp_path):

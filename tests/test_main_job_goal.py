@@ -43,9 +43,9 @@ def test_goal_reached(tmp_path, lengths, goal, reached):
 def test_progress_asks_the_program_to_end_once(tmp_path, capsys):
   cfg = RunConfig(run_dir=str(tmp_path), max_steps=1_200_000)
   _episodes(tmp_path, [200] * 120)
-  lifecycle.progress_printer(cfg, 0.0)()            # no goal: no stop request
+  lifecycle.ProgressReporter(cfg)()                 # no goal: no stop request
   assert run_state.stop_requested(str(tmp_path)) is None
-  progress = lifecycle.progress_printer(cfg, 0.0, goal_mean_length=195)
+  progress = lifecycle.ProgressReporter(cfg, goal_mean_length=195)
   progress()
   reason = run_state.stop_requested(str(tmp_path))
   assert reason and reason.startswith('goal reached')  # the coordinator's final status

@@ -22,7 +22,7 @@ from launch.runtime import lifecycle, processes, run_lock, run_state
 
 
 def run(cfg, description_path: str, start: bool, resume: bool = False,
-        goal_mean_length: float = 0.0) -> dict:
+        goal_mean_length: float = 0.0, show_progress: bool = True) -> dict:
   """--launch_type cluster: packages the run for the described hosts; with `start`, runs every
   host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
   when nothing was started). Raises ValueError (one line) on a bad description."""
@@ -47,7 +47,7 @@ def run(cfg, description_path: str, start: bool, resume: bool = False,
   run_lock.annotate(cfg.run_dir, launch=pkg.launch_id, job=job)
   return lifecycle.supervise_and_record(
       cfg, lambda progress: start_and_supervise(cfg, pkg, progress=progress, job=job),
-      goal_mean_length)
+      goal_mean_length, show_progress)
 
 
 def print_package(pkg: Package, desc: ClusterDescription) -> None:

@@ -30,7 +30,7 @@ from agents import adders
 from launch.runtime import run_state
 
 CHECKPOINT_DIR = os.path.join('checkpoints', 'replay')
-RECORDS = 'replay.jsonl'
+RECORDS = run_state.REPLAY_LOG
 DROPPED_ON_RESTORE = (adders.IMPALA_TABLE,)
 
 

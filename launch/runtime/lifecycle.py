@@ -9,9 +9,10 @@ launch.runtime.summary's: this module calls down into both, and neither calls ba
 import dataclasses
 import json
 import os
-import time
 from typing import Any, Callable, Dict, Iterable, Optional
 
+from envs import presets
+from launch.runtime import progress as progress_lib
 from launch.runtime import run_config, run_state
 from launch.runtime import summary as summary_lib
 from launch.runtime.processes import RunFailed
@@ -114,39 +115,61 @@ def goal_reached(run_dir: str, goal_mean_length: float) -> Optional[str]:
   return None
 
 
-def progress_printer(cfg, start: float, goal_mean_length: float = 0.0) -> Callable[[], None]:
-  """Prints a progress line; with a goal, asks the program to end (as Ctrl-C does, with final
-  checkpoints; the reason becomes the run's status) once it is reached."""
-  asked = []
+class ProgressReporter:
+  """Called every interval while a launch runs: prints its progress line
+  (launch.runtime.progress; `show_progress` False: none) and writes its figures to TensorBoard;
+  with a goal, asks the program to end (as Ctrl-C does, with final checkpoints; the reason
+  becomes the run's status) once it is reached. `close()` writes the launch's last figures."""
 
-  def progress():
-    print(summary_lib.progress_line(cfg.run_dir, cfg.max_steps, time.time() - start), flush=True)
-    reason = None if asked else goal_reached(cfg.run_dir, goal_mean_length)
+  def __init__(self, cfg, goal_mean_length: float = 0.0, show_progress: bool = True):
+    self._cfg, self._goal, self._show = cfg, goal_mean_length, show_progress
+    self._monitor = progress_lib.Progress(cfg.run_dir, cfg.max_steps,
+                                          presets.watched(cfg.env, cfg.reversibility.mode))
+    self._board = progress_lib.TensorBoard(cfg.run_dir)
+    self._asked = False
+
+  def _record(self) -> dict:
+    figures = self._monitor.figures()
+    if self._monitor.started(figures):
+      self._board.write(figures)
+    return figures
+
+  def __call__(self) -> None:
+    line = self._monitor.line(self._record())
+    if line and self._show:
+      print(line, flush=True)
+    reason = None if self._asked else goal_reached(self._cfg.run_dir, self._goal)
     if reason:
-      asked.append(reason)
+      self._asked = True
       print(f'{reason}: ending the run (final checkpoints); --goal_mean_length 0 trains on to '
             f'--max_steps', flush=True)
-      run_state.request_stop(cfg.run_dir, reason)
-  return progress
+      run_state.request_stop(self._cfg.run_dir, reason)
+
+  def close(self) -> None:
+    self._record()
+    self._board.close()
 
 
 def supervise_and_record(cfg, supervise: Callable[[Callable[[], None]], Any],
-                         goal_mean_length: float = 0.0) -> dict:
+                         goal_mean_length: float = 0.0, show_progress: bool = True) -> dict:
   """Runs `supervise(progress)` (a local or a cluster launch, to the run's end) and always
   closes the run's segment and summary, whatever ended it; returns the summary."""
   status = None
+  reporter = ProgressReporter(cfg, goal_mean_length, show_progress)
   try:
-    supervise(progress_printer(cfg, time.time(), goal_mean_length))
+    supervise(reporter)
   except RunFailed as e:
     status = f'failed: {e}'
     raise
   finally:
+    reporter.close()
     summary = record_end(cfg.run_dir, status)
     print(summary_lib.format_summary(summary))
   return summary
 
 
-def run_local(cfg, resume: bool = False, goal_mean_length: float = 0.0) -> dict:
+def run_local(cfg, resume: bool = False, goal_mean_length: float = 0.0,
+              show_progress: bool = True) -> dict:
   """Launches the program on this machine (or continues it: `resume`), waits for it to end
   (at cfg.max_steps, or earlier at a goal, see goal_reached), returns the summary. Raises
   RunFailed."""
@@ -158,7 +181,7 @@ def run_local(cfg, resume: bool = False, goal_mean_length: float = 0.0) -> dict:
   print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
         + (f' from {start_steps:,.0f} actor steps' if resume else ''), flush=True)
   return supervise_and_record(cfg, lambda progress: launcher.launch_and_supervise(
-      cfg, progress=progress), goal_mean_length)
+      cfg, progress=progress), goal_mean_length, show_progress)
 
 
 def already_done(cfg) -> Optional[str]:

@@ -4,15 +4,17 @@ the run directory through launch.runtime.run_state."""
 import csv
 import glob
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from envs import presets
 from launch.runtime import run_export, run_state
 
 # Not a logged column: how many logged episodes an episode row stands for, more than 1 in a log an
 # export thinned (launch.runtime.run_export.episode_weights); actor_episodes adds it to each row.
 EPISODES_PER_ROW = 'episodes_per_row'
+LAST_EPISODES = 100   # the progress line's and the summary's means are over this many episodes
 
 
 def read_log(run_dir: str, label: str) -> List[Dict[str, float]]:
@@ -32,16 +34,27 @@ def read_log(run_dir: str, label: str) -> List[Dict[str, float]]:
   return rows
 
 
-def actor_episodes(run_dir: str) -> List[Dict[str, float]]:
-  """All actors' episode rows, ordered by the global actor step count at which they ended, each
-  with the number of logged episodes it stands for (EPISODES_PER_ROW)."""
-  rows = []
-  for d in sorted(glob.glob(os.path.join(run_dir, 'logs', 'actor_*'))):
-    actor = read_log(run_dir, os.path.basename(d))
-    weights = run_export.episode_weights(os.path.join(d, 'logs.csv'), len(actor))
-    for row, weight in zip(actor, weights):
-      row[EPISODES_PER_ROW] = float(weight)
-    rows += actor
+def actor_rows(run_dir: str, actor: str) -> List[Dict[str, float]]:
+  """One actor's episode rows, each with the number of logged episodes it stands for
+  (EPISODES_PER_ROW)."""
+  rows = read_log(run_dir, actor)
+  weights = run_export.episode_weights(os.path.join(run_dir, 'logs', actor, 'logs.csv'), len(rows))
+  for row, weight in zip(rows, weights):
+    row[EPISODES_PER_ROW] = float(weight)
+  return rows
+
+
+def actor_names(run_dir: str) -> List[str]:
+  return sorted(os.path.basename(d) for d in glob.glob(os.path.join(run_dir, 'logs', 'actor_*')))
+
+
+def actor_episodes(run_dir: str, per_actor: Optional[Dict[str, List[Dict[str, float]]]] = None
+                   ) -> List[Dict[str, float]]:
+  """All actors' episode rows (actor_rows; `per_actor`: them, when already read), ordered by
+  the global actor step count at which they ended."""
+  if per_actor is None:
+    per_actor = {actor: actor_rows(run_dir, actor) for actor in actor_names(run_dir)}
+  rows = [row for actor_rows_ in per_actor.values() for row in actor_rows_]
   return sorted(rows, key=lambda r: r.get('actor_steps', 0))
 
 
@@ -52,22 +65,26 @@ def wall_time(run_dir: str, episodes: Optional[List[Dict[str, float]]] = None) -
   return run_state.total_wall_time(run_dir, [e['unix_time'] for e in episodes if 'unix_time' in e])
 
 
-def summarize(run_dir: str, with_wall_time: bool = False, last_n: int = 50) -> Dict[str, float]:
-  episodes = actor_episodes(run_dir)
+def summarize(run_dir: str, with_wall_time: bool = False, last_n: int = LAST_EPISODES,
+              measures: Sequence[str] = ()) -> Dict[str, float]:
+  """The run's figures from its logs: episodes, actor steps, the means over the last `last_n`
+  episodes of the length, the return, the RAE/RAC statistics and `measures` (actor log columns,
+  `mean_<column>_last`), learner and precedence steps; `with_wall_time`: the launches' wall time
+  and env steps per second over it, of the whole run and per actor process."""
+  per_actor = {actor: actor_rows(run_dir, actor) for actor in actor_names(run_dir)}
+  episodes = actor_episodes(run_dir, per_actor)
   learner = read_log(run_dir, 'learner')
   precedence = read_log(run_dir, 'precedence')
   out = {'episodes': len(episodes)}
   if episodes:
     lengths = np.array([e.get('episode_length', np.nan) for e in episodes])
     out['actor_steps'] = max(e.get('actor_steps', 0) for e in episodes)
+    out['last_episodes'] = min(last_n, len(episodes))
     out['mean_episode_length_last'] = float(np.nanmean(lengths[-last_n:]))
     out['mean_episode_return_last'] = float(np.nanmean([e.get('episode_return', np.nan) for e in episodes[-last_n:]]))
-    for key in ('intrinsic_return', 'rejections', 'ruined_grass', 'penalised_steps'):
+    for key in ('intrinsic_return', 'rejections', 'ruined_grass', 'penalised_steps', *measures):
       if key in episodes[-1]:
         out[f'mean_{key}_last'] = float(np.nanmean([e.get(key, np.nan) for e in episodes[-last_n:]]))
-    sps = [e['steps_per_second'] for e in episodes[-last_n:] if 'steps_per_second' in e]
-    if sps:
-      out['actor_steps_per_second_each'] = float(np.mean(sps))
   if learner:
     out['learner_steps'] = max(r.get('learner_steps', 0) for r in learner)
   if precedence:
@@ -75,12 +92,41 @@ def summarize(run_dir: str, with_wall_time: bool = False, last_n: int = 50) -> D
     out['psi_accuracy_last'] = precedence[-1].get('psi_accuracy', float('nan'))
   if with_wall_time:
     out['wall_time_s'] = wall_time(run_dir, episodes)
+    out.update(speed(run_dir, per_actor, out['wall_time_s']))
   return out
+
+
+def speed(run_dir: str, per_actor: Dict[str, List[Dict[str, float]]],
+          wall_time_s: float) -> Dict[str, float]:
+  """Env steps per second over the run's wall time: of the whole run (the counter's env steps
+  as the coordinator last saved them, else the logs' newest count), and per actor process (the
+  env steps of the episodes each logged, a thinned row counted for the episodes it stands for;
+  the mean over the actor processes). `per_actor`: each actor's rows (actor_rows)."""
+  rows = [r for actor in per_actor.values() for r in actor]
+  if wall_time_s <= 0 or not rows:
+    return {}
+  steps = run_state.saved_actor_steps(run_dir) or max(r.get('actor_steps', 0) for r in rows)
+  each = [sum(r.get('episode_length', 0) * r[EPISODES_PER_ROW] for r in actor)
+          for actor in per_actor.values()]
+  return {'env_steps_per_second': steps / wall_time_s, 'actor_processes': len(each),
+          'env_steps_per_second_per_actor': float(np.mean(each)) / wall_time_s}
+
+
+def watched_columns(config: Dict) -> List[str]:
+  """The actor log columns a run's users watch (envs.presets.watched), from its config.json;
+  none for a config without an environment that has a preset."""
+  try:
+    measures = presets.watched(config.get('env', ''),
+                               (config.get('reversibility') or {}).get('mode', 'none'))
+  except presets.PresetError:
+    return []
+  return [column for column, _ in measures]
 
 
 def write_summary(run_dir: str, status: str) -> dict:
   """summary.json from the run's logs and records, with the launch's end `status`."""
-  summary = summarize(run_dir, with_wall_time=True)
+  config = run_state.read_json(os.path.join(run_dir, run_state.CONFIG), {}) or {}
+  summary = summarize(run_dir, with_wall_time=True, measures=watched_columns(config))
   summary['status'] = status
   summary['launches'] = len(run_state.segments(run_dir))
   summary.update(restarts(run_dir))
@@ -90,13 +136,6 @@ def write_summary(run_dir: str, status: str) -> dict:
 
 def exists(run_dir: str) -> bool:
   return os.path.exists(os.path.join(run_dir, run_state.SUMMARY))
-
-
-def progress_line(run_dir: str, max_steps: int, elapsed_s: float) -> str:
-  p = summarize(run_dir, last_n=20)
-  return (f"[{elapsed_s:6.0f}s] actor steps {p.get('actor_steps', 0):>9,.0f}/{max_steps:,}"
-          f"  episodes {p['episodes']:>6}  mean length (last 20) {p.get('mean_episode_length_last', 0):7.1f}"
-          f"  learner steps {p.get('learner_steps', 0):>6,.0f}")
 
 
 def first_reaching(run_dir: str, threshold: float, window: int = 50):
