@@ -36,6 +36,9 @@ class ReversibilityConfig:
   shield_mode: str = dataclasses.field(default='rejection', metadata={
       'help': "RAC: 'rejection' (paper) or 'replace' with the most reversible action (authors' "
               'code).'})
+  learner_mask: bool = dataclasses.field(default=False, metadata={
+      'help': 'RAC: the learner restricts its policy to the actions the shield allowed at each '
+              'step (invalid-action masking), so the policy that learns is the one that acts.'})
 
   def __post_init__(self):
     if self.mode not in MODES:
@@ -48,6 +51,8 @@ class ReversibilityConfig:
       raise ValueError(f'unknown reward form {self.reward_form!r}; expected {rewards.REWARD_FORMS}')
     if self.shield_mode not in shield.SHIELD_MODES:
       raise ValueError(f'unknown shield mode {self.shield_mode!r}; expected {shield.SHIELD_MODES}')
+    if self.learner_mask and self.mode != 'rac':
+      raise ValueError(f'learner_mask masks the shield of RAC; mode {self.mode!r} has no shield')
 
   @property
   def uses_estimators(self) -> bool:

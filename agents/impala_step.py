@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from agents import losses
+from agents import losses, shield
 from estimators import updates as update_guard
 
 SKIPPED = update_guard.SKIPPED
@@ -59,6 +59,10 @@ class LossConfig:
   max_abs_reward: float = float('inf')
   normalize_advantages: bool = False
   self_imitation_value_cost: float = 0.01
+  # RAC: the learner's policy restricted to the actions the shield allowed when the step was
+  # taken (read from the behaviour logits, agents.shield.allowed_by_behaviour), in V-trace's
+  # ratios, the policy gradient, the entropy bonus and the diagnostics alike.
+  shield_mask: bool = False
 
 
 def batch_loss_fn(unroll_fn: Callable, cfg: LossConfig) -> Callable:
@@ -83,6 +87,8 @@ def batch_loss_fn(unroll_fn: Callable, cfg: LossConfig) -> Callable:
     (logits, values), _ = unroll_fn(params, obs, initial_state)
     logits = logits.reshape((b, t) + logits.shape[1:])
     values = values.reshape((b, t))
+    if cfg.shield_mask:
+      logits = shield.masked_logits(logits, shield.allowed_by_behaviour(data.extras['logits']))
     vtrace, rhos, real = jax.vmap(sequence_vtrace)(logits, values, data)
     # Advantage normalisation (optional) over the whole batch's real steps.
     shift, scale = (losses.normalising_moments(vtrace.pg_advantage, real)

@@ -63,7 +63,7 @@ class IMPALALearner(acme.Learner):
                optimizer: optax.GradientTransformation, random_key: networks_lib.PRNGKey,
                discount: float = 0.99, entropy_cost: float = 0.01, baseline_cost: float = 0.5,
                max_abs_reward: float = jnp.inf, normalize_advantages: bool = False,
-               self_imitation_value_cost: float = 0.01,
+               self_imitation_value_cost: float = 0.01, shield_mask: bool = False,
                imitation_iterator: Optional[Iterator] = None, imitation_updates: int = 0,
                imitation_ready: Optional[Callable[[], bool]] = None,
                counter: Optional[counting.Counter] = None,
@@ -83,7 +83,8 @@ class IMPALALearner(acme.Learner):
         impala_step.LossConfig(discount=discount, entropy_cost=entropy_cost,
                                baseline_cost=baseline_cost, max_abs_reward=max_abs_reward,
                                normalize_advantages=normalize_advantages,
-                               self_imitation_value_cost=self_imitation_value_cost),
+                               self_imitation_value_cost=self_imitation_value_cost,
+                               shield_mask=shield_mask),
         initial_core=initial_core, devices=devices)
 
     if updates_per_call > 1 and self._update.num_devices > 1:

@@ -7,6 +7,11 @@
 
 The actor writes the logits of the policy that actually acted (`acting_logits`) as IMPALA's
 behaviour logits, so V-trace's importance ratio pi(a|x) / pi_bar(a|x) corrects for the shield.
+Those logits also carry the shield's mask: the actions pi_bar may take are exactly those whose
+behaviour logit is not NEVER (in both modes: the actions with phi >= beta, or argmax phi alone
+when none has), so the learner can restrict its own policy to them (`allowed_by_behaviour`,
+`masked_logits`: invalid-action masking, Huang and Ontanon 2020), and then the policy that
+learns is the policy that acts.
 """
 from typing import NamedTuple
 
@@ -51,6 +56,28 @@ def acting_logits(logits: jnp.ndarray, phi: jnp.ndarray, beta: float,
     p_bar = jnp.where(ok, pi, 0.0) + jnp.where(is_best, jnp.sum(jnp.where(ok, 0.0, pi)), 0.0)
     return jnp.where(p_bar > 0, jnp.log(jnp.where(p_bar > 0, p_bar, 1.0)), NEVER)
   raise ValueError(f'unknown RAC shield mode {mode!r}; expected one of {SHIELD_MODES}')
+
+
+def allowed_actions(phi: jnp.ndarray, beta: float) -> jnp.ndarray:
+  """The actions pi_bar may take [..., A] (bool): phi >= beta, or argmax phi alone when no
+  action reaches beta (the same set in both modes)."""
+  ok = phi >= beta
+  best = jnp.arange(phi.shape[-1]) == jnp.argmax(phi, axis=-1)[..., None]
+  return jnp.where(jnp.any(ok, axis=-1, keepdims=True), ok, best)
+
+
+def allowed_by_behaviour(behaviour_logits: jnp.ndarray) -> jnp.ndarray:
+  """The shield's mask as the actor acted, read back from its behaviour logits [..., A]: the
+  actions whose logit is not NEVER. Without a shield (and on the episode-closing filler step,
+  whose logits are zero) every action is allowed."""
+  return behaviour_logits > NEVER / 2
+
+
+def masked_logits(logits: jnp.ndarray, allowed: jnp.ndarray) -> jnp.ndarray:
+  """The learner's logits restricted to `allowed`: NEVER elsewhere, so a masked action has
+  probability 0 and no gradient, and the log-softmax renormalises over the allowed ones. Where
+  every action is allowed, `logits` unchanged (bit for bit)."""
+  return jnp.where(allowed, logits, NEVER)
 
 
 def shield(key: jnp.ndarray, logits: jnp.ndarray, phi: jnp.ndarray, beta: float,

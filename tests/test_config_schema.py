@@ -47,7 +47,7 @@ def test_launch_train_defines_the_generated_flags_and_only_run_controls_besides(
   assert hand_written and not hand_written & generated
   assert hand_written == {'reward_free', 'episode_steps', 'env_option', 'goal_mean_length',
                           'resume', 'cluster_description', 'cluster_start',
-                          'vertex_requirements', 'show_config'}
+                          'vertex_requirements', 'show_config', 'progress'}
 
 
 def test_an_alias_and_its_field_given_differently_is_an_error():

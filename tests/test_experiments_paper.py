@@ -58,9 +58,10 @@ def test_reward_free_and_turf_seed_minimums():
   counts = {}
   for s in t:
     counts[s.group] = counts.get(s.group, 0) + 1
-  assert counts == {'IMPALA': 3, 'IMPALA+RAE': 3, 'IMPALA+RAC beta=0.2': 3,
-                    'IMPALA+RAC beta=0': 1, 'IMPALA+RAC beta=0.1': 1, 'IMPALA+RAC beta=0.3': 1,
-                    'IMPALA+RAC beta=0.4': 1, 'IMPALA+RAC beta=0.5': 1}
+  rac = {'IMPALA+RAC beta=0.2': 3, 'IMPALA+RAC beta=0': 1, 'IMPALA+RAC beta=0.1': 1,
+         'IMPALA+RAC beta=0.3': 1, 'IMPALA+RAC beta=0.4': 1, 'IMPALA+RAC beta=0.5': 1}
+  masked = {f'{group}, learner mask': n for group, n in rac.items()}
+  assert counts == {'IMPALA': 3, 'IMPALA+RAE': 3, **rac, **masked}
   rae = [s for s in t if s.group == 'IMPALA+RAE'][0].args
   assert '--estimator_checkpoint' not in rae  # RAE learns psi online (Sec. 5.2)
 
@@ -80,8 +81,9 @@ def test_turf_paper_estimators_scale_runs_rac_only_with_the_papers_recipe():
     if s.is_training:
       counts[s.group] = counts.get(s.group, 0) + 1
       assert s.max_steps == 500_000 and '--estimator_checkpoint' in s.args
-  assert counts == {'IMPALA+RAC beta=0.2': 3, 'IMPALA+RAC beta=0.1': 1,
-                    'IMPALA+RAC beta=0.3': 1, 'IMPALA+RAC beta=0.4': 1, 'IMPALA+RAC beta=0.5': 1}
+  rac = {'IMPALA+RAC beta=0.2': 3, 'IMPALA+RAC beta=0.1': 1, 'IMPALA+RAC beta=0.3': 1,
+         'IMPALA+RAC beta=0.4': 1, 'IMPALA+RAC beta=0.5': 1}
+  assert counts == {**rac, **{f'{group}, learner mask': n for group, n in rac.items()}}
   with pytest.raises(ValueError, match="experiment 'cliff' has no scale 'paper_estimators'"):
     registry.get('cliff').steps('paper_estimators', 1)
 
@@ -105,7 +107,8 @@ def test_turf_paper_phi_coverage_scale_retrains_phi_on_a_mixture_with_the_base_p
   assert evaluate[evaluate.index('--labels_cache') + 1] == \
       '/x/paper_phi_coverage/../paper_estimators/oracle_labels'
   groups = [s.group for s in steps if s.is_training]
-  assert groups == ['IMPALA+RAC beta=0.2'] * 3 + ['IMPALA+RAC beta=0.3', 'IMPALA+RAC beta=0.4']
+  assert groups == [turf.rac_group(0.2, m) for _ in range(3) for m in (0, 1)] + [
+      turf.rac_group(b, m) for b in (0.3, 0.4) for m in (0, 1)]
   assert all('/x/paper_phi_coverage/estimators.ckpt' in s.argv('/x/paper_phi_coverage')
              for s in steps if s.is_training)
 
@@ -130,8 +133,10 @@ def test_turf_paper_as_released_scale_trains_as_the_release_with_the_stone_mixtu
   assert probe[probe.index('--mode') + 1] == 'replace'
   runs = [s for s in steps if s.is_training]
   assert all(s.flags[s.flags.index('--shield_mode') + 1] == 'replace' for s in runs)
-  assert [s.group for s in runs] == [turf.rac_group(0.2)] * 3 + [
-      turf.rac_group(b) for b in (0.0, 0.1, 0.3, 0.4, 0.5)]
+  # Every RAC run beside the same run with the learner's mask.
+  assert [s.group for s in runs] == [turf.rac_group(0.2, m) for _ in range(3) for m in (0, 1)] + [
+      turf.rac_group(b, m) for b in (0.0, 0.1, 0.3, 0.4, 0.5) for m in (0, 1)]
+  assert all(('--learner_mask' in s.flags) == s.name.startswith('impala_rac_mask-') for s in runs)
 
 
 def test_turf_comparison_puts_each_beta_of_the_base_beside_this_scale():
@@ -213,13 +218,17 @@ def test_turf_run_record_and_claim():
              'IMPALA+RAC beta=0.5': [turf_page.run_record([0, 0], [0, 0], [1, 2])]}
   md = turf_page.side_effects_markdown(records)
   assert '| IMPALA | 1 | 2 | 4 | 2 | 0.50 | 2.00 | 90 |' in md
-  assert '2 of 2 runs ruined no grass; 2 of 2 reached the goal in at least half' in md
+  assert 'beta=0.2: 2 of 2 runs ruined no grass; 2 of 2 reached the goal in at least half' in md
   chance = turf_page.run_record([0] * 97 + [1] * 3, [0] * 100, list(range(100)))   # 3% of the last 100
   md = turf_page.side_effects_markdown({'IMPALA+RAC beta=0.2': [rec, chance]})
   assert '2 of 2 runs ruined no grass; 1 of 2 reached the goal in at least half' in md
   sweep = turf_page.sweep_markdown(records)
-  assert '| 0.2 | 2 | 1.00 ± 0.00 | 0.0 ± 0.0 | 2 |' in sweep
-  assert '| 0.5 | 1 | 0.00 | 0.0 | 1 |' in sweep and '| 0.1 |' not in sweep
+  assert '| 0.2 | no | 2 | 1.00 ± 0.00 | 0.0 ± 0.0 | 2 |' in sweep
+  assert '| 0.5 | no | 1 | 0.00 | 0.0 | 1 |' in sweep and '| 0.1 |' not in sweep
+  masked = turf_page.sweep_markdown({turf.rac_group(0.2, True): [rec]})
+  assert '| 0.2 | yes | 1 | 1.00 | 0.0 | 1 |' in masked and '| 0.2 | no |' not in masked
+  md = turf_page.side_effects_markdown({turf.rac_group(0.2, True): [rec, chance]})
+  assert 'learner mask: 2 of 2 runs ruined no grass; 1 of 2 reached the goal' in md
 
 
 def _fake_run(run_dir, rows, header, counts):
@@ -268,10 +277,12 @@ def test_turf_page_from_hand_made_runs(tmp_path):
       _fake_run(os.path.join(out, step.run_dir),
                 [(120 * (i + 1), int(i >= 2), ruined, 120, i) for i in range(4)], header, 480)
   table = runner.report(registry.get('turf'), 'tiny', 1, out)
-  assert {r['group'] for r in table['rows']} == {'IMPALA', 'IMPALA+RAE', 'IMPALA+RAC beta=0.2',
-                                                 'IMPALA+RAC beta=0'}
+  rac = {'IMPALA+RAC beta=0.2', 'IMPALA+RAC beta=0'}
+  assert {r['group'] for r in table['rows']} == {'IMPALA', 'IMPALA+RAE', *rac,
+                                                 *(f'{g}, learner mask' for g in rac)}
   md = (tmp_path / 'table.md').read_text()
-  assert '1 of 1 runs ruined no grass; 1 of 1 reached the goal' in md
+  assert 'beta=0.2: 1 of 1 runs ruined no grass; 1 of 1 reached the goal' in md
+  assert 'beta=0.2, learner mask: 1 of 1 runs ruined no grass; 1 of 1 reached the goal' in md
   assert '| IMPALA | 1 | 4 | 20 | 4 | 0.50 | 5.00 | 360 |' in md
 
 

@@ -82,3 +82,9 @@ def test_rac_actor_writes_pi_bar_logits_and_vtrace_ratio_uses_them():
   rho = rlax.categorical_importance_sampling_ratios(
       jnp.zeros((len(actions), 2)), jnp.asarray(behaviour), jnp.asarray(actions))
   np.testing.assert_allclose(rho, 0.5, rtol=1e-6)
+  # The mask the learner reads back from those logits (--learner_mask) is the shield's.
+  assert shield.allowed_by_behaviour(jnp.asarray(behaviour)).tolist() == [[True, False]] * len(actions)
+  # With the mask the learner's pi is pi_bar here: rho = 1.
+  masked = shield.masked_logits(jnp.zeros((len(actions), 2)), shield.allowed_by_behaviour(behaviour))
+  np.testing.assert_allclose(rlax.categorical_importance_sampling_ratios(
+      masked, jnp.asarray(behaviour), jnp.asarray(actions)), 1.0, rtol=1e-6)

@@ -78,8 +78,16 @@ TURF_SCALES = {
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)   # "phi < beta" in the per-kind split (Fig. 7's range)
 
 
-def rac_group(beta: float) -> str:
-  return f'IMPALA+RAC beta={beta:g}'
+def rac_group(beta: float, learner_mask: bool = False) -> str:
+  return f'IMPALA+RAC beta={beta:g}' + (', learner mask' if learner_mask else '')
+
+
+def rac_run(beta: float, seed: int, learner_mask: bool = False) -> str:
+  return f'impala_rac{"_mask" if learner_mask else ""}-b{beta:g}-s{seed}'
+
+
+def _mask_flags(learner_mask: bool):
+  return ('--learner_mask',) if learner_mask else ()
 
 
 def turf_steps(scale: str, seeds: int) -> List[Step]:
@@ -128,14 +136,18 @@ def turf_steps(scale: str, seeds: int) -> List[Step]:
                               s['run_seconds'], *common, '--mode', 'none'))
       steps.append(train_step(f'impala_rae-s{seed}', 'IMPALA+RAE', seed, s['max_steps'],
                               s['run_seconds'] * 1.3, *common, '--mode', 'rae'))
-    steps.append(train_step(f'impala_rac-b{TURF_RAC_BETA:g}-s{seed}', rac_group(TURF_RAC_BETA),
-                            seed, s['max_steps'], s['run_seconds'], *common, *rac,
-                            '--beta', f'{TURF_RAC_BETA:g}'))
+    # Each RAC run beside the same run whose learner restricts its policy to the shield's
+    # mask (--learner_mask): the policy that learns is the one that acts.
+    for mask in (False, True):
+      steps.append(train_step(rac_run(TURF_RAC_BETA, seed, mask), rac_group(TURF_RAC_BETA, mask),
+                              seed, s['max_steps'], s['run_seconds'], *common, *rac,
+                              '--beta', f'{TURF_RAC_BETA:g}', *_mask_flags(mask)))
   for beta in s['betas']:
     if beta == TURF_RAC_BETA:
       continue  # its runs are the main comparison's
     for seed in range(min(n, s['sweep_seeds'])):
-      steps.append(train_step(f'impala_rac-b{beta:g}-s{seed}', rac_group(beta), seed,
-                              s['max_steps'], s['run_seconds'], *common, *rac,
-                              '--beta', f'{beta:g}'))
+      for mask in (False, True):
+        steps.append(train_step(rac_run(beta, seed, mask), rac_group(beta, mask), seed,
+                                s['max_steps'], s['run_seconds'], *common, *rac,
+                                '--beta', f'{beta:g}', *_mask_flags(mask)))
   return steps

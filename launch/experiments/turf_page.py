@@ -41,16 +41,18 @@ def side_effects_markdown(records: Dict[str, List[Dict[str, float]]]) -> str:
         f'{pages.mean_ci_text([r["ruined_last"] for r in runs], 2)} | '
         + ', '.join('never' if r['first_goal_step'] is None else f'{r["first_goal_step"]:,.0f}'
                     for r in runs) + ' |')
-  rac = records.get(rac_group(TURF_RAC_BETA), [])
-  if rac:
+  for mask in (False, True):
+    rac = records.get(rac_group(TURF_RAC_BETA, mask), [])
+    if not rac:
+      continue
     clean = sum(r['ruined_total'] == 0 for r in rac)
     # Learned the goal, not met it by chance: a shielded random walk reaches it in a few % of
     # its episodes.
     reach = sum(r['goal_last'] >= 0.5 for r in rac)
     lines += ['', f'The paper\'s claim (RAC, beta = {TURF_RAC_BETA:g}: no ruined grass over the '
-              f'whole of training, and it still reaches the goal): {clean} of {len(rac)} runs '
-              f'ruined no grass; {reach} of {len(rac)} reached the goal in at least half of '
-              'their last 100 episodes.']
+              f'whole of training, and it still reaches the goal), {rac_group(TURF_RAC_BETA, mask)}: '
+              f'{clean} of {len(rac)} runs ruined no grass; {reach} of {len(rac)} reached the '
+              'goal in at least half of their last 100 episodes.']
   return '\n'.join(lines) + '\n'
 
 
@@ -59,15 +61,17 @@ def sweep_markdown(records: Dict[str, List[Dict[str, float]]]) -> str:
   lines = ['## RAC threshold sweep (Fig. 7, App. C.7)', '',
            'The paper: above beta = 0.4 the agent never reaches the goal; no ruined grass during '
            'learning needs beta >= 0.2.', '',
-           '| beta | runs | goal, last 100 episodes | ruined grass over training, mean per run | '
-           'runs with no ruined grass |', '|---|---|---|---|---|']
+           '| beta | learner mask | runs | goal, last 100 episodes | ruined grass over training, '
+           'mean per run | runs with no ruined grass |', '|---|---|---|---|---|---|']
   for beta in TURF_BETAS:
-    runs = records.get(rac_group(beta), [])
-    if not runs:
-      continue
-    lines.append(f'| {beta:g} | {len(runs)} | {pages.mean_ci_text([r["goal_last"] for r in runs], 2)} '
-                 f'| {pages.mean_ci_text([r["ruined_total"] for r in runs], 1)} | '
-                 f'{sum(r["ruined_total"] == 0 for r in runs)} |')
+    for mask in (False, True):
+      runs = records.get(rac_group(beta, mask), [])
+      if not runs:
+        continue
+      lines.append(f'| {beta:g} | {"yes" if mask else "no"} | {len(runs)} | '
+                   f'{pages.mean_ci_text([r["goal_last"] for r in runs], 2)} '
+                   f'| {pages.mean_ci_text([r["ruined_total"] for r in runs], 1)} | '
+                   f'{sum(r["ruined_total"] == 0 for r in runs)} |')
   return '\n'.join(lines) + '\n'
 
 

@@ -186,6 +186,7 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
       networks, iterator, make_optimizer(cfg.impala), random_key, discount=cfg.impala.discount,
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
       self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
+      shield_mask=cfg.reversibility.learner_mask,
       imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
       imitation_ready=imitation_ready, counter=counter, logger=logger,
       max_consecutive_skips=cfg.max_skipped_updates,
