@@ -174,7 +174,7 @@ def test_extras_outside_the_layout_are_refused():
 
 
 class _CutterAdder:
-  """The in-memory sequences launch.experiments.single_process trains on, driven like an adder:
+  """The in-memory sequences launch.studies.single_process trains on, driven like an adder:
   rows as the adder appends them (each step, then a filler row at an episode's end)."""
 
   def __init__(self):

@@ -3,16 +3,19 @@ one CLI style (absl flags); each knob of a run one home.
 
 Layers, bottom to top: envs/ -> estimators/ -> agents/ -> launch/ -> bench/ (a module may import
 its own layer and those below). Inside launch/, the sub-packages (program/, runtime/, cluster/,
-experiments/, analysis/) never import an entry module of launch/ (train, collect, ...): an entry
-module defines its absl flags at import time, and a replica that imported one would carry them
-(and a cycle cluster <-> train would follow). A run's life calls down one way: lifecycle -> summary ->
-run_state. The builder (what the agent is) knows nothing of Launchpad or the run directory; the
-layout (how it is distributed) builds the agent's parts only through it. Every import counts,
-also those inside functions. The per-environment presets (envs.presets) sit at the bottom, in
-envs/, as plain values: every layer reads them (the offline estimator CLI, the policy network,
-launch.train), so they may import nothing above envs/. Every command parses absl flags, and
-every setting of a run is one field of one config dataclass under RunConfig with one generated
-flag.
+experiments/, studies/, analysis/) never import an entry module of launch/ (train, collect, ...):
+an entry module defines its absl flags at import time, and a replica that imported one would
+carry them (and a cycle cluster <-> train would follow). A run's life calls down one way:
+lifecycle -> summary -> run_state. The studies (launch/studies/) sit above the experiments: a
+study may use the experiments' runner and steps, but no other module imports a study and no
+registered experiment runs one as a step (what an experiment needs is part of
+launch/experiments/). The builder (what the agent is) knows nothing of Launchpad or the run
+directory; the layout (how it is distributed) builds the agent's parts only through it. Every
+import counts, also those inside functions. The per-environment presets (envs.presets) sit at
+the bottom, in envs/, as plain values: every layer reads them (the offline estimator CLI, the
+policy network, launch.train), so they may import nothing above envs/. Every command parses absl
+flags, and every setting of a run is one field of one config dataclass under RunConfig with one
+generated flag.
 """
 import ast
 import dataclasses
@@ -235,6 +238,27 @@ def test_launch_subpackages_do_not_import_entry_modules():
   bad = [f'{m} imports {t}' for m, targets in GRAPH.items() if m.count('.') >= 2
          and m.startswith('launch.') for t in targets if t in entries]
   assert bad == []
+
+
+def test_studies_sit_above_the_experiments():
+  studies = {m for m in MODULES if m.startswith('launch.studies.')}
+  assert {'launch.studies.sokoban_gate', 'launch.studies.psi_ablation'} <= studies
+  assert [m for m in MODULES if m.startswith('launch.experiments.') and m in studies] == []
+  bad = [f'{m} imports {t}' for m, targets in GRAPH.items() if not m.startswith('launch.studies')
+         for t in targets if t.startswith('launch.studies')]
+  assert bad == []
+  # A study run as an experiment's step would be part of that experiment.
+  from launch.experiments import registry, spec
+  run = []
+  for name, exp in registry.EXPERIMENTS.items():
+    for scale in spec.SCALES:
+      try:
+        steps = exp.steps(scale, 1)
+      except ValueError:   # a scale this experiment lacks
+        continue
+      run += [f'{name} ({scale}): {step.name} runs {step.module}' for step in steps
+              if step.module.startswith('launch.studies')]
+  assert run == []
 
 
 def _defines_flags_at_import(path: str) -> bool:

@@ -106,7 +106,7 @@ def cliff_grid_markdown(table: dict, out: str = '') -> str:
     lines.append('| ' + ' | '.join(cells) + ' |')
   text = '\n'.join(lines) + '\n'
   spread = os.path.join(out, 'spread.md') if out else ''
-  # launch.experiments.cliff_spread: Table 2 over estimator trainings
+  # launch.studies.cliff_spread: Table 2 over estimator trainings
   if spread and os.path.exists(spread):
     with open(spread) as f:
       text += '\n#' + f.read()

@@ -96,8 +96,8 @@ def _estimator_section(out: str) -> str:
   if clean:
     text += '\n' + kinds.markdown(clean['by_kind'], 'every action from every state with no '
                                   f"ruined grass ({clean['transitions']} transitions)", target_text)
-  # launch.experiments.rac_probe, launch.experiments.turf_coverage (coverage_*.md: of other
-  # collections, e.g. start=stone), launch.experiments.turf_corner (*corner.md: named moves)
+  # launch.experiments.rac_probe, launch.studies.turf_coverage (coverage_*.md: of other
+  # collections, e.g. start=stone), launch.studies.turf_corner (*corner.md: named moves)
   names = ['rac_probe.md', 'coverage.md'] + sorted(
       n for n in os.listdir(out)
       if (n.startswith('coverage_') or n.endswith('corner.md')) and n.endswith('.md'))

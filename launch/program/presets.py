@@ -32,7 +32,7 @@ def impala(env: str, given: Optional[Mapping[str, Any]] = None) -> ImpalaConfig:
 
 
 def agent(env: str) -> ImpalaConfig:
-  """The IMPALA settings of `env`'s preset (launch.experiments.single_process reads them)."""
+  """The IMPALA settings of `env`'s preset (launch.studies.single_process reads them)."""
   return impala(env)
 
 

@@ -1,5 +1,5 @@
-"""The stand-alone experiment modules of launch/experiments/ (sokoban_gate, sokoban_reuse,
-single_process, psi_ablation, turf_coverage; rac_probe and cliff_spread: test_rac_probe.py):
+"""The studies of launch/studies/ (sokoban_gate, sokoban_reuse, single_process, psi_ablation,
+turf_coverage; cliff_spread beside launch.experiments.rac_probe in test_rac_probe.py):
 their documented command lines parse as they did with absl flags, the steps they hand the
 experiment runner, and the runner's early stop that the gate uses."""
 import json
@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from envs import cli
-from launch.experiments import (
+from launch.experiments import runner
+from launch.runtime import run_state
+from launch.studies import (
   psi_ablation,
-  runner,
   single_process,
   sokoban_gate,
   sokoban_reuse,
   turf_coverage,
 )
-from launch.runtime import run_state
 
 
 def test_absl_spellings_parse(capsys):

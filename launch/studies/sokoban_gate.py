@@ -2,9 +2,14 @@
 a time of the shipped 1k set, each for --max_steps env steps; a level passes when its agent
 solved at least --target of its last --last_n training episodes.
 
-    python -m launch.experiments.sokoban_gate                  # levels 37, 7, 1, up to 1M steps each
-    python -m launch.experiments.sokoban_gate --levels 0 --max_steps 2000000   # the stretch level
-    python -m launch.experiments.sokoban_gate --levels 1 --mode rae --out results/sokoban/gate_rae
+Question: Can the agent learn single Sokoban levels at all (levels 37, 7, 1, each within 1M env
+steps)?
+Reported in RESULTS.md, "Sokoban: IMPALA vs IMPALA + RAE": the single-level gate
+(results/sokoban/gate/gate.md) and RAE on level 1.
+
+    python -m launch.studies.sokoban_gate                  # levels 37, 7, 1, up to 1M steps each
+    python -m launch.studies.sokoban_gate --levels 0 --max_steps 2000000   # the stretch level
+    python -m launch.studies.sokoban_gate --levels 1 --mode rae --out results/sokoban/gate_rae
 
 With --mode rae the agent is IMPALA + RAE with a frozen psi of the level itself: per level,
 --psi_episodes uniformly random episodes (launch.collect) and --psi_pairs training pairs
@@ -124,7 +129,7 @@ def markdown(results: Dict[str, Dict], max_steps: int, target: float, n: int,
 
 
 def add_run_flags(fv: flags.FlagValues) -> None:
-  """The flags of every level's run (shared with launch.experiments.sokoban_reuse)."""
+  """The flags of every level's run (shared with launch.studies.sokoban_reuse)."""
   flags.DEFINE_integer('max_steps', 1_000_000, 'Env steps per level.', flag_values=fv)
   flags.DEFINE_float('target', 0.9, 'Solved fraction of the last --last_n episodes to pass.',
                      flag_values=fv)
@@ -157,7 +162,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 
 def parse_args(argv=None):
-  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.sokoban_gate',
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.studies.sokoban_gate',
                       description=__doc__.split('\n\n')[0])
   try:
     args.levels = [int(level) for level in args.levels]

@@ -2,9 +2,13 @@ r"""Where random Turf episodes (the offline estimators' data) stand before any g
 the states RAC must judge when it has ruined nothing yet, which phi only sees if random walks
 reach them with the map still clean.
 
-    python -m launch.experiments.turf_coverage --episodes 10000 \
+Question: Do random Turf episodes show phi the states RAC must judge with the map still clean?
+Reported in RESULTS.md, "Turf", "With the paper's offline estimators" (coverage.md) and "The same
+psi, phi retrained" (coverage_stone*.md).
+
+    python -m launch.studies.turf_coverage --episodes 10000 \
         --out results/turf/paper_estimators/coverage.json
-    python -m launch.experiments.turf_coverage --env_option start=stone --episodes 2000 \
+    python -m launch.studies.turf_coverage --env_option start=stone --episodes 2000 \
         --out stone.json
 
 Counts, per cell, the steps of uniformly random episodes (the real env, the collection's policy)
@@ -71,7 +75,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 
 def parse_args(argv=None):
-  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.turf_coverage',
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.studies.turf_coverage',
                        description=__doc__.split('\n\n')[0])
   if not args.out:
     cli.fail('--out is required')

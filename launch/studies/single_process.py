@@ -1,6 +1,11 @@
 """IMPALA in one process, without Reverb or Launchpad: the check that separates the algorithm
 from the plumbing.
 
+Question: When Sokoban does not learn, is it the algorithm (network, loss, learner) or the
+distributed plumbing (Reverb, Launchpad, policy lag)?
+Reported in RESULTS.md, "Sokoban: IMPALA vs IMPALA + RAE": agents that learn, the learned level 1,
+the 1k set before centring; every run in BUILD_NOTES.md, "Sokoban learning".
+
 The same network (agents.networks), learner and loss (agents.learning.IMPALALearner), actor
 (agents.acting.BatchedActor) and environments as a distributed run. K environments are stepped in
 lock-step; each environment's steps are cut into sequences exactly as the adder writes them
@@ -9,8 +14,8 @@ every K sequences make a batch, which the learner trains on `--reuse` times in a
 actor acts again with the new parameters (reuse 1: on-policy, A2C-like; 4: each sequence used 4
 times, like PPO's epochs, with V-trace correcting the small lag).
 
-    python -m launch.experiments.single_process --level 7         # the Sokoban preset network
-    python -m launch.experiments.single_process --level 7 --init lecun \
+    python -m launch.studies.single_process --level 7         # the Sokoban preset network
+    python -m launch.studies.single_process --level 7 --init lecun \
         --padding VALID,VALID,SAME --reuse 1
 
 Writes --out (JSON): the settings and, every --log_every env steps, the solved fraction and boxes
@@ -65,7 +70,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 
 def parse_args(argv=None):
-  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.single_process',
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.studies.single_process',
                        description=__doc__.split('\n\n')[0])
   if args.reuse < 1 or args.envs < 1 or args.steps < 1:
     cli.fail('--reuse, --envs and --steps must be >= 1')

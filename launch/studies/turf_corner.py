@@ -2,7 +2,11 @@ r"""psi and phi of estimator checkpoints at named Turf transitions on the clean 
 entries next to the goal that RAC lets through, both ways into the goal, and the start's first
 grass entry, each with the exact oracle's label.
 
-    python -m launch.experiments.turf_corner --checkpoint results/turf/paper_as_released/psi.ckpt \
+Question: What do psi and phi say at the Turf goal's corner, where RAC lets grass through?
+Reported in RESULTS.md, "Turf", "The authors' recipe as released": the goal's corner
+(results/turf/paper_as_released/corner.md).
+
+    python -m launch.studies.turf_corner --checkpoint results/turf/paper_as_released/psi.ckpt \
         --checkpoint results/turf/paper_phi_coverage/estimators.ckpt --out corner.json
 
 Per transition x -a-> x' (all grass fresh): psi(x, x') (the chance x comes first: high means
@@ -94,7 +98,7 @@ def define_flags(fv):
 
 
 def main(argv=None) -> int:
-  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.turf_corner',
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.studies.turf_corner',
                       description=__doc__.split('\n\n')[0], required=('checkpoint',))
   from envs import quiet
   quiet.quiet_startup()

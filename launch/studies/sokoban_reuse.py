@@ -3,10 +3,15 @@ queue (each sequence trained on once) and as a replay sampled R times per sequen
 else the Sokoban preset. Learning per env step and per wall second, one run per ratio, in one
 invocation (run it with nothing else on the machine: the wall times are part of the result).
 
-    python -m launch.experiments.sokoban_reuse                # level 7, ratios 0 (queue), 2, 4, 8
-    python -m launch.experiments.sokoban_reuse --ratios 0,4 --level 1
+Question: Does sampling each sequence R times from a replay learn a Sokoban level faster, per env
+step and per wall second, than the plain queue?
+Reported in RESULTS.md, "Sokoban: IMPALA vs IMPALA + RAE": queue against replay
+(results/sokoban/reuse/reuse.md).
 
-Every run takes launch.experiments.sokoban_gate's run flags (--max_steps, --seed, --num_actors,
+    python -m launch.studies.sokoban_reuse                # level 7, ratios 0 (queue), 2, 4, 8
+    python -m launch.studies.sokoban_reuse --ratios 0,4 --level 1
+
+Every run takes launch.studies.sokoban_gate's run flags (--max_steps, --seed, --num_actors,
 --envs_per_actor, --last_n, --target, --train_arg). Writes OUT/reuse.json and OUT/reuse.md; the
 runs are OUT/spi_<R>/level_<L>/ (rerun the same command after a stop: finished runs are read
 back, a stopped one continues).
@@ -17,8 +22,8 @@ from absl import flags
 
 from envs import cli
 from launch.analysis import aggregate
-from launch.experiments import sokoban_gate
 from launch.runtime import run_state, summary
+from launch.studies import sokoban_gate
 
 
 def run_result(run_dir: str, milestones, target: float, last_n: int) -> dict:
@@ -47,7 +52,7 @@ def markdown(results, milestones, level: int, max_steps: int, last_n: int,
   head += [f'solved, last {last_n}', f'boxes on target, last {last_n}',
            f'boxes on target at {same_wall / 60:.1f} min']
   lines = [f'Sequence reuse on level {level}, {max_steps:,} env steps per run (`python -m '
-           'launch.experiments.sokoban_reuse`); 0 is the queue. Milestones: the trailing '
+           'launch.studies.sokoban_reuse`); 0 is the queue. Milestones: the trailing '
            f'{last_n} training episodes.', '', '| ' + ' | '.join(head) + ' |',
            '|' + '---|' * len(head)]
   fmt = lambda v, f: '–' if v is None else format(v, f)  # noqa: E731
@@ -74,7 +79,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 
 def parse_args(argv=None):
-  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.sokoban_reuse',
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.studies.sokoban_reuse',
                       description=__doc__.split('\n\n')[0])
   try:
     args.ratios = [float(r) for r in args.ratios]

@@ -3,8 +3,12 @@ of `launch.experiment cliff --seeds K` (K trainings per wind, `launch.experiment
 random policy + RAC in one process (`launch.experiments.rac_probe.probe`) at each threshold, and
 each cell of the table gets the mean over the K trainings and their range.
 
+Question: How much do the cells of the cliff's Table 2 move between estimator trainings?
+Reported in RESULTS.md, "Windy cliff-walk, Tables 1-2": the spread over trainings
+(results/cliff/spread.md).
+
     python -m launch.experiment cliff --scale small --seeds 3 --only 'collect_*,estimators_*'
-    python -m launch.experiments.cliff_spread --cliff_dir results/cliff --estimator_seeds 3 \
+    python -m launch.studies.cliff_spread --cliff_dir results/cliff --estimator_seeds 3 \
         --episodes 512 --out results/cliff/spread.json
 
 The in-process policy is the one a `launch.train --agent random --mode rac` run acts with (the
@@ -86,7 +90,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 
 def parse_args(argv=None):
-  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.cliff_spread',
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.studies.cliff_spread',
                        description=__doc__.split('\n\n')[0])
   if not args.out:
     cli.fail('--out is required')

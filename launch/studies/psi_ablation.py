@@ -1,6 +1,11 @@
 r"""Which psi recipe finds irreversible Sokoban pushes? A small ablation, chosen by held-out AUROC.
 
-    python -m launch.experiments.psi_ablation --dataset results/sokoban/data/random \
+Question: Which psi recipe (network, window, pairs) scores irreversible Sokoban pushes best
+against the exact oracle?
+Reported in RESULTS.md, "Sokoban: IMPALA vs IMPALA + RAE": psi against the exact oracle
+(results/sokoban/psi_ablation/ablation.md).
+
+    python -m launch.studies.psi_ablation --dataset results/sokoban/data/random \
         --out results/sokoban/psi_ablation [--variants paper,same,...] [--list]
 
 Each variant is one `estimators.train` run (flags on top of the Sokoban preset) followed by two
@@ -211,7 +216,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 
 def parse_args(argv=None):
-  args, _ = cli.parse(define_flags, argv, prog='python -m launch.experiments.psi_ablation',
+  args, _ = cli.parse(define_flags, argv, prog='python -m launch.studies.psi_ablation',
                        description=__doc__.split('\n\n')[0])
   return args
 
