@@ -25,12 +25,14 @@ from launch.experiments.runner import (
   step_done,
   table_markdown,
 )
-from launch.experiments.spec import SCALES
 from launch.runtime import run_state
 
 
 def define_flags(fv: flags.FlagValues) -> None:
-  flags.DEFINE_enum('scale', 'small', list(SCALES), 'Scale of every run.', flag_values=fv)
+  scales = '; '.join(f'{name}: {", ".join(exp.scales)}'
+                     for name, exp in sorted(registry.EXPERIMENTS.items()))
+  flags.DEFINE_string('scale', 'small', f'Scale of every run, one of the experiment\'s own '
+                      f'({scales}).', flag_values=fv)
   flags.DEFINE_integer('seeds', 3, 'Seeds of every arm.', flag_values=fv)
   flags.DEFINE_string('out', None, 'output directory (default: results/NAME)', flag_values=fv)
   flags.DEFINE_integer('max_steps', None, 'override the env steps of every training run (a '
@@ -52,6 +54,9 @@ def main(argv=None):
   args.name = names[0]
   try:
     exp = registry.get(args.name)
+    if args.scale not in exp.scales:
+      raise ValueError(f'experiment {exp.name!r} has no scale {args.scale!r} (it has: '
+                       f'{", ".join(exp.scales)})')
     if args.seeds < 1:
       raise ValueError(f'--seeds must be >= 1, got {args.seeds}')
     if args.max_steps is not None and args.max_steps < 1:

@@ -248,16 +248,10 @@ def test_studies_sit_above_the_experiments():
          for t in targets if t.startswith('launch.studies')]
   assert bad == []
   # A study run as an experiment's step would be part of that experiment.
-  from launch.experiments import registry, spec
-  run = []
-  for name, exp in registry.EXPERIMENTS.items():
-    for scale in spec.SCALES:
-      try:
-        steps = exp.steps(scale, 1)
-      except ValueError:   # a scale this experiment lacks
-        continue
-      run += [f'{name} ({scale}): {step.name} runs {step.module}' for step in steps
-              if step.module.startswith('launch.studies')]
+  from launch.experiments import registry
+  run = [f'{name} ({scale}): {step.name} runs {step.module}'
+         for name, exp in registry.EXPERIMENTS.items() for scale in exp.scales
+         for step in exp.steps(scale, 1) if step.module.startswith('launch.studies')]
   assert run == []
 
 

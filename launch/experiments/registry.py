@@ -5,14 +5,16 @@ An experiment is a list of `Step`s. A step is a command (a `python -m ...` modul
 with a `done` file: the runner (`launch.experiments.runner`, entry `launch.experiment`) skips a
 step whose `done` file exists, and resumes a training run that holds a run directory, so
 rerunning the same command continues where it stopped. Paths are relative to the experiment's
-output directory. One module per paper experiment: sokoban, cliff, cartpole_plus, cartpole_reward_free, turf.
+output directory. One module per paper experiment (sokoban, cliff, cartpole_plus,
+cartpole_reward_free, turf), each with its own table of scales; an entry here names the module's
+steps function and its scales (README, "Adding an experiment").
 """
 from typing import Dict
 
 from launch.experiments import cartpole_plus, cartpole_reward_free, turf_page
 from launch.experiments import turf as turf_exps
-from launch.experiments.cliff import cliff_grid_markdown, cliff_steps
-from launch.experiments.sokoban import sokoban_steps
+from launch.experiments.cliff import CLIFF_SCALES, cliff_grid_markdown, cliff_steps
+from launch.experiments.sokoban import SOKOBAN_SCALES, sokoban_steps
 from launch.experiments.sokoban_page import SOKOBAN_MILESTONE_EPISODES, sokoban_markdown
 from launch.experiments.spec import Experiment
 
@@ -24,6 +26,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
         paper='Fig. 5b: IMPALA+RAE learns faster than IMPALA and consistently solves all levels '
               'of the 1k set; psi matches the exact ground truth with high accuracy (Fig. 5c).',
         steps=sokoban_steps,
+        scales=tuple(SOKOBAN_SCALES),
         metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps',
                  'episode_length'),
         # penalised_steps: RAE's penalties per episode (psi > beta), how much RAE shapes.
@@ -56,6 +59,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
               'RAC and beta >= 0.1 it stays alive the whole 250 steps at p=0, and at beta=0.4 '
               'for every p (238.6-250).',
         steps=cliff_steps,
+        scales=tuple(CLIFF_SCALES),
         metrics=('episode_return', 'rejections'),
         table_metrics=('episode_return', 'rejections'),
         table_last_n=10**9,
@@ -70,6 +74,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
               'DQN and M-DQN reach a maximum evaluation score of 1152 and 2801 in 2M steps; '
               'Fig. 6b/c: phi prefers pushing the cart towards the side the pole leans to.',
         steps=cartpole_plus.cartpole_plus_steps,
+        scales=tuple(cartpole_plus.CARTPOLE_PLUS_SCALES),
         metrics=('episode_length', 'rejections'),
         table_metrics=('episode_length',),
         # DQN / M-DQN evaluations are in the page's own table, read on the scale's grid.
@@ -84,6 +89,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
               'return goes from 0 to negative and back to 0 as the agent learns to avoid '
               'penalties; Fig. 3b/c: psi grows with the angle and angular velocity.',
         steps=cartpole_reward_free.cartpole_reward_free_steps,
+        scales=tuple(cartpole_reward_free.REWARD_FREE_SCALES),
         metrics=('episode_length', 'intrinsic_return', 'psi_accuracy'),
         table_metrics=('episode_length', 'intrinsic_return'),
         extra_markdown=cartpole_reward_free.reward_free_markdown,
@@ -96,6 +102,7 @@ EXPERIMENTS: Dict[str, Experiment] = {
               '(beta = 0.2) ruins no grass over the whole of training and still learns to reach '
               'the goal; Fig. 7: beta > 0.4 never reaches the goal, beta >= 0.2 ruins nothing.',
         steps=turf_exps.turf_steps,
+        scales=tuple(turf_exps.TURF_SCALES),
         metrics=('episode_return', 'ruined_grass', 'episode_length', 'intrinsic_return',
                  'rejections'),
         table_metrics=('episode_return', 'ruined_grass', 'episode_length'),

@@ -4,23 +4,15 @@ Two kinds of step: a `Step` runs a command once (collection, offline estimators,
 and is done when its `done` file exists; a `TrainStep` is a training run (launch.train or
 launch.train_dqn) with its group, seed, budget and run directory as fields, whose command line
 is built from them (`argv`), so a budget override is a new step (`with_max_steps`), not an
-edit of an argv list. Each experiment module (sokoban, cliff, cartpole, turf) builds its steps
-from these types; the registry (`launch.experiments.registry`) names them and the runner
-(`launch.experiments.runner`, entry `launch.experiment`) runs them.
+edit of an argv list. Each experiment module (sokoban, cliff, cartpole_plus,
+cartpole_reward_free, turf) owns its table of scales and builds its steps from these types; the
+registry (`launch.experiments.registry`) names them and the runner (`launch.experiments.runner`,
+entry `launch.experiment`) runs them.
 """
 import dataclasses
 import os
 from typing import Callable, ClassVar, List, Optional, Tuple, Union
 
-# tiny: a smoke test of every step (tests, a first try). paper_estimators: the paper's offline
-# estimator recipe with the small scale's runs (Turf only: 100k random episodes and 3M
-# pairs are affordable here, 10 seeds of 1M-step runs are not). paper_phi_coverage: Turf only,
-# paper_estimators' psi with phi retrained on more coverage (launch.experiments.turf).
-# paper_as_released: Turf only, the authors' released recipe (launch.experiments.turf). long:
-# Sokoban only, the small scale's agent to 30M env steps; authors: Sokoban only, App. C.3's agent
-# to 50M (launch.experiments.sokoban).
-SCALES = ('tiny', 'small', 'long', 'authors', 'host', 'paper', 'paper_estimators', 'paper_phi_coverage',
-          'paper_as_released')
 # Modules whose steps are training runs: they take --run_dir/--seed/--max_steps and --resume,
 # and write RUN_DIR/summary.json (status), counts.json, run_state.json and logs/<node>/logs.csv.
 TRAINING_MODULES = ('launch.train', 'launch.train_dqn')
@@ -128,6 +120,9 @@ class Experiment:
   # The paper's own curves, read off its figure, drawn beside ours: files in REFERENCE_DIR
   # (launch.analysis.reference_curves).
   references: Tuple[str, ...] = ()
+  # The scale names `steps` takes, the keys of the experiment module's own table of scales
+  # (launch.experiment's --scale is checked against them; a new scale is one entry there).
+  scales: Tuple[str, ...] = ()
 
   def reference_figures(self):
     from launch.analysis import reference_curves
