@@ -3,7 +3,7 @@ r"""What a Sokoban user waits for: env steps per second of the Sokoban compariso
 another version of the code, in one invocation, and the wall time each needs to reach a learning
 milestone on the 1k set.
 
-    git worktree add --detach /tmp/before e4e1932
+    git worktree add --detach /tmp/before BASELINE_COMMIT   # the version to compare with
     python -m bench.sokoban_speed --baseline_tree /tmp/before --max_steps 1000000 \
         --learning_runs 'before=results/sokoban/runs/impala-s0,results/sokoban/runs/impala-s1' \
         --learning_runs 'after=runs/impala-c15-s0' --out results/bench/sokoban_speed.json

@@ -34,7 +34,7 @@ def test_cartpole_plus_seeds_and_dqn_runs_are_training_steps(tmp_path):
   for s in small:
     if s.is_training:
       groups.setdefault(s.group, []).append(s)
-  # The 10 seeds of random + RAC at small scale; --seeds for the DQN baselines.
+  # Fig. 6a's 10 seeds of random + RAC at small scale; --seeds for the DQN baselines.
   assert {g: len(v) for g, v in groups.items()} == {'random': 10, 'random+RAC': 10, 'DQN': 2,
                                                      'M-DQN': 2}
   mdqn = groups['M-DQN'][0]

@@ -58,9 +58,8 @@ class ImpalaConfig:
       0.01, "Oh et al.'s beta: the weight of self-imitation's value term.")
   updates_per_call: int = documented(
       1, 'V-trace updates per jitted learner call, on as many batches sampled together: the '
-      'same updates in the same order, one dispatch (on a GPU, 4 at the 16 x 20 batch: 431K '
-      'against 190K frames/s, BUILD_NOTES "On a GPU"); on a CPU keep 1 (a conv inside the '
-      "call's loop runs slower there). One learner device only.")
+      'same updates in the same order, one dispatch. Faster on a GPU, slower on a CPU (keep 1 '
+      'there): BUILD_NOTES.md, "On a GPU". One learner device only.')
 
   def __post_init__(self):
     if self.batch_size < 1:

@@ -65,7 +65,7 @@ def probe_host(gpus: Optional[Callable[[], int]] = None,
 ONE_CORE_LEARNER_FRAMES_PER_S = 11_300.0
 # the actors take 145 us of CPU per env step (K = 16 rooms, vectorised; "Sokoban throughput"):
 ACTOR_ENV_STEPS_PER_CORE = 6_900.0
-# frames/s with N host devices against N x one device's: the target, assumed. Not yet
+# frames/s with N host devices against N x one device's: a target, assumed. Not yet
 # measured where it means something: on the 2-core machine, shared by a running experiment and
 # other sessions (load ~30), 2 devices gave 0.25 (results/bench/learner_devices_sokoban_b16.json).
 LEARNER_CORE_EFFICIENCY = 0.7
