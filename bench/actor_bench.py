@@ -18,7 +18,7 @@ import time
 import jax
 import numpy as np
 from absl import app, flags
-from acme import specs, wrappers
+from acme import specs
 from acme.utils import loggers
 
 from agents import acting
@@ -58,32 +58,30 @@ class _Timed:
 STEPPERS = ('vectorised', 'one_by_one')
 
 
-def _options(env_name):
-  return {'reward_free': False} if env_name == 'cartpole' else {}
-
-
-def _make_env(env_name, seed):
-  import envs
-  return wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=seed, **_options(env_name)))
+def _run_config(env_name: str, stepper: str = 'vectorised'):
+  """The configuration a run would build this bench's environments from: the environment with
+  its reward (Cartpole's too), stepped as `stepper` says."""
+  from launch.program.config import RunConfig
+  if stepper not in STEPPERS:
+    raise ValueError(f'unknown stepper {stepper!r}; expected one of {STEPPERS}')
+  return RunConfig(env=env_name, vectorised_env=stepper == 'vectorised',
+                   env_options={'reward_free': False} if env_name == 'cartpole' else {})
 
 
 def make_environments(env_name: str, seeds, stepper: str = 'vectorised'):
-  """An actor's K environments: the vectorised batch where the environment has one and
-  `stepper` is 'vectorised', else K single environments stepped one by one."""
-  import envs
-  from envs import batch
-  if stepper not in STEPPERS:
-    raise ValueError(f'unknown stepper {stepper!r}; expected one of {STEPPERS}')
-  if stepper == 'vectorised' and envs.has_batch(env_name):
-    return envs.make_batch(env_name, seeds, **_options(env_name))
-  return batch.EnvironmentList([_make_env(env_name, s) for s in seeds])
+  """An actor's K environments as a run builds them (launch.program.builder.make_environments):
+  the vectorised batch where the environment has one and `stepper` is 'vectorised', else K
+  single environments stepped one by one."""
+  from launch.program import builder
+  return builder.make_environments(_run_config(env_name, stepper), seeds)
 
 
 def measure(env_name: str, ks, policies, steps: int, repeats: int,
             steppers=('vectorised',)) -> dict:
   from estimators import networks as nets
   from estimators import training
-  env0 = _make_env(env_name, 0)
+  from launch.program import builder
+  env0 = builder.make_environment(_run_config(env_name), 0)
   spec = specs.make_environment_spec(env0)
   num_actions = spec.actions.num_values
   est = nets.make_estimators(nets.default_estimator_config(env_name), num_actions)

@@ -1,17 +1,15 @@
 """What the benchmark scripts share: the one JSON writer of their results, the actors' loop
 timers read back from a run, and the untrained estimators a throughput measurement needs."""
-import json
 import os
 from typing import Dict
 
 
 def write_json(path: str, results) -> None:
-  """Writes `results` as indented JSON, creating the parent directory; the file is replaced
-  atomically (envs.paths.atomic_write), so a bench stopped mid-write leaves the previous one."""
+  """Writes `results` as indented JSON through envs.paths.write_json, creating the parent
+  directory; the file is replaced atomically, so a bench stopped mid-write leaves the previous
+  one."""
   from envs import paths
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with paths.atomic_write(path) as f:
-    json.dump(results, f, indent=2)
+  paths.write_json(path, results, make_dirs=True)
 
 
 def actor_loop_us(run_dir: str) -> Dict[str, float]:

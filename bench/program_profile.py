@@ -29,6 +29,7 @@ from absl import flags
 from bench import common
 from envs import cli
 from launch.runtime import run_state, summary
+from launch.runtime.launcher import node_names
 
 
 def _thread_label(pid: int, tid: int) -> str:
@@ -68,18 +69,6 @@ def snapshot(procs, names, xla_flags=None):
     except psutil.NoSuchProcess:
       pass
   return out
-
-
-def node_names(run_dir: str) -> dict:
-  d = os.path.join(run_dir, 'pids')
-  names = {}
-  for f in os.listdir(d) if os.path.isdir(d) else ():
-    try:
-      with open(os.path.join(d, f)) as fh:
-        names[int(fh.read().strip())] = f[:-len('.pid')]
-    except (OSError, ValueError):
-      pass
-  return names
 
 
 def env_steps(run_dir: str) -> int:

@@ -87,7 +87,7 @@ def run_once(tree: str, flags, run_dir: str, max_steps: int, warmup: int) -> dic
   with open(run_dir + '.log', 'w') as log:
     subprocess.run([sys.executable, '-m', 'launch.train', *flags], cwd=tree, env=_env(tree),
                    stdout=log, stderr=subprocess.STDOUT, check=True)
-  out = throughput.steps_per_second(throughput.actor_rows(run_dir), warmup)
+  out = throughput.steps_per_second(throughput.timed_episodes(run_dir), warmup)
   out['total_wall_s'] = time.time() - start
   out['actor_breakdown'] = throughput.actor_breakdown(run_dir)
   from launch.runtime import summary

@@ -46,7 +46,8 @@ def define_flags():
   flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
 
 
-def actor_rows(run_dir: str):
+def timed_episodes(run_dir: str):
+  """The run's actor episodes that carry a unix time, in time order."""
   rows = [e for e in summary.actor_episodes(run_dir) if 'unix_time' in e]
   return sorted(rows, key=lambda e: e['unix_time'])
 
@@ -90,7 +91,7 @@ def run_one(mode: str, source: str, run_dir: str, ckpt: str) -> dict:
   cfg = train.config_from_flags()
   start = time.time()
   s = lifecycle.run_local(cfg)
-  rows = actor_rows(run_dir)
+  rows = timed_episodes(run_dir)
   out = steps_per_second(rows, FLAGS.warmup_steps)
   out.update(total_wall_s=time.time() - start, precedence_steps=s.get('precedence_steps'),
              mean_episode_length_last=s.get('mean_episode_length_last'))

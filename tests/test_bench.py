@@ -60,7 +60,7 @@ def test_common_writer_and_loop_timers(tmp_path, logged_run):
 
 
 def test_throughput_reads_rates_from_the_logs(logged_run):
-  rows = throughput.actor_rows(logged_run)
+  rows = throughput.timed_episodes(logged_run)
   assert [r['unix_time'] for r in rows] == sorted(r['unix_time'] for r in rows)
   rate = throughput.steps_per_second(rows, warmup=100)
   assert rate['measured_steps'] == 450 - 100 and rate['measured_seconds'] == 4.5 - 1.0

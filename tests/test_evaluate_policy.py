@@ -91,7 +91,7 @@ def _write_run(run_dir, cfg, state=None):
   os.makedirs(run_dir)
   run_state.write_json(os.path.join(run_dir, run_state.CONFIG), lifecycle.jsonable(cfg))
   if state is not None:
-    checkpointing.save_state(ev.checkpoint_dir(run_dir), state, STEPS)
+    checkpointing.save_state(ev.learner_checkpoint_dir(run_dir), state, STEPS)
   return str(run_dir)
 
 
@@ -288,7 +288,7 @@ def test_gif_of_an_rae_run_shows_psi_per_step_beside_the_room(runs, tmp_path):
   frames, (width, _) = _gif_frames(out)
   assert frames == 2 and width == _room_width(run_dir) + policy_gif.PANEL_W
   spec = builder.environment_spec(cfg)
-  (padded,) = ev.pad_levels(ev.load_levels(runs['levels'], 1), spec.observations.shape[:2])
+  (padded,) = ev.pad_levels(ev.evaluation_levels(runs['levels'], 1), spec.observations.shape[:2])
   level = sokoban.Sokoban(levels=[padded], max_steps=MAX_STEPS)
   observations = policy_gif.replay_observations(level, str(RIGHT))
   (psi,) = policy_gif.psi_of_episodes(ckpt, [observations])

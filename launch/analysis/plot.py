@@ -53,7 +53,7 @@ def check_out(out_path: str) -> None:
     raise ValueError(f'--out {out_path}: directory {directory} does not exist')
 
 
-def _write_atomically(path: str, data: bytes) -> None:
+def _write_png(path: str, data: bytes) -> None:
   # A temporary file renamed into place: an interrupted or failed write leaves no partial PNG.
   try:
     with paths.atomic_write(path, 'wb') as f:
@@ -64,8 +64,7 @@ def _write_atomically(path: str, data: bytes) -> None:
 
 def line_colours(groups: Dict[str, List[str]], aggregate_runs: bool) -> Dict[str, str]:
   """One colour per line label, fixed for the whole figure: per group when runs are aggregated,
-  else per run. A panel that lacks some group's metric must not shift the others' colours (they
-  followed the order of the lines drawn in each panel, so one group took another's colour)."""
+  else per run, so a panel that lacks some group's metric keeps the others' colours."""
   keys = []
   for group, run_dirs in groups.items():
     if aggregate_runs:
@@ -173,5 +172,5 @@ def plot_runs(groups: Dict[str, List[str]], metrics: Optional[Sequence[str]] = N
   fig.tight_layout()
   buf = io.BytesIO()
   fig.savefig(buf, format='png', dpi=100)
-  _write_atomically(out_path, buf.getvalue())
+  _write_png(out_path, buf.getvalue())
   return drawn

@@ -29,7 +29,7 @@ class EvaluateError(ValueError):
 
 # Run directory -> config, level set, policy ---------------------------------------------------
 
-def checkpoint_dir(run_dir: str) -> str:
+def learner_checkpoint_dir(run_dir: str) -> str:
   return os.path.join(run_dir, 'checkpoints', 'learner')
 
 
@@ -41,11 +41,11 @@ def check_run(raw: Dict[str, Any], run_dir: str) -> None:
   agent = raw.get('agent', 'impala')
   if agent != 'impala':
     raise EvaluateError(f'{run_dir} ran the {agent!r} agent: it has no policy network')
-  if checkpointing.read_header(checkpoint_dir(run_dir)) is None:
-    raise EvaluateError(f'no learner checkpoint in {checkpoint_dir(run_dir)}')
+  if checkpointing.read_header(learner_checkpoint_dir(run_dir)) is None:
+    raise EvaluateError(f'no learner checkpoint in {learner_checkpoint_dir(run_dir)}')
 
 
-def load_levels(levels: str, num_levels: int):
+def evaluation_levels(levels: str, num_levels: int):
   """The first `num_levels` Levels of 'default' or a level file."""
   from envs import sokoban
   try:
@@ -86,7 +86,7 @@ def load_policy(cfg, run_dir: str):
   # The template only fixes structure and shapes; the values are replaced by the checkpoint's.
   params = networks.unroll_init_fn(jax.random.PRNGKey(0), agent_networks.DUMMY_CORE_STATE)
   template = learning.TrainingState(params, builder.make_optimizer(cfg.impala).init(params))
-  state, steps = checkpointing.load_state(checkpoint_dir(run_dir), template)
+  state, steps = checkpointing.load_state(learner_checkpoint_dir(run_dir), template)
   return networks, state.params, steps, tuple(spec.observations.shape)
 
 
@@ -120,7 +120,7 @@ def prepare(run_dir: str, levels: Optional[str], num_levels: int, policies: Sequ
   check_run(raw, run_dir)
   if levels is None:  # the run's own level set
     levels = (raw.get('env_options') or {}).get('levels', 'default')
-  return raw, levels, load_levels(levels, num_levels)
+  return raw, levels, evaluation_levels(levels, num_levels)
 
 
 def check_gif(gif: Optional[str], gif_levels: Sequence[int], gif_policy: str, num_levels: int,

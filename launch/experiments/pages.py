@@ -1,12 +1,12 @@
 """Helpers the experiments' extra page sections share: which run directories a group has, what a
 run logged, JSON reports, number formats. Pages are built from what is on disk, so they describe
 whatever part of an experiment has run."""
-import json
 import math
 import os
 from typing import Dict, List, Optional, Sequence
 
 from launch.experiments.spec import Step
+from launch.runtime import run_state
 
 
 def runs_by_group(steps: Sequence[Step], out: str) -> Dict[str, List[str]]:
@@ -19,9 +19,9 @@ def runs_by_group(steps: Sequence[Step], out: str) -> Dict[str, List[str]]:
 
 
 def read_json(path: str) -> Optional[dict]:
+  """run_state.read_json, None also for a file that is not JSON (a page shows what it can)."""
   try:
-    with open(path) as f:
-      return json.load(f)
+    return run_state.read_json(path)
   except (OSError, ValueError):
     return None
 

@@ -40,22 +40,19 @@ from launch.runtime import run_state, summary
 PASSED = 'passed the gate'
 
 
-def _none_if_nan(x: float) -> Optional[float]:
-  return None if np.isnan(x) else x
-
-
 def level_result(run_dir: str, target: float, n: int) -> Dict:
   episodes = summary.actor_episodes(run_dir)
   solved = np.array([e.get('solved', 0.0) for e in episodes])
   boxes = np.array([e.get('boxes_on_target', 0.0) for e in episodes])
   steps = np.array([e.get('actor_steps', 0.0) for e in episodes])
   last = slice(-n, None)
+  reached = aggregate.first_reaching(steps, solved, target, n)
   return {
       'episodes': len(episodes),
       'steps_reached': float(steps[-1]) if len(steps) else 0.0,
       'solved_last': float(solved[last].mean()) if len(solved) else 0.0,
       'boxes_on_target_last': float(boxes[last].mean()) if len(boxes) else 0.0,
-      'steps_to_target': _none_if_nan(aggregate.first_reaching(steps, solved, target, n)),
+      'steps_to_target': None if np.isnan(reached) else reached,
       'wall_time_s': run_state.total_wall_time(run_dir),
       'passed': bool(len(solved) >= n and solved[last].mean() >= target - 1e-9),
   }
