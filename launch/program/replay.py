@@ -29,13 +29,12 @@ from reverb.platform import checkpointers_lib
 from agents import adders
 from launch.runtime import run_state
 
-CHECKPOINT_DIR = os.path.join('checkpoints', 'replay')
 RECORDS = run_state.REPLAY_LOG
 DROPPED_ON_RESTORE = (adders.IMPALA_TABLE,)
 
 
 def checkpoint_dir(run_dir: str) -> str:
-  return os.path.join(run_dir, CHECKPOINT_DIR)
+  return os.path.join(run_dir, run_state.REPLAY_CHECKPOINTS)
 
 
 def append_record(run_dir: str, record: dict) -> None:

@@ -165,7 +165,9 @@ class Progress:
       restores = [e for e in run_state.read_records(self._run_dir, run_state.REPLAY_LOG)
                   if e.get('event') == 'start' and e.get('time', 0) >= self._start]
       if not restores:
-        parts.append('the replay restoring its tables')
+        # Restoring only where an earlier launch left checkpoints; else it is still starting.
+        saved = os.path.isdir(os.path.join(self._run_dir, run_state.REPLAY_CHECKPOINTS))
+        parts.append('the replay restoring its tables' if saved else 'the replay starting')
     if any(node.startswith('actor') for node in up):
       parts.append('the actors compiling their policy and playing their first episodes')
     if 'learner' in up:
