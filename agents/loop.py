@@ -17,7 +17,7 @@ actor's time went since it started (`loop_s_env`, `loop_s_inference`, `loop_s_wr
 `loop_s_log`, `loop_steps`: cumulative seconds and steps, read by bench.throughput).
 """
 import time
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import dm_env
 import numpy as np
@@ -30,6 +30,8 @@ from envs import batch as batch_lib
 # Acme's (dummy) core state as the adders store it: numpy, so packing a row does not convert a
 # JAX array on every step.
 _CORE_STATE = np.zeros((), np.float32)
+# How often the loop asks `should_stop` (one call to another process in a distributed run).
+STOP_CHECK_S = 0.25
 
 
 class _Episode:
@@ -67,10 +69,14 @@ class BatchedEnvironmentLoop:
                adders: Optional[Sequence[acme_adders.Adder]] = None,
                counter: Optional[counting.Counter] = None,
                logger: Optional[loggers.Logger] = None, track_estimators: bool = False,
-               total_steps_limit: Optional[int] = None):
+               total_steps_limit: Optional[int] = None,
+               should_stop: Optional[Callable[[], bool]] = None):
     """environments: K dm_env environments, or a BatchedEnvironment of K.
     total_steps_limit: stop stepping once the counter's (run-wide) actor_steps reach it, as
-    seen at an episode end, so the run ends within about an episode of its budget."""
+    seen at an episode end, so the run ends within about an episode of its budget.
+    should_stop: asked every STOP_CHECK_S; True stops stepping at once, as at the limit: the
+    episodes under way are neither counted nor logged, so the counter and the episode logs stay
+    equal when a run is stopped and resumed."""
     if not isinstance(environments, batch_lib.BatchedEnvironment):
       environments = batch_lib.EnvironmentList(environments)
     num_envs = environments.num_envs
@@ -89,6 +95,8 @@ class BatchedEnvironmentLoop:
     self._steps = 0
     self._total_steps_limit = total_steps_limit
     self._limit_reached = False
+    self._should_stop = should_stop
+    self._last_stop_check = time.monotonic()
 
   def _episode_row(self, k: int, ep: _Episode, info: Dict) -> Dict:
     counts = self._counter.increment(episodes=1, steps=ep.length)
@@ -160,6 +168,10 @@ class BatchedEnvironmentLoop:
             self._adders[k].add_first(first_ts)
         steps_taken += num_envs
         self._count_shield(episodes, out)
+        now = time.monotonic()
+        if self._should_stop is not None and now - self._last_stop_check >= STOP_CHECK_S:
+          self._last_stop_check = now
+          self._limit_reached |= bool(self._should_stop())
         t3 = time.perf_counter()
         self._steps += num_envs
         for name, dt in (('env', t1 - t0), ('inference', t2 - t1), ('write', t3 - t2 - log_s),

@@ -4,7 +4,7 @@ precedence learner and actor built from them (Acme's builder). Where each part r
 replay client, variable sources, counter and logger it is handed, is the layout's business
 (launch.program.layout); nothing here knows of Launchpad, nodes or the run directory."""
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import dm_env
 import numpy as np
@@ -208,11 +208,12 @@ def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter: coun
 
 
 def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], learner,
-               precedence, counter: counting.Counter,
-               logger: loggers.Logger) -> loop_lib.BatchedEnvironmentLoop:
+               precedence, counter: counting.Counter, logger: loggers.Logger,
+               should_stop: Optional[Callable[[], bool]] = None
+               ) -> loop_lib.BatchedEnvironmentLoop:
   """Actor `actor_id`'s loop over its environments: the policy from `learner`'s variables (IMPALA),
   the estimators from `precedence`'s or from the run's frozen checkpoint; it writes to `replay`
-  when there is one, until the run's `max_steps`."""
+  when there is one, until the run's `max_steps` or until `should_stop()`."""
   seeds = actor_seeds(cfg, actor_id)
   environments = make_environments(cfg, seeds)
   spec = specs.make_environment_spec(environments)
@@ -243,4 +244,5 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
       policy_source=policy_source, estimators=estimators, estimator_source=estimator_source)
   return loop_lib.BatchedEnvironmentLoop(
       environments, actor, cfg.reversibility.mode, env_adders, counter, logger,
-      track_estimators=cfg.online_estimators, total_steps_limit=cfg.max_steps)
+      track_estimators=cfg.online_estimators, total_steps_limit=cfg.max_steps,
+      should_stop=should_stop)

@@ -9,6 +9,7 @@ logger, and checkpoints the learners. Runs packaged or started before the builde
 were separate pickled these functions under launch.program.build, which still names them."""
 import functools
 import os
+import threading
 
 import jax
 import launchpad as lp
@@ -37,14 +38,34 @@ def replay_tables(cfg: RunConfig):
 
 
 class Counter(counting.Counter):
-  """The counter node: an Acme counter that starts from the run's saved counts (on --resume,
-  and when its supervisor restarts it: the counts since the coordinator last saved them, at
-  most `counts_every_s` ago, are lost)."""
+  """The counter node: an Acme counter that starts from the run's saved counts (on --resume, and
+  when its supervisor restarts it) and saves them (counts.json) at every increment, so a killed
+  counter loses none of what reached it. It is also where the coordinator tells the actors to
+  stop acting (`stop_acting`; each actor asks `acting_stopped`), so that the counts it saves at
+  a run's end are final."""
 
   def __init__(self, run_dir: str):
     super().__init__()
     supervisor.write_pid(run_dir, 'counter')
+    self._run_dir = run_dir
     self._counts.update(run_state.load_counts(run_dir))
+    self._save_lock = threading.Lock()
+    self._stop_acting = False
+
+  def increment(self, **counts):
+    with self._save_lock:   # saved in the order counted: the file never goes back
+      result = super().increment(**counts)
+      try:
+        run_state.save_counts(self._run_dir, result)
+      except OSError:
+        pass   # a full disk: the counts stay right here; the next increment saves them
+    return result
+
+  def stop_acting(self) -> None:
+    self._stop_acting = True
+
+  def acting_stopped(self) -> bool:
+    return self._stop_acting
 
 
 def _checkpointed(cfg: RunConfig, learner, name: str) -> checkpointing.CheckpointedLearner:
@@ -71,12 +92,20 @@ def precedence_learner_node(cfg: RunConfig, replay, counter):
   return _checkpointed(cfg, learner, 'precedence_learner')
 
 
+def _acting_stopped(counter) -> bool:
+  try:
+    return bool(counter.acting_stopped())
+  except Exception:  # pylint: disable=broad-except
+    return False   # the counter node restarting: its supervisor brings it back; ask again later
+
+
 def actor_node(cfg: RunConfig, actor_id: int, replay, learner, precedence, counter):
   label = f'actor_{actor_id}'
   supervisor.write_pid(cfg.run_dir, label)
   return builder.make_actor(
       cfg, actor_id, replay, learner, precedence,
-      counting.Counter(counter, 'actor', time_delta=ACTOR_COUNTS_SYNC_S), make_logger(cfg, label))
+      counting.Counter(counter, 'actor', time_delta=ACTOR_COUNTS_SYNC_S), make_logger(cfg, label),
+      should_stop=functools.partial(_acting_stopped, counter))
 
 
 def build_program(cfg: RunConfig) -> lp.Program:
