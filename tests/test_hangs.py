@@ -8,14 +8,15 @@ from launch.runtime import hangs
 from launch.runtime.hangs import Sample
 
 
-def _feed(watch, own, peers=None, every=5.0, steps=30):
-  """Feeds `steps` samples `every` s apart: own(t) -> (stopped, cpu); peers: name -> cpu(t)."""
+def _feed(watch, own, peers=None, every=5.0, steps=30, reported=lambda t: True):
+  """Feeds `steps` samples `every` s apart: own(t) -> (stopped, cpu); peers: name -> cpu(t);
+  reported(t): whether the node has written its log by then."""
   verdicts = []
   for i in range(steps):
     t = i * every
     stopped, cpu = own(t)
     peer_samples = {(name, 1): Sample(t, False, f(t)) for name, f in (peers or {}).items()}
-    verdicts.append((t, watch.observe(Sample(t, stopped, cpu), peer_samples)))
+    verdicts.append((t, watch.observe(Sample(t, stopped, cpu), peer_samples, reported(t))))
   return verdicts
 
 
@@ -41,6 +42,44 @@ def test_a_worker_without_progress_is_hung_only_while_a_peer_works():
   assert _first(_feed(hangs.HangWatch('actor_1', 60.0), lambda t: (False, 0.5 * t), busy)) == (None, None)
   # The replay waits by design: no progress is asked of it.
   assert _first(_feed(hangs.HangWatch('replay', 60.0), idle, busy)) == (None, None)
+
+
+def test_a_restarted_worker_waiting_for_its_start_is_not_taken_for_hung_again():
+  # A learner restarted under load: it waits (no CPU) before its first log row, while the
+  # actors work. With a 20 s timeout it is judged only from its first row at 75 s ...
+  idle_then_working = lambda t: (False, 2.0 + (0.8 * (t - 75) if t >= 75 else 0.001 * t))
+  busy = {'actor_0': lambda t: 0.9 * t}
+  first_row = lambda t: t >= 75
+  watch = hangs.HangWatch('learner', 20.0, startup_s=120.0)
+  assert _first(_feed(watch, idle_then_working, busy, steps=60, reported=first_row)) == (None, None)
+  # ... and one that stalls after its first row is found a timeout later, as any worker.
+  stalls = lambda t: (False, 2.0 + (0.8 * (t - 75) if 75 <= t < 100 else 20.0 if t >= 100 else 0))
+  t, verdict = _first(_feed(hangs.HangWatch('learner', 20.0, startup_s=120.0), stalls, busy,
+                            steps=60, reported=first_row))
+  assert t == 120 and 'no progress for 20 s' in verdict
+  # One that never writes a row is judged once its start-up time is over: 120 s + 20 s.
+  t, verdict = _first(_feed(hangs.HangWatch('learner', 20.0, startup_s=120.0),
+                            lambda t: (False, 2.0), busy, steps=60, reported=lambda t: False))
+  assert t == 140 and 'no progress' in verdict
+  # The SIGSTOP rule does not wait for the start.
+  t, verdict = _first(_feed(hangs.HangWatch('learner', 20.0, startup_s=120.0),
+                            lambda t: (t >= 10, 2.0), busy, reported=lambda t: False))
+  assert t == 30 and 'SIGSTOP' in verdict
+
+
+def test_the_start_up_time_is_never_shorter_than_a_few_timeouts():
+  assert hangs.startup_grace_s(20.0) == hangs.STARTUP_S
+  assert hangs.startup_grace_s(120.0) == 360.0
+
+
+def test_a_node_has_reported_once_its_log_is_written_after_its_start(tmp_path):
+  log = tmp_path / 'logs' / 'learner' / 'logs.csv'
+  assert not hangs.log_written_since(str(tmp_path), 'learner', 0.0)
+  log.parent.mkdir(parents=True)
+  log.write_text('learner_steps\n1\n')
+  began = log.stat().st_mtime
+  assert hangs.log_written_since(str(tmp_path), 'learner', began)
+  assert not hangs.log_written_since(str(tmp_path), 'learner', began + 1.0)   # an earlier run's
 
 
 def test_a_stopped_then_continued_node_starts_counting_again():

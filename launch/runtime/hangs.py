@@ -6,7 +6,11 @@ seconds and judges it by what the node is for:
 - workers (actors, the IMPALA learner), whose work is to run: CPU time that has not moved by
   `MIN_PROGRESS_CPU_S` in `timeout_s`, while some other worker's moved by `PEER_PROGRESS_CPU_S`,
   is hung. A worker that waits because everyone waits (the learner hung, the actors held back by
-  the rate limiter) is not blamed: the stopped one is found by the first rule.
+  the rate limiter) is not blamed: the stopped one is found by the first rule. A worker's process
+  is judged so only once it has started: once it has written its log since its process began
+  (`reported`), or `startup_s` after it began. Before that it may wait for its peers (a learner
+  restarted under load waits for its first batch, its courier port, a checkpoint) without
+  being taken for hung again.
 - the replay, counter, coordinator and precedence learner (throttled to the env steps) wait by
   design: only the first rule applies to them.
 
@@ -19,6 +23,7 @@ from typing import Dict, Optional, Tuple
 WORKER_PREFIXES = ('actor', 'learner')
 MIN_PROGRESS_CPU_S = 0.5   # a hung process's threads still tick a little (gRPC, Python's timers)
 PEER_PROGRESS_CPU_S = 5.0
+STARTUP_S = 180.0          # the longest start a worker gets before its first log row (see above)
 _TICKS = os.sysconf('SC_CLK_TCK')
 
 
@@ -66,16 +71,21 @@ def peer_pids(run_dir: str, name: str) -> Dict[str, int]:
 class HangWatch:
   """Fed one sample of its node (and of its peers) at a time; says when the node is hung."""
 
-  def __init__(self, name: str, timeout_s: float):
+  def __init__(self, name: str, timeout_s: float, startup_s: Optional[float] = None):
     self._name = name
     self._timeout_s = timeout_s
+    self._startup_s = startup_s if startup_s is not None else startup_grace_s(timeout_s)
+    self._began: Optional[float] = None    # the first sample's time: the process's start
     self._stopped_since: Optional[float] = None
     self._history = []                     # own samples within the window
     self._peers: Dict[Tuple[str, int], list] = {}   # (peer, pid) -> samples within the window
 
-  def observe(self, own: Sample, peers: Dict[Tuple[str, int], Sample]) -> Optional[str]:
+  def observe(self, own: Sample, peers: Dict[Tuple[str, int], Sample],
+              reported: bool = True) -> Optional[str]:
     """A one-line verdict when the node is hung, else None. `peers`: (name, pid) -> sample (a
-    restarted peer is a new process, its CPU time counted from its own start)."""
+    restarted peer is a new process, its CPU time counted from its own start). `reported`:
+    whether the node has written its log since its process began."""
+    self._began = own.time if self._began is None else self._began
     if own.stopped:
       self._stopped_since = self._stopped_since if self._stopped_since is not None else own.time
       if own.time - self._stopped_since >= self._timeout_s:
@@ -83,6 +93,9 @@ class HangWatch:
     else:
       self._stopped_since = None
     if not is_worker(self._name):
+      return None
+    if not reported and own.time - self._began < self._startup_s:
+      self._history, self._peers = [], {}   # judged from when it has started
       return None
     self._history = _window(self._history + [own], own.time, self._timeout_s)
     self._peers = {key: _window(self._peers.get(key, []) + [s], own.time, self._timeout_s)
@@ -97,6 +110,19 @@ class HangWatch:
     peer, peer_cpu = max(busy, key=lambda pm: pm[1])
     return (f'node {self._name} made no progress for {span:.0f} s ({moved:.1f} s of CPU) while '
             f'{peer} used {peer_cpu:.0f} s')
+
+
+def startup_grace_s(timeout_s: float) -> float:
+  """How long a worker that has not yet written its log may wait before the CPU rule applies."""
+  return max(3 * timeout_s, STARTUP_S)
+
+
+def log_written_since(run_dir: str, name: str, since: float) -> bool:
+  """Whether node `name` has written its log (RUN_DIR/logs/NAME/logs.csv) since `since`."""
+  try:
+    return os.path.getmtime(os.path.join(run_dir, 'logs', name, 'logs.csv')) >= since
+  except OSError:
+    return False
 
 
 def _window(samples, now: float, timeout_s: float):

@@ -135,6 +135,7 @@ class SupervisedNode(python.PyNode):
     if not self._hang_timeout_s:
       return child.wait(), None
     watch = hangs.HangWatch(self._name, self._hang_timeout_s)
+    began = time.time()
     while True:
       try:
         return child.wait(timeout=HANG_POLL_S), None
@@ -149,7 +150,8 @@ class SupervisedNode(python.PyNode):
         continue
       peers = {(peer, pid): s for peer, pid in hangs.peer_pids(self._run_dir, self._name).items()
                if (s := hangs.sample(pid, now)) is not None}
-      verdict = watch.observe(own, peers)
+      verdict = watch.observe(own, peers,
+                              reported=hangs.log_written_since(self._run_dir, self._name, began))
       if verdict:
         child.kill()   # SIGKILL ends a stopped process too
         return child.wait(), verdict
