@@ -107,6 +107,12 @@ def _read(path: str) -> Tuple[dict, Optional[List[np.ndarray]]]:
   return header, leaves
 
 
+def verify(path: str) -> dict:
+  """The header of one checkpoint file that reads whole and matches its checksum; raises
+  CheckpointError (CorruptCheckpoint when it is cut or altered)."""
+  return _read(path)[0]
+
+
 def _newest_valid(directory: str, set_aside: bool = False
                   ) -> Optional[Tuple[str, dict, List[np.ndarray]]]:
   """(path, header, leaves) of DIR's newest checkpoint that reads whole; None when DIR has none.
