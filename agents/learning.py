@@ -2,10 +2,10 @@
 
 Acme 0.4.0 builds its loss inside `IMPALALearner.__init__` with no hook to replace it, so this
 learner keeps Acme's interface (`acme.Learner`: step / get_variables / save / restore, the same
-`IMPALANetworks`, counter and logger) and swaps the loss for `agents.losses.masked_vtrace_loss`.
-The update itself (network, loss, self-imitation, optimiser) is agents.impala_step, which needs
-no Acme or Reverb; `devices` splits each batch over several (a GPU, or a CPU's cores as XLA host
-devices: agents.impala_step).
+`IMPALANetworks`, counter and logger) and makes its update with agents.impala_step: the network,
+the loss (per sequence, `agents.losses.masked_vtrace` then `agents.losses.vtrace_loss_terms`),
+self-imitation and the optimiser, with no Acme or Reverb; `devices` splits each batch over
+several (a GPU, or a CPU's cores as XLA host devices: agents.impala_step).
 """
 import time
 from typing import Callable, Iterator, List, Optional, Sequence

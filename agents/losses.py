@@ -38,23 +38,6 @@ def masked_vtrace(values: jnp.ndarray, logits: jnp.ndarray, behaviour_logits: jn
   return vtrace, rhos, real
 
 
-def masked_vtrace_loss(logits: jnp.ndarray, values: jnp.ndarray, behaviour_logits: jnp.ndarray,
-                       actions: jnp.ndarray, rewards: jnp.ndarray, discounts: jnp.ndarray,
-                       start_of_episode: jnp.ndarray, *, discount: float, baseline_cost: float,
-                       entropy_cost: float, max_abs_reward: float = jnp.inf,
-                       advantage_shift: float = 0.0, advantage_scale: float = 1.0
-                       ) -> Tuple[jnp.ndarray, Dict[str, jnp.ndarray]]:
-  """Loss for one sequence of T steps (time-major, no batch axis). The last step bootstraps.
-  The policy gradient uses (advantage - advantage_shift) / advantage_scale: the identity by
-  default, a batch's mean and std to normalise advantages (see `normalising_moments`)."""
-  vtrace, rhos, real = masked_vtrace(values, logits, behaviour_logits, actions, rewards,
-                                     discounts, start_of_episode, discount=discount,
-                                     max_abs_reward=max_abs_reward)
-  return vtrace_loss_terms(logits, values, actions, vtrace, rhos, real,
-                           baseline_cost=baseline_cost, entropy_cost=entropy_cost,
-                           advantage_shift=advantage_shift, advantage_scale=advantage_scale)
-
-
 def vtrace_loss_terms(logits: jnp.ndarray, values: jnp.ndarray, actions: jnp.ndarray, vtrace,
                       rhos: jnp.ndarray, real: jnp.ndarray, *, baseline_cost: float,
                       entropy_cost: float, advantage_shift: float = 0.0,

@@ -70,6 +70,21 @@ def _reference_loss(logits, values, behaviour, actions, rewards_, discounts, dis
   return pg, bc * jnp.square(vt.errors), -ec * ent
 
 
+def _learner_loss(logits, values, behaviour, actions, rewards_, discounts, start, **loss_config):
+  """The learner's loss (agents.impala_step.batch_loss_fn) on a batch of one sequence, with the
+  network's logits and values given."""
+  from agents import impala_step
+  t = len(actions)
+  data = impala_step.Sequences(
+      observation=jnp.zeros((1, t, 1)), action=jnp.asarray(actions)[None],
+      reward=jnp.asarray(rewards_)[None], discount=jnp.asarray(discounts)[None],
+      start_of_episode=jnp.asarray(start)[None],
+      extras={'logits': jnp.asarray(behaviour)[None], 'core_state': jnp.zeros((1, t))})
+  network = lambda params, observations, state: (params, state)  # noqa: E731
+  loss = impala_step.batch_loss_fn(network, impala_step.LossConfig(**loss_config))
+  return loss((logits, values), data)
+
+
 def test_masked_vtrace_ignores_filler_step_exactly():
   """A sequence [ep1 (3 steps incl. final obs) | filler | ep2] gives the same per-step losses as
   the two episodes computed separately; the filler contributes nothing."""
@@ -84,9 +99,8 @@ def test_masked_vtrace_ignores_filler_step_exactly():
   # steps 4..6: episode 2.
   discounts = jnp.array([1., 1., 1., 0., 1., 1., 1.], jnp.float32)
   start = jnp.array([1, 0, 0, 0, 1, 0, 0], bool)
-  loss, _ = agent_losses.masked_vtrace_loss(
-      logits, values, behaviour, actions, rewards_, discounts, start, discount=0.9,
-      baseline_cost=0.5, entropy_cost=0.01)
+  loss, _ = _learner_loss(logits, values, behaviour, actions, rewards_, discounts, start,
+                         discount=0.9, baseline_cost=0.5, entropy_cost=0.01)
   pg1, c1, e1 = _reference_loss(logits[:4], values[:4], behaviour[:4], actions[:4], rewards_[:4], discounts[:4], 0.9, 0.5, 0.01)
   pg2, c2, e2 = _reference_loss(logits[4:], values[4:], behaviour[4:], actions[4:], rewards_[4:], discounts[4:], 0.9, 0.5, 0.01)
   total = jnp.concatenate([pg1 + c1 + e1, pg2 + c2 + e2])
@@ -136,7 +150,7 @@ def test_vtrace_diagnostics_on_a_hand_computed_sequence():
   logits = jnp.zeros((4, 2))
   values = jnp.array([1.0, 2.0, 0.0, 5.0])
   rewards_ = jnp.array([2.0, 2.0, 4.0, 0.0])
-  _, m = agent_losses.masked_vtrace_loss(
+  _, m = _learner_loss(
       logits, values, logits, jnp.array([0, 1, 0, 1], jnp.int32), rewards_, jnp.zeros(4),
       jnp.zeros(4, bool), discount=0.99, baseline_cost=0.5, entropy_cost=0.01)
   adv = np.array([1.0, 0.0, 4.0])
@@ -167,11 +181,11 @@ def test_vtrace_loss_policy_term_uses_shifted_and_scaled_advantages():
   values = jnp.array([0.5, -0.2, 0.3, 0.1])
   args = (logits, values, logits, jnp.array([1, 0, 1, 0]), jnp.array([1.0, 0.0, -1.0, 0.0]),
           jnp.ones(t), jnp.zeros(t, bool))
-  kw = dict(discount=0.9, baseline_cost=0.0, entropy_cost=0.0)
-  vtrace, _, real = agent_losses.masked_vtrace(values, logits, logits, *args[3:], discount=0.9)
-  _, plain = agent_losses.masked_vtrace_loss(*args, **kw)
-  _, normed = agent_losses.masked_vtrace_loss(*args, **kw, advantage_shift=0.3,
-                                              advantage_scale=2.0)
+  vtrace, rhos, real = agent_losses.masked_vtrace(values, logits, logits, *args[3:], discount=0.9)
+  terms = lambda **kw: agent_losses.vtrace_loss_terms(  # noqa: E731
+      logits, values, args[3], vtrace, rhos, real, baseline_cost=0.0, entropy_cost=0.0, **kw)
+  _, plain = terms()
+  _, normed = terms(advantage_shift=0.3, advantage_scale=2.0)
   log_pi = np.log([0.8, 0.2, 0.8])   # actions 1, 0, 1 of the T-1 real steps
   adv = np.asarray(vtrace.pg_advantage)
   assert float(plain['policy_loss']) == pytest.approx(-np.mean(log_pi * adv), rel=1e-5)
