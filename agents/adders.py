@@ -32,8 +32,8 @@ Acme's items) with `unpack_impala` / `unpack_precedence`; the layout lives only 
 Rows and items go straight to the writer's C++ half (`reverb.pybind.TrajectoryWriter`, which
 reverb.TrajectoryWriter wraps): the Python half flattens every row with paths (dm-tree in
 Python) and rebuilds its history structure for each item: over half of the calling thread's time
-per step (measured by `bench.adder_bench`, removed after d7f9c7e; BUILD_NOTES.md). Flush and
-close still go through the Python half.
+per step (BUILD_NOTES.md, "Rows of three columns"). Flush and close still go through the Python
+half.
 """
 import collections
 from typing import Iterator, NamedTuple, Optional

@@ -18,20 +18,8 @@ terminates the episode (discount 0) with reward 0 on that step; every other step
 episode is truncated (discount 1) after `max_steps` (250) steps, so the score of an episode is the
 number of steps survived.
 
-Uniform-random-policy mean score over 5,000 episodes vs the paper (ours: measured with this class
-by `python -m bench.envs_bench --cliff_table` (removed; at d7f9c7e), env seed 0, policy seed 1;
-tests/test_turf_cliff.py checks the first 500 of them; exact: expected score from the absorbing
-Markov chain, 250-step limit):
-
-    p      paper   ours (5,000 eps, +-1 s.e.)   exact
-    0.0    57.5    58.5 +- 0.7  (+1.7%)          58.6
-    0.1    29.8    29.0 +- 0.3  (-2.6%)          29.1
-    0.2    18.6    18.7 +- 0.2  (+0.4%)          18.6
-    0.3    13.4    13.5 +- 0.1  (+0.4%)          13.4
-    0.4    10.5    10.4 +- 0.1  (-0.5%)          10.4
-
-(The layout was picked by computing the exact expected score for every contiguous bottom-row
-cliff segment, start cell and fall-reward convention: this one is within 2.4% for all p.)
+Its random-policy scores beside the paper's Table 1, and how the layout was picked: BUILD_NOTES.md,
+"Windy cliff layout".
 
 Observation: one-hot float32 vector of size 48 (= 6 * 8), index `row * 8 + col` of the agent's cell
 (after a fall: the cliff cell it fell into).

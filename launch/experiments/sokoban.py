@@ -131,7 +131,7 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
             '--num_actors', '1', '--resume', '--noprogress'),
            done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.02),
   ]
-  # Two psi: the Sokoban preset (the best of launch.experiments.psi_ablation) drives IMPALA+RAE; the paper's
+  # Two psi: the Sokoban preset (the best of launch.studies.psi_ablation) drives IMPALA+RAE; the paper's
   # network (App. C.3) drives a second RAE group, so the page shows what the better psi changes.
   arms = [arm for arm in SOKOBAN_RAE_ARMS if arm[0] in s.get('rae_arms', _ALL_ARMS)]
   steps += _sokoban_psi_steps(s, '', 'sokoban')

@@ -6,7 +6,8 @@
  *   - local runs: loopback (0.0.0.0 becomes 127.0.0.1, [::] becomes ::ffff:127.0.0.1, IPv4
  *     loopback through a dual-stack socket, which is what "localhost:port" clients reach);
  *   - cluster runs: the node's own host address, named by the NTB_BIND_ADDRESS environment
- *     variable (an IPv4 or IPv6 literal, set by launch/cluster.py from CLUSTER_SPEC). An IPv4
+ *     variable (an IPv4 or IPv6 literal, set by launch/runtime/loopback.py's preload_env to
+ *     the address launch/cluster/replica.py resolves from CLUSTER_SPEC). An IPv4
  *     address is used for both socket families (IPv4-mapped on dual-stack sockets); an IPv6
  *     address only for IPv6 sockets, and an IPv4 wildcard bind then fails rather than listening
  *     everywhere.
