@@ -375,40 +375,39 @@ SHARED_NAMES = {
 }
 # Copies of one helper that are still to be made one (each is a failure to fix, not a rule).
 COPIES_TO_MERGE = {
-    'last_error_line',   # launch/runtime/launcher.py and launch/runtime/processes.py
     'write_json',        # launch/runtime/run_state.py copies envs.paths.write_json
     '_one_line',         # estimators/checkpoint.py and estimators/rlds/reader.py
     '_json_default',     # estimators/checkpoint.py and estimators/rlds/schema.py
 }
 
 
-def _module_aliases(tree: ast.AST) -> Dict[str, str]:
-  """Local name -> project module, for every `import a`, `import a.b as c` and `from a import b`
-  (b a module) anywhere in a file."""
+def _module_aliases(tree: ast.AST, modules: Dict[str, str]) -> Dict[str, str]:
+  """Local name -> module of `modules`, for every `import a`, `import a.b as c` and
+  `from a import b` (b a module) anywhere in a file."""
   aliases = {}
   for node in ast.walk(tree):
     if isinstance(node, ast.Import):
       for a in node.names:
         local, target = (a.asname, a.name) if a.asname else (a.name.split('.')[0],) * 2
-        if target in MODULES:
+        if target in modules:
           aliases[local] = target
     elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
       for a in node.names:
-        if f'{node.module}.{a.name}' in MODULES:
+        if f'{node.module}.{a.name}' in modules:
           aliases[a.asname or a.name] = f'{node.module}.{a.name}'
   return aliases
 
 
-def _functions_defined_twice() -> Dict[str, List[str]]:
-  """Top-level function name -> the modules that define it, for names defined in more than one
-  module. A function that calls its namesake in another module (`def solve(...): ...
+def _functions_defined_twice(modules: Dict[str, str] = MODULES) -> Dict[str, List[str]]:
+  """Top-level function name -> the modules of `modules` (name -> file) that define it, for
+  names defined in more than one module. A function that calls its namesake in another module (`def solve(...): ...
   sokoban_solver.solve(...)`: the same job with this module's errors or defaults) wraps it and
   is not a second definition."""
   defs: Dict[str, List[tuple]] = {}
-  for module, path in MODULES.items():
+  for module, path in modules.items():
     with open(path) as f:
       tree = ast.parse(f.read(), path)
-    aliases = _module_aliases(tree)
+    aliases = _module_aliases(tree, modules)
     for node in tree.body:
       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         callees = {aliases[n.value.id] for n in ast.walk(node) if isinstance(n, ast.Attribute)
@@ -437,10 +436,16 @@ def test_a_helper_is_defined_once():
   assert sorted((set(SHARED_NAMES) | COPIES_TO_MERGE) - set(twice)) == []
 
 
-def test_the_copy_finder_tells_a_wrapper_from_a_copy():
-  twice = _functions_defined_twice()
-  assert twice['last_error_line'] == ['launch.runtime.launcher', 'launch.runtime.processes']
+def test_the_copy_finder_tells_a_wrapper_from_a_copy(tmp_path):
+  sources = {'a': 'def helper():\n  return 1\n',
+             'b': 'def helper():\n  return 2\n',                     # a copy of a's
+             'c': 'import a\n\ndef helper():\n  return a.helper() + 1\n'}   # a wrapper of it
+  for name, text in sources.items():
+    (tmp_path / f'{name}.py').write_text(text)
+  assert _functions_defined_twice({n: str(tmp_path / f'{n}.py') for n in sources}) == {
+      'helper': ['a', 'b']}
   # psi_trace.solve calls envs.sokoban_solver.solve: a wrapper, not a copy.
+  twice = _functions_defined_twice()
   assert 'solve' not in twice and 'parse_options' not in twice
 
 

@@ -229,6 +229,30 @@ def test_supervisor_reports_the_last_error_line(tmp_path):
   assert [e['node'] for e in events] == ['actor_0']
 
 
+def test_last_error_line_prefers_the_traceback_then_an_error_then_the_last_line(tmp_path):
+  # One helper for the launcher's launchpad.log, a node's log and a cluster replica's output.
+  from launch.runtime import processes
+  log = tmp_path / 'node.log'
+  cases = [
+      # A traceback's last line beats a later C++ error line and a dotted exception name counts.
+      ('Traceback (most recent call last):\n  File "x.py"\nreverb.errors.DeadlineExceededError: '
+       'no reply\nE1126 12:00:00.000 42 server.cc:9] stream closed\nI1126 bye\n',
+       'reverb.errors.DeadlineExceededError: no reply'),
+      # No traceback: the last line naming an error, or a C++ error line.
+      ('I1126 up\nE1126 12:00:00.000 42 server.cc:9] Check failed\nI1126 bye\n',
+       'E1126 12:00:00.000 42 server.cc:9] Check failed'),
+      ('starting\nwrite failed: No space left on device (OSError)\nEpoch 3 done\n',
+       'write failed: No space left on device (OSError)'),
+      # Nothing that looks like an error: the last line.
+      ('starting\n\nkilled\n\n', 'killed'),
+      ('', ''),
+  ]
+  for text, want in cases:
+    log.write_text(text)
+    assert processes.last_error_line(str(log)) == want, text
+  assert processes.last_error_line(str(tmp_path / 'missing.log')) == ''
+
+
 def test_estimator_checkpoint_of_another_env_is_refused_before_launch(
     tmp_path, untrained_estimator_checkpoint):
   path = untrained_estimator_checkpoint('turf', (10, 10, 3), np.uint8)

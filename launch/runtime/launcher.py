@@ -82,7 +82,7 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
     # The launcher itself died (building the program, before or while starting its nodes): not a
     # stop, and its traceback is in launchpad.log.
     failure = (f'the launcher process exited with code {child.returncode}: '
-               f'{last_error_line(log.name) or "no error line"} (launchpad.log)')
+               f'{processes.last_error_line(log.name) or "an empty log"} (launchpad.log)')
   if failure:
     raise RunFailed(failure)
   return time.time() - start
@@ -103,22 +103,6 @@ def node_names(run_dir: str):
     except (OSError, ValueError):
       pass
   return names
-
-
-def last_error_line(log_path: str) -> Optional[str]:
-  """The last 'SomeError: ...' line of a log (a Python traceback's last line), or None."""
-  try:
-    with open(log_path, 'rb') as f:
-      f.seek(0, os.SEEK_END)
-      f.seek(max(0, f.tell() - 65536))
-      lines = f.read().decode('utf-8', 'replace').splitlines()
-  except OSError:
-    return None
-  for line in reversed(lines):
-    head = line.split(':', 1)[0].strip()
-    if ':' in line and head.isidentifier() and head.endswith(('Error', 'Exception', 'Exit')):
-      return line.strip()[:300]
-  return None
 
 
 def watch(child: subprocess.Popen, run_dir: str, progress=None,

@@ -30,8 +30,22 @@ def die_with_parent(sig=signal.SIGKILL):
     pass
 
 
+def _is_exception_line(line: str) -> bool:
+  """'SomeError: ...' or 'package.module.SomeError: ...': the last line of a Python traceback."""
+  head = line.split(':', 1)[0]
+  return (':' in line and all(part.isidentifier() for part in head.split('.'))
+          and head.endswith(('Error', 'Exception', 'Exit')))
+
+
+def _is_glog_error(line: str) -> bool:
+  """A C++ error or fatal line of absl/glog logging: 'E1126 12:00:00.000000 ...'."""
+  return len(line) > 5 and line[0] in 'EF' and line[1:5].isdigit() and line[5] == ' '
+
+
 def last_error_line(log_path: str, max_bytes: int = 65536) -> str:
-  """The last line of a node's output that looks like an error (else its last line)."""
+  """Why a process ended, read from the last `max_bytes` of its log: the last exception line (a
+  traceback's last line), else the last line that names an error or is a C++ error line, else
+  the last line; '' for an empty or unreadable log. At most 500 characters."""
   try:
     with open(log_path, 'rb') as f:
       f.seek(0, os.SEEK_END)
@@ -39,10 +53,13 @@ def last_error_line(log_path: str, max_bytes: int = 65536) -> str:
       lines = [l.strip() for l in f.read().decode(errors='replace').splitlines() if l.strip()]
   except OSError:
     return ''
-  for line in reversed(lines):
-    if 'Error' in line or 'Exception' in line or line.startswith('E'):
-      return line[:500]
-  return lines[-1][:500] if lines else ''
+  for looks_like_error in (_is_exception_line,
+                           lambda l: 'Error' in l or 'Exception' in l or _is_glog_error(l),
+                           lambda l: True):
+    for line in reversed(lines):
+      if looks_like_error(line):
+        return line[:500]
+  return ''
 
 
 def signal_group(pid: int, sig) -> None:
