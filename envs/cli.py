@@ -28,6 +28,13 @@ class UsageError(Exception):
   """A command line the tool refuses (its message is the one line printed)."""
 
 
+def one_line(e: BaseException) -> str:
+  """An exception as one line for an error message: its type and the first line of its message
+  (TensorFlow's errors keep theirs in .message), at most 300 characters."""
+  text = str(getattr(e, 'message', None) or e).strip().splitlines()
+  return (f'{type(e).__name__}: {text[0]}' if text else type(e).__name__)[:300]
+
+
 def fail(message: str) -> None:
   """Prints `error: message` on stderr and exits 2 (a bad command line)."""
   print(f'error: {message}', file=sys.stderr)

@@ -55,6 +55,17 @@ def atomic_write(path: str, mode: str = 'w', fsync: bool = False, **open_kwargs)
         os.fsync(f.fileno())
 
 
+def json_default(value: Any) -> Any:
+  """`json.dumps`'s `default` for numpy and jax values: a numpy scalar as the Python number it
+  holds, an array as nested lists; anything else is a TypeError naming its type."""
+  import numpy as np  # here: the writers that need no numpy do not load it
+  if isinstance(value, np.generic):
+    return value.item()
+  if hasattr(value, '__array__'):
+    return np.asarray(value).tolist()
+  raise TypeError(f'a value of type {type(value).__name__} is not JSON')
+
+
 def write_json(path: str, obj: Any, indent: int = 2, make_dirs: bool = False,
                sort_keys: bool = False) -> str:
   """The one JSON writer: `obj` written whole or not at all (atomic_write); `make_dirs`: create

@@ -66,11 +66,6 @@ class EstimatorCheckpoint:
     return nets.make_estimators(self.network, self.num_actions)
 
 
-def _one_line(e: BaseException) -> str:
-  text = str(e).strip().splitlines()
-  return f'{type(e).__name__}: {text[0]}' if text else type(e).__name__
-
-
 def _corrupt(path: str, why: str) -> CheckpointError:
   return CheckpointError(f'estimator checkpoint {path} is corrupt or not a checkpoint ({why})')
 
@@ -141,20 +136,11 @@ def _unflatten(path: str, arrays: Dict[str, np.ndarray]) -> Dict[str, dict]:
 # save
 # ------------------------------------------------------------------------------------------- #
 
-def _json_default(value):
-  # Metadata carries numpy/jax scalars (losses, counts); store their plain values.
-  if isinstance(value, np.generic):
-    return value.item()
-  if hasattr(value, '__array__'):
-    return np.asarray(value).tolist()
-  raise CheckpointError(f'checkpoint metadata value of type {type(value).__name__} is not JSON')
-
-
 def _meta_array(document: Dict[str, Any]) -> np.ndarray:
   try:
-    text = json.dumps(document, default=_json_default, sort_keys=True)
+    text = json.dumps(document, default=paths.json_default, sort_keys=True)
   except (TypeError, ValueError) as e:  # non-string keys, circular references
-    raise CheckpointError(f'checkpoint metadata is not JSON ({_one_line(e)})') from e
+    raise CheckpointError(f'checkpoint metadata is not JSON ({cli.one_line(e)})') from e
   return np.frombuffer(text.encode('utf-8'), dtype=np.uint8)
 
 
@@ -206,7 +192,7 @@ def _read_arrays(path: str) -> Dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as npz:
       arrays = {key: npz[key] for key in npz.files}  # read all now: corruption shows up here
   except _READ_ERRORS as e:
-    raise _corrupt(path, _one_line(e)) from e
+    raise _corrupt(path, cli.one_line(e)) from e
   for key, value in arrays.items():
     if not isinstance(value, np.ndarray):  # np.load hands back raw bytes for a non-.npy member
       raise _not_ours(path, f'member {key!r} is not an array')
@@ -220,7 +206,7 @@ def _parse_meta(path: str, arrays: Dict[str, np.ndarray]) -> Dict[str, Any]:
   try:
     document = json.loads(raw.tobytes().decode('utf-8'))
   except ValueError as e:  # UnicodeDecodeError and JSONDecodeError both are
-    raise _corrupt(path, f'{META_KEY} document: {_one_line(e)}') from e
+    raise _corrupt(path, f'{META_KEY} document: {cli.one_line(e)}') from e
   if not isinstance(document, dict):
     raise _corrupt(path, f'{META_KEY} document is not a JSON object')
   if document.get('format') != FORMAT:
@@ -241,7 +227,7 @@ def _checkpoint(path: str, document: Dict[str, Any], trees: Dict[str, dict]) -> 
         psi_params=trees['psi'], phi_params=trees['phi'] if document['has_phi'] else None,
         metadata=dict(document['metadata']), path=path)
   except (KeyError, TypeError, ValueError, AttributeError) as e:
-    raise _corrupt(path, f'malformed metadata: {_one_line(e)}') from e
+    raise _corrupt(path, f'malformed metadata: {cli.one_line(e)}') from e
 
 
 def load(path: str) -> EstimatorCheckpoint:
@@ -297,7 +283,7 @@ def _read_pickle_checkpoint(path: str) -> Dict[str, Any]:
   except CheckpointError as e:
     raise CheckpointError(f'cannot convert {path}: {e}') from e
   except Exception as e:  # corrupt pickles raise many types
-    raise CheckpointError(f'cannot convert {path}: not a pickle checkpoint ({_one_line(e)})') from e
+    raise CheckpointError(f'cannot convert {path}: not a pickle checkpoint ({cli.one_line(e)})') from e
   if not isinstance(payload, dict) or payload.get('format') != PICKLE_FORMAT:
     raise CheckpointError(f'cannot convert {path}: not a {PICKLE_FORMAT} pickle checkpoint')
   return payload
@@ -311,7 +297,7 @@ def convert(old_path: str, new_path: str) -> None:
     network = nets.EstimatorNetConfig.from_dict(p['network'])
     fields = (p['num_actions'], p['obs_shape'], p['obs_dtype'], p['psi'], p['phi'], p['metadata'])
   except (KeyError, TypeError, ValueError) as e:
-    raise CheckpointError(f'cannot convert {old_path}: malformed ({_one_line(e)})') from e
+    raise CheckpointError(f'cannot convert {old_path}: malformed ({cli.one_line(e)})') from e
   save(new_path, network, *fields)
 
 

@@ -34,10 +34,11 @@ level file, impossible numbers, an --out that cannot be written) is one line on 
 """
 import os
 import sys
-from typing import Any, Dict, Optional
+from typing import Optional
 
 from absl import app, flags
 
+from envs import paths
 from launch.analysis.policy_evaluation import (
   POLICIES,
   EvaluateError,
@@ -84,13 +85,6 @@ def check_out(path: Optional[str]) -> None:
     raise EvaluateError(f'cannot write --out {os.path.abspath(path)}: {problem}')
 
 
-def write_json(path: str, result: Dict[str, Any]) -> None:
-  from launch.runtime import run_state
-  # check_out allowed directories still to be made; written whole or not at all.
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  run_state.write_json(path, result)
-
-
 def main(argv):
   from estimators import cli
   cli.quiet_logs(FLAGS)
@@ -108,8 +102,8 @@ def main(argv):
     result = evaluate(FLAGS.run_dir, FLAGS.levels, FLAGS.num_levels, policies, FLAGS.seed,
                       FLAGS.count_irreversible, FLAGS.max_expansions, FLAGS.gif, gif_levels,
                       FLAGS.gif_policy)
-    if FLAGS.out:
-      write_json(FLAGS.out, result)
+    if FLAGS.out:   # check_out allowed directories still to be made
+      paths.write_json(FLAGS.out, result, make_dirs=True)
   except (ValueError, OSError) as e:  # EvaluateError, CheckpointError, EnvError, ...
     print(f'error: {str(e).splitlines()[0] if str(e) else type(e).__name__}', file=sys.stderr)
     return 2

@@ -373,12 +373,6 @@ SHARED_NAMES = {
     '_write_atomically': 'bytes of a figure (estimators.psi_trace), an npz archive '
                          '(estimators.checkpoint)',
 }
-# Copies of one helper that are still to be made one (each is a failure to fix, not a rule).
-COPIES_TO_MERGE = {
-    'write_json',        # launch/runtime/run_state.py copies envs.paths.write_json
-    '_one_line',         # estimators/checkpoint.py and estimators/rlds/reader.py
-    '_json_default',     # estimators/checkpoint.py and estimators/rlds/schema.py
-}
 
 
 def _module_aliases(tree: ast.AST, modules: Dict[str, str]) -> Dict[str, str]:
@@ -400,9 +394,9 @@ def _module_aliases(tree: ast.AST, modules: Dict[str, str]) -> Dict[str, str]:
 
 def _functions_defined_twice(modules: Dict[str, str] = MODULES) -> Dict[str, List[str]]:
   """Top-level function name -> the modules of `modules` (name -> file) that define it, for
-  names defined in more than one module. A function that calls its namesake in another module (`def solve(...): ...
-  sokoban_solver.solve(...)`: the same job with this module's errors or defaults) wraps it and
-  is not a second definition."""
+  names defined in more than one module. A function that calls its namesake in another module
+  (`def solve(...): ... sokoban_solver.solve(...)`: the same job with this module's errors or
+  defaults) wraps it and is not a second definition."""
   defs: Dict[str, List[tuple]] = {}
   for module, path in modules.items():
     with open(path) as f:
@@ -425,15 +419,15 @@ def _functions_defined_twice(modules: Dict[str, str] = MODULES) -> Dict[str, Lis
 
 def test_a_helper_is_defined_once():
   """A helper two modules need lives in one and the other imports it: a function name defined
-  at the top of two modules is a copy, unless it is a role every command has, a documented
-  shared name, or a copy listed to merge."""
+  at the top of two modules is a copy, unless it is a role every command has or a documented
+  shared name."""
   twice = _functions_defined_twice()
   assert 'node_names' not in twice and 'make_environments' not in twice   # merged, wrapped
   unexplained = {name: modules for name, modules in twice.items()
-                 if name not in ROLE_NAMES | set(SHARED_NAMES) | COPIES_TO_MERGE}
+                 if name not in ROLE_NAMES | set(SHARED_NAMES)}
   assert unexplained == {}
-  # Every exception still names two definitions: a list entry outlives no fix.
-  assert sorted((set(SHARED_NAMES) | COPIES_TO_MERGE) - set(twice)) == []
+  # Every documented shared name still names two definitions: an entry outlives no rename.
+  assert sorted(set(SHARED_NAMES) - set(twice)) == []
 
 
 def test_the_copy_finder_tells_a_wrapper_from_a_copy(tmp_path):

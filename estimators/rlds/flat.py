@@ -6,7 +6,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from estimators.rlds.reader import _builder, _one_line, load_episodes, read_metadata
+from envs.cli import one_line
+from estimators.rlds.reader import _builder, load_episodes, read_metadata
 from estimators.rlds.schema import (
   _ACTION_KEY,
   _OBS_KEY,
@@ -43,7 +44,7 @@ def _flat_plan(path: str, meta: dict):
     obs_info, act_info = serialized['observation'], serialized['action']
     instructions = info.splits[SPLIT].file_instructions
   except Exception as e:  # pylint: disable=broad-except
-    raise DatasetError(f'corrupt dataset at {path}: {_one_line(e)}') from e
+    raise DatasetError(f'corrupt dataset at {path}: {one_line(e)}') from e
   obs_shape = tuple(obs_feature.shape)
   obs_dtype = np.dtype(obs_feature.np_dtype)
   plain = (len(obs_info.shape) == len(obs_shape) + 1 and obs_info.shape[0] is None
@@ -210,7 +211,7 @@ def _read_flat(path: str, plan: dict, batch_episodes: int, packed_uint8: bool) -
   except (tf.errors.OpError, ValueError) as e:
     if isinstance(e, DatasetError):
       raise
-    raise DatasetError(f'corrupt dataset at {path}: {_one_line(e)}') from e
+    raise DatasetError(f'corrupt dataset at {path}: {one_line(e)}') from e
   if pos != total or eps != num_eps:
     raise mismatch(f'{eps} episodes and {pos} observations')
   ends = np.cumsum(lengths) - 1

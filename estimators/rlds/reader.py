@@ -3,6 +3,7 @@ import json
 import os
 from typing import Iterator, List, Tuple
 
+from envs.cli import one_line
 from estimators.rlds.schema import (
   _FEATURES_FILE,
   _INFO_FILE,
@@ -40,7 +41,7 @@ def _read_json(path: str, file: str):
     with open(file) as f:
       return json.load(f)
   except (OSError, ValueError) as e:
-    raise DamagedDatasetError(path, file, f'is unreadable ({_one_line(e)})') from e
+    raise DamagedDatasetError(path, file, f'is unreadable ({one_line(e)})') from e
 
 
 def _builder(path: str):
@@ -48,12 +49,7 @@ def _builder(path: str):
   try:
     return tfds.builder_from_directory(path)
   except Exception as e:  # pylint: disable=broad-except
-    raise DatasetError(f'corrupt dataset at {path}: {_one_line(e)}') from e
-
-
-def _one_line(e: BaseException) -> str:
-  text = str(getattr(e, 'message', None) or e).strip().splitlines()
-  return f'{type(e).__name__}: {text[0] if text else ""}'[:300]
+    raise DatasetError(f'corrupt dataset at {path}: {one_line(e)}') from e
 
 
 def as_tf_dataset(path: str):
@@ -65,7 +61,7 @@ def as_tf_dataset(path: str):
   except DatasetError:
     raise
   except Exception as e:  # pylint: disable=broad-except
-    raise DatasetError(f'corrupt dataset at {path}: {_one_line(e)}') from e
+    raise DatasetError(f'corrupt dataset at {path}: {one_line(e)}') from e
 
 
 def iter_episodes(path: str) -> Iterator[Episode]:
@@ -85,7 +81,7 @@ def iter_episodes(path: str) -> Iterator[Episode]:
       count += 1
       yield _from_steps(steps)
   except (tf.errors.OpError, ValueError) as e:
-    raise DatasetError(f'corrupt dataset at {path}: {_one_line(e)}') from e
+    raise DatasetError(f'corrupt dataset at {path}: {one_line(e)}') from e
   if count != meta['num_episodes']:
     raise DatasetError(f'corrupt dataset at {path}: read {count} episodes, its metadata '
                        f'says {meta["num_episodes"]}')

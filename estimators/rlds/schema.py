@@ -10,6 +10,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from envs import paths
+
 METADATA_FILE = 'noturningback.json'
 _INFO_FILE = 'dataset_info.json'         # TFDS's: splits and shard lengths
 _FEATURES_FILE = 'features.json'
@@ -115,16 +117,11 @@ def _ds_info(data_dir: str, obs_shape, obs_dtype, with_states: bool):
 # States <-> strings (JSON; lists come back as tuples so states stay hashable)
 # ----------------------------------------------------------------------------------------- #
 
-def _json_default(o):
-  if isinstance(o, np.generic):
-    return o.item()
-  if isinstance(o, np.ndarray):
-    return o.tolist()
-  raise TypeError(f'cannot store an env state containing {type(o).__name__}')
-
-
 def encode_state(state) -> bytes:
-  return json.dumps(state, default=_json_default, separators=(',', ':')).encode()
+  try:
+    return json.dumps(state, default=paths.json_default, separators=(',', ':')).encode()
+  except TypeError as e:
+    raise TypeError(f'cannot store an env state: {e}') from e
 
 
 def _tuplify(x):

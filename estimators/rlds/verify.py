@@ -6,7 +6,8 @@ from typing import List, Tuple
 
 import numpy as np
 
-from estimators.rlds.reader import _one_line, _read_json, read_metadata
+from envs.cli import one_line
+from estimators.rlds.reader import _read_json, read_metadata
 from estimators.rlds.schema import (
   _ACTION_KEY,
   _FEATURES_FILE,
@@ -87,7 +88,7 @@ def _check_features(path: str, meta: dict):
     has_states = 'state' in steps.keys()
   except Exception as e:  # pylint: disable=broad-except
     raise DamagedDatasetError(path, file, f'is not a readable RLDS description '
-                              f'({_one_line(e)})') from e
+                              f'({one_line(e)})') from e
   want = (tuple(meta['observation_shape']), np.dtype(meta['observation_dtype']),
           meta['has_states'])
   if (shape, dtype, has_states) != want:
@@ -116,7 +117,7 @@ def _shard_contents(path: str, file: str) -> Tuple[int, int]:
       episodes += len(steps)
       transitions += int(steps.sum()) - len(steps)
   except tf.errors.OpError as e:
-    raise DamagedDatasetError(path, file, f'is cut short or corrupt ({_one_line(e)})') from e
+    raise DamagedDatasetError(path, file, f'is cut short or corrupt ({one_line(e)})') from e
   return episodes, transitions
 
 

@@ -24,7 +24,8 @@ import tempfile
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from envs import paths
+# The run directory's JSON files go through the project's one writer (whole or not at all).
+from envs.paths import write_json
 
 CONFIG = 'config.json'
 FLAGS_FILE = 'flags.json'
@@ -47,11 +48,6 @@ RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',
 
 COMPLETED = 'completed'
 STOPPED = 'stopped by user'
-
-
-def write_json(path: str, obj: Any) -> None:
-  with paths.atomic_write(path) as f:
-    json.dump(obj, f, indent=2)
 
 
 def append_record(run_dir: str, log_name: str, record: Dict[str, Any]) -> None:
