@@ -12,11 +12,16 @@ nothing. Run directories that live runs write (--skip) are never touched.
 
     .venv/bin/python scripts/convert_runs.py            # every run under results/
     .venv/bin/python scripts/convert_runs.py --dry_run  # list what it would convert
+    .venv/bin/python scripts/convert_runs.py DIR ...    # the runs under DIR ...
 """
-import argparse
 import json
 import os
 import sys
+
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from envs import cli  # noqa: E402  pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = ('results/sokoban_authors', 'results/turf/learner_mask')
@@ -55,13 +60,16 @@ def config_files(top: str):
       yield os.path.join(dirpath, 'config.json')
 
 
+def define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_bool('dry_run', False, 'List what would be converted; write nothing.',
+                    flag_values=fv)
+
+
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('roots', nargs='*', default=[os.path.join(ROOT, 'results')])
-  parser.add_argument('--dry_run', action='store_true')
-  args = parser.parse_args(argv)
+  args, roots = cli.parse(define_flags, argv, prog='scripts/convert_runs.py',
+                          description=__doc__.splitlines()[0], positional='[DIR ...]')
   count = 0
-  for top in args.roots:
+  for top in roots or [os.path.join(ROOT, 'results')]:
     for path in config_files(top):
       with open(path) as f:
         raw = json.load(f)
