@@ -7,13 +7,12 @@ scalar carried unchanged.
 The architecture is a typed `PolicyNetConfig`; `default_policy_config(env_name, image)` gives the
 environment's preset one (envs.presets; Appendix C).
 """
-import dataclasses
 from typing import Optional
 
 from acme import specs
 from acme.agents.jax.impala import networks as impala_networks
 
-from agents.policy_net import (  # noqa: F401  (their home until the step left Acme)
+from agents.policy_net import (  # noqa: F401  (re-exported: the policy network's parts)
   DUMMY_CORE_STATE,
   INITS,
   PolicyNetConfig,
@@ -35,13 +34,6 @@ def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConf
     raise ValueError(f'the {env_name} preset\'s policy network has a {config.torso} torso, '
                      f'which does not fit {"image" if image else "vector"} observations')
   return config
-
-
-# What runs used before their config.json named the policy network (RunConfig.policy_network):
-# their checkpoints and --resume need it back. Sokoban's canvas was then 2H-1 (19x19).
-LEGACY_POLICY_DEFAULTS = {
-    'sokoban': dataclasses.replace(default_policy_config('sokoban', True), canvas_size=0),
-}
 
 
 def is_image_spec(env_spec: specs.EnvironmentSpec) -> bool:

@@ -44,8 +44,8 @@ def define_flags():
   flags.DEFINE_string('out', 'results/cluster_scaling.json', 'JSON output.')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOB = ['--env', 'cartpole', '--reward_free', '--mode', 'rae', '--env_steps_per_psi_update', '100',
-       '--max_steps', '100000000']
+JOB = ['--env', 'cartpole', '--reward_free', '--mode', 'rae',
+       '--precedence_env_steps_per_update', '100', '--max_steps', '100000000']
 
 
 def _rate(samples, key):

@@ -9,7 +9,7 @@ per update. Each setting is a
 (windows per sample, updates per sample) pair; the paper's recipe and ours are one sample of 16
 windows per update. Larger, rarer samples (several updates on one sample's pairs) trade pair
 freshness for reader cost; the JSON reports CPU seconds per update, the figure that decides how
-much of a 2-core machine the node takes at a given `--env_steps_per_psi_update`.
+much of a 2-core machine the node takes at a given `--precedence_env_steps_per_update`.
 
     python -m bench.precedence_bench --env sokoban --settings 16x1,16x4,64x4,64x8 \
         --out results/bench/precedence_sokoban.json

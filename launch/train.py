@@ -172,7 +172,7 @@ def main(argv):
   termination.stop_like_ctrl_c_on_termination()
   from launch.program import devices
   devices.keep_launcher_on_cpu()
-  from launch.runtime import lifecycle, run_state
+  from launch.runtime import lifecycle, run_config, run_state
   from launch.runtime.processes import RunFailed
   try:
     if not FLAGS.show_config:   # printing the configuration touches no run
@@ -180,8 +180,8 @@ def main(argv):
     elif FLAGS.resume and not FLAGS.run_dir:
       raise ValueError('--resume needs --run_dir (the run to continue)')
     if FLAGS.resume:
-      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir, keep=('resume', 'show_config', 'progress'),
-                                  added_later=run_flags.ADDED_LATER)
+      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir, keep=('resume', 'show_config', 'progress'))
+      saved = run_config.load(FLAGS.run_dir)   # one written by an earlier version: one line
     cfg = config_from_flags()
     check_launch_type_flags()
     if cfg.launch_type == 'cluster':
@@ -192,7 +192,7 @@ def main(argv):
     else:
       placement = devices.plan(cfg, devices.probe_host())   # a request it cannot meet: one line
     if FLAGS.resume:
-      lifecycle.check_resume(cfg)
+      lifecycle.check_resume(cfg, saved)
     elif not FLAGS.show_config:
       run_state.check_writable(cfg.run_dir)
   except ValueError as e:

@@ -22,7 +22,7 @@ def train_args(run_dir, max_steps: int) -> List[str]:
   """launch.train flags of the short run both tests make."""
   return ['--env', 'cartpole', '--reward_free', '--mode', 'rae', '--num_actors', '2',
           '--max_steps', str(max_steps), '--run_dir', str(run_dir),
-          '--env_steps_per_psi_update', '10']
+          '--precedence_env_steps_per_update', '10']
 
 
 def actors_stepped(run_dir) -> bool:

@@ -1,6 +1,6 @@
 """launch.train's command line is generated from the config schema: one flag per config field,
-its help the field's documentation, earlier flag names kept as aliases of the same field; each
-knob has one home (the per-environment numbers live in envs.presets only)."""
+its help the field's documentation; each knob has one home (the per-environment numbers live in
+envs.presets only)."""
 import ast
 import dataclasses
 import json
@@ -28,8 +28,7 @@ def test_every_flag_feeds_exactly_one_config_field():
   names = [ff.flag for ff in field_flags]
   assert len(names) == len(set(names))
   assert len({(ff.section, ff.field) for ff in field_flags}) == len(field_flags)
-  assert set(fv) == set(names) | set(run_flags.ALIASES)
-  assert set(run_flags.ALIASES.values()) <= set(names)
+  assert set(fv) == set(names)
   for ff in field_flags:
     section = next(s for s in run_flags.SECTIONS if s.name == ff.section)
     field = next(f for f in dataclasses.fields(section.cls) if f.name == ff.field)
@@ -43,38 +42,11 @@ def test_launch_train_defines_the_generated_flags_and_only_run_controls_besides(
   hand_written = {node.value.args[0].value for node in tree.body
                   if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
                   and getattr(node.value.func, 'attr', '').startswith('DEFINE')}
-  generated = {ff.flag for ff in run_flags.field_flags()} | set(run_flags.ALIASES)
+  generated = {ff.flag for ff in run_flags.field_flags()}
   assert hand_written and not hand_written & generated
   assert hand_written == {'reward_free', 'episode_steps', 'env_option', 'goal_mean_length',
                           'resume', 'cluster_description', 'cluster_start',
                           'vertex_requirements', 'show_config', 'progress'}
-
-
-def test_an_alias_and_its_field_given_differently_is_an_error():
-  fv = flags.FlagValues()
-  run_flags.define_flags(fv)
-  fv(['train', '--shield=replace', '--shield_mode=rejection'])
-  try:
-    run_flags.given(fv)
-  except ValueError as e:
-    assert 'reversibility.shield_mode given twice' in str(e)
-  else:
-    raise AssertionError('no error')
-
-
-def test_saved_earlier_names_feed_their_fields():
-  """What a run saved under the earlier names (flags.json) resumes as it was."""
-  fv = flags.FlagValues()
-  run_flags.define_flags(fv)
-  fv(['train', '--checkpoint_period_s=7'])
-  for name, value in {'shield': 'replace', 'psi_windows_per_sample': 16,
-                      'checkpoint_every_s': 300.0, 'window': 30}.items():
-    fv[name].value = value   # as lifecycle.apply_saved_flags sets them
-  given = run_flags.given(fv)
-  assert given['reversibility']['shield_mode'] == 'replace'
-  assert given['precedence']['window_batch'] == 16
-  assert given['estimator_train']['window'] == 30
-  assert given['']['checkpoint_period_s'] == 7   # given on this command line: it wins
 
 
 def _show_config(*args):
@@ -84,22 +56,20 @@ def _show_config(*args):
   return out
 
 
-def test_earlier_names_and_field_names_give_one_config():
-  old = _show_config('--env=turf', '--mode=rac', '--shield=replace', '--window=30',
-                     '--psi_learning_rate=0.003', '--psi_windows_per_sample=8',
-                     '--env_steps_per_psi_update=7', '--checkpoint_every_s=10')
-  new = _show_config('--env=turf', '--mode=rac', '--shield_mode=replace', '--estimator_window=30',
+def test_the_field_flags_give_the_config():
+  out = _show_config('--env=turf', '--mode=rac', '--shield_mode=replace', '--estimator_window=30',
                      '--estimator_learning_rate=0.003', '--precedence_window_batch=8',
                      '--precedence_env_steps_per_update=7', '--checkpoint_period_s=10')
-  assert old.returncode == 0 and new.returncode == 0, old.stderr[-2000:] + new.stderr[-2000:]
-  cfg = json.loads(new.stdout[new.stdout.index('{'):])
-  assert json.loads(old.stdout[old.stdout.index('{'):]) == cfg
+  assert out.returncode == 0, out.stderr[-2000:]
+  cfg = json.loads(out.stdout[out.stdout.index('{'):])
+  assert cfg['reversibility']['shield_mode'] == 'replace' and cfg['estimator_train']['window'] == 30
+  assert cfg['precedence']['window_batch'] == 8 and cfg['checkpoint_period_s'] == 10
   assert cfg['estimator_train']['phi_learning_rate'] == 0.003   # phi's follows psi's
   assert cfg['impala']['max_queue_size'] == 160                 # derived in ImpalaConfig
 
 
 def test_an_error_names_the_field_and_its_flag():
-  out = _show_config('--psi_min_windows=0')
+  out = _show_config('--precedence_min_windows=0')
   assert out.returncode == 2
   line = [l for l in out.stderr.splitlines() if l.startswith('error:')][0]
   assert line.startswith('error: precedence: min_windows must lie in [1, 20000]')
@@ -126,10 +96,6 @@ def _sets_preset_fields(value, fields) -> bool:
              for n in ast.walk(value))
 
 
-# Not defaults: what runs saved before config.json recorded their policy network used.
-HISTORY = {'agents/networks.py': 'LEGACY_POLICY_DEFAULTS'}
-
-
 def test_per_environment_settings_live_in_the_presets_only():
   """No module but envs.presets holds a table keyed by environment names whose entries are
   numbers or set a preset's fields (experiment scales are an experiment's settings, and say
@@ -150,7 +116,5 @@ def test_per_environment_settings_live_in_the_presets_only():
           if isinstance(node, ast.Dict) and any(
               isinstance(k, ast.Constant) and k.value in env_names and _sets_preset_fields(v, fields)
               for k, v in zip(node.keys, node.values)):
-            line = text.splitlines()[node.lineno - 1]
-            if HISTORY.get(rel, '\0') not in line:
-              offenders.append(f'{rel}:{node.lineno}')
+            offenders.append(f'{rel}:{node.lineno}')
   assert not offenders, offenders

@@ -38,7 +38,7 @@ def _no_run_left_behind():
 def _start(run_dir, max_steps, *extra):
   cmd = [sys.executable, '-m', 'launch.train', '--env', 'cartpole', '--reward_free', '--mode', 'rae',
          '--num_actors', '2', '--max_steps', str(max_steps), '--run_dir', str(run_dir),
-         '--env_steps_per_psi_update', '10', *extra]
+         '--precedence_env_steps_per_update', '10', *extra]
   proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
   _STARTED.append(proc)
@@ -103,7 +103,7 @@ def _session_empty_within(run_dir, seconds):
 
 def test_killed_actor_and_learner_are_restarted_and_the_run_completes(tmp_path):
   run_dir = tmp_path / 'run'
-  proc = _start(run_dir, 80_000, '--checkpoint_every_s', '3')
+  proc = _start(run_dir, 80_000, '--checkpoint_period_s', '3')
   _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 5000, 240, proc, 'first steps')
   actor_pid = _pid(run_dir, 'actor_0')
   os.kill(actor_pid, signal.SIGKILL)
@@ -209,7 +209,7 @@ def test_a_node_that_keeps_dying_stops_the_run_naming_it(tmp_path):
 def test_killed_replay_node_comes_back_from_its_checkpoint_and_the_run_completes(tmp_path):
   run_dir = tmp_path / 'run'
   period = 5
-  proc = _start(run_dir, 60_000, '--replay_checkpoint_every_s', str(period))
+  proc = _start(run_dir, 60_000, '--replay_checkpoint_period_s', str(period))
   _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 8000 and any(
       r['sizes'].get('precedence') for r in _replay_records(run_dir, 'checkpoint')),
       600, proc, 'first steps and a replay checkpoint with windows')
@@ -245,12 +245,13 @@ def test_killed_replay_node_comes_back_from_its_checkpoint_and_the_run_completes
 
 
 def test_stop_then_resume_restores_the_precedence_table(tmp_path):
-  """The precedence table needs --psi_min_windows windows before psi trains. After the resume it
-  trains before the actors could have written that many: it sampled the restored table."""
+  """The precedence table needs --precedence_min_windows windows before psi trains. After the
+  resume it trains before the actors could have written that many: it sampled the restored
+  table."""
   run_dir = tmp_path / 'run'
   min_windows = 2000
-  proc = _start(run_dir, 1_000_000, '--psi_min_windows', str(min_windows),
-                '--replay_checkpoint_every_s', '10')
+  proc = _start(run_dir, 1_000_000, '--precedence_min_windows', str(min_windows),
+                '--replay_checkpoint_period_s', '10')
   _wait(lambda: _counts(run_dir).get('precedence_steps', 0) > 20, 900, proc, 'psi training')
   proc.send_signal(signal.SIGTERM)
   stdout, stderr = proc.communicate(timeout=200)
@@ -285,7 +286,7 @@ def test_stop_then_resume_restores_the_precedence_table(tmp_path):
 
 def test_killed_counter_and_coordinator_are_restarted_and_the_run_completes(tmp_path):
   run_dir = tmp_path / 'run'
-  proc = _start(run_dir, 60_000, '--replay_checkpoint_every_s', '5')
+  proc = _start(run_dir, 60_000, '--replay_checkpoint_period_s', '5')
   _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 8000, 600, proc, 'first steps')
   saved_before = _counts(run_dir)   # counts.json: what a restarted counter starts from
   counter_pid = _pid(run_dir, 'counter')
@@ -318,7 +319,7 @@ def test_a_diverging_learner_stops_the_run_naming_its_step_and_last_finite_check
   run_dir = tmp_path / 'run'
   t0 = time.time()
   proc = _start(run_dir, 2_000_000, '--noreward_free', '--learning_rate', '10000',
-                '--checkpoint_every_s', '2')
+                '--checkpoint_period_s', '2')
   stdout, stderr = proc.communicate(timeout=600)
   assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]
   last = stderr.strip().splitlines()[-1]
@@ -339,7 +340,7 @@ def test_a_diverging_learner_stops_the_run_naming_its_step_and_last_finite_check
 @pytest.mark.parametrize('how', ['truncate', 'bitflip'])
 def test_a_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path, how):
   run_dir = tmp_path / 'run'
-  proc = _start(run_dir, 1_000_000, '--checkpoint_every_s', '2')
+  proc = _start(run_dir, 1_000_000, '--checkpoint_period_s', '2')
   _wait(lambda: len(checkpointing.checkpoint_files(str(run_dir / 'checkpoints' / 'learner'))) >= 2,
         300, proc, 'two learner checkpoints')
   proc.send_signal(signal.SIGTERM)

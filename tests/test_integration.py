@@ -32,7 +32,7 @@ def test_rae_program_end_to_end(tmp_path):
   run_dir = tmp_path / 'run'
   cmd = [sys.executable, '-m', 'launch.train', '--env', 'cartpole', '--reward_free', '--mode', 'rae',
          '--num_actors', '2', '--envs_per_actor', '2', '--max_steps', '30000', '--run_dir', str(run_dir),
-         '--env_steps_per_psi_update', '10', '--launch_type', 'local_mp']
+         '--precedence_env_steps_per_update', '10', '--launch_type', 'local_mp']
   proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
   # While it runs: every node listens on loopback only.

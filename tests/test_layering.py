@@ -505,9 +505,8 @@ def _config_classes(cls, path=''):
 
 def test_each_knob_has_one_home():
   """A run's every setting is one field of one config dataclass under RunConfig, and the
-  command line sets it through one generated flag (plus the earlier names run_flags.ALIASES
-  keeps, so saved runs resume). tests/test_config_schema.py checks the flags' help and that
-  the per-environment values live in envs.presets only."""
+  command line sets it through one generated flag. tests/test_config_schema.py checks the
+  flags' help and that the per-environment values live in envs.presets only."""
   from launch.program import run_flags
   from launch.program.config import RunConfig
   nested = list(_config_classes(RunConfig))
@@ -529,8 +528,6 @@ def test_each_knob_has_one_home():
     assert not [f.name for f in dataclasses.fields(s.cls)
                 if (s.name, f.name) in flag_of and f'{s.name}.{f.name}'.lstrip('.') in homes]
   # No flag name twice across the sections (a field name the sections share carries its
-  # section's prefix), and an earlier name is never today's name of another field.
+  # section's prefix).
   names = list(flag_of.values())
   assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
-  assert not set(run_flags.ALIASES) & set(names)
-  assert set(run_flags.ALIASES.values()) <= set(names)

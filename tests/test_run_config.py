@@ -1,5 +1,4 @@
 """launch.runtime.run_config: the one loader of a run's config.json."""
-import dataclasses
 import os
 
 import pytest
@@ -55,47 +54,25 @@ def test_a_moved_run_directory_names_itself(tmp_path):
   assert run_config.load(_write(tmp_path / 'moved', raw)).run_dir == str(tmp_path / 'moved')
 
 
-def test_sokoban_runs_saved_before_the_policy_network_was_recorded_keep_their_19x19_canvas(tmp_path):
-  from agents import networks as agent_nets
-  raw = lifecycle.jsonable(RunConfig(env='sokoban', run_dir=str(tmp_path / 'old'),
-                                     policy_network=agent_nets.default_policy_config('sokoban', True)))
-  del raw['policy_network']
-  old = run_config.load(_write(tmp_path / 'old', raw))
-  assert old.policy_network.canvas_size == 0 and old.policy_network.centre_on
-  assert agent_nets.default_policy_config('sokoban', True).canvas_size == 15   # today's runs differ
-  # Such a run resumes as what it was: its saved config, filled, equals the legacy config ...
-  lifecycle.check_resume(old)
-  # ... and a resume that would switch it to today's canvas is refused, naming the field.
-  with pytest.raises(ValueError, match='policy_network.canvas_size'):
-    lifecycle.check_resume(dataclasses.replace(old, policy_network=agent_nets.default_policy_config('sokoban', True)))
-  # Environments whose network did not change load with none recorded (their default).
-  raw = lifecycle.jsonable(RunConfig(env='cartpole', run_dir=str(tmp_path / 'cp')))
-  del raw['policy_network']
-  assert run_config.load(_write(tmp_path / 'cp', raw)).policy_network is None
-
-
 def test_networks_written_before_phi_encoder_keep_the_old_phi(tmp_path):
   raw = lifecycle.jsonable(RunConfig(run_dir=str(tmp_path / 'old')))
   del raw['estimator_network']['phi_encoder']
   assert run_config.load(_write(tmp_path / 'old', raw)).estimator_network.phi_encoder == 'full'
 
 
-def test_runs_saved_with_the_estimator_network_as_network_load_and_resume(tmp_path):
-  import pickle
-  cfg = RunConfig(env='sokoban', run_dir=str(tmp_path / 'old'),
-                  estimator_network=est_nets.default_estimator_config('sokoban'),
-                  policy_network=agent_networks.default_policy_config('sokoban', True))
-  raw = lifecycle.jsonable(cfg)
-  raw['network'] = raw.pop('estimator_network')   # config.json as older versions wrote it
-  old = run_config.load(_write(tmp_path / 'old', raw))
-  assert old == cfg and old.estimator_network.dropout == 0.1   # not the default network
-  lifecycle.check_resume(cfg)   # the saved config, in today's names, equals the resumed one
-  # A RunConfig pickled by an older version (a launch's program) unpickles in today's names.
-  older = object.__new__(RunConfig)
-  older.__dict__.update(cfg.__dict__)
-  older.__dict__['network'] = older.__dict__.pop('estimator_network')
-  assert pickle.loads(pickle.dumps(older)) == cfg
-  assert est_nets.NetworkConfig is est_nets.EstimatorNetConfig   # the class's earlier name
+@pytest.mark.parametrize('change, lacks', [
+    (lambda raw: raw.pop('policy_network'), 'policy_network'),
+    (lambda raw: raw.update(network=raw.pop('estimator_network')), 'estimator_network'),
+])
+def test_a_config_of_an_earlier_version_is_one_line_naming_what_it_lacks(tmp_path, change, lacks):
+  raw = lifecycle.jsonable(RunConfig(env='sokoban', run_dir=str(tmp_path / 'old'),
+                                     policy_network=agent_networks.default_policy_config('sokoban', True)))
+  change(raw)
+  with pytest.raises(run_config.ConfigError) as e:
+    run_config.load(_write(tmp_path / 'old', raw))
+  line = str(e.value)
+  assert '\n' not in line and f'config.json lacks {lacks}: ' in line
+  assert f'commit {run_config.EARLIER_FORMAT_READER} is the last that reads it' in line
 
 
 @pytest.mark.parametrize('case, make, words', [
@@ -104,7 +81,7 @@ def test_runs_saved_with_the_estimator_network_as_network_load_and_resume(tmp_pa
     ('not json', lambda d: (os.makedirs(d / 'j'), (d / 'j' / 'config.json').write_text('{'),
                             str(d / 'j'))[2], 'cannot read'),
     ('not a config', lambda d: _write(d / 'l', [1, 2]), 'not a run configuration'),
-    ('bad value', lambda d: _write(d / 'b', {'env': 'cartpole', 'num_actors': 0}),
+    ('bad value', lambda d: _write(d / 'b', {**lifecycle.jsonable(RunConfig()), 'num_actors': 0}),
      'not a usable run configuration'),
 ])
 def test_errors_are_one_line_config_errors(tmp_path, case, make, words):

@@ -307,37 +307,27 @@ def _refused_resume(run_dir, *flags) -> str:
   return r.stderr.strip().splitlines()[-1]
 
 
-def test_a_sokoban_run_saved_before_self_imitation_resumes_without_it(tmp_path):
-  """A run saved before the self-imitation option existed (no such flag in flags.json, no such
-  fields in config.json) resumes as it was made: self-imitation off, though today's Sokoban
-  preset turns it on. Asking for it on the command line is a change of what is learned."""
-  run_dir = _saved_run(tmp_path, '--env', 'sokoban', '--max_steps', '5000')
-  config = json.loads((run_dir / 'config.json').read_text())
-  assert config['impala']['self_imitation_updates'] == 1   # today's preset
-  for key in [k for k in config['impala'] if k.startswith('self_imitation')]:
-    del config['impala'][key]
-  del config['policy_network']   # nor this later field
-  config['network'] = config.pop('estimator_network')   # the estimator network's earlier name
-  (run_dir / 'config.json').write_text(json.dumps(config))
-  resumed = _resumed_config(run_dir)
-  assert resumed['impala']['self_imitation_updates'] == 0
-  assert resumed['estimator_network']['dropout'] == 0.1 and 'network' not in resumed
-  assert 'differs in impala.self_imitation_updates' in _refused_resume(
-      run_dir, '--self_imitation_updates', '1')
-
-
-def test_a_sokoban_run_saved_before_the_15x15_canvas_resumes_on_its_19x19_one(tmp_path):
-  """A run saved before config.json recorded the policy network (and before --canvas_size)
-  resumes on the canvas it was made with; today's runs record theirs and keep it."""
-  run_dir = _saved_run(tmp_path, '--env', 'sokoban', '--max_steps', '5000',
-                       '--self_imitation_updates', '1')   # only the canvas is older
-  config = json.loads((run_dir / 'config.json').read_text())
-  assert config['policy_network']['canvas_size'] == 15   # today's preset
-  del config['policy_network']
+def test_a_run_saved_by_an_earlier_version_is_refused_in_one_line(tmp_path):
+  """A run whose config.json lacks a network, or whose flags.json sets a flag this version does
+  not define, is not resumed: one line names what it lacks or sets and the last commit that
+  reads it. A flag it saved unset (null) is no obstacle."""
+  from launch.runtime import run_config
+  run_dir = _saved_run(tmp_path, '--max_steps', '5000')
+  good = (run_dir / 'config.json').read_text()
+  config = json.loads(good)
   config['network'] = config.pop('estimator_network')
   (run_dir / 'config.json').write_text(json.dumps(config))
-  assert _resumed_config(run_dir)['policy_network']['canvas_size'] == 0
-  assert 'differs in policy_network.canvas_size' in _refused_resume(run_dir, '--canvas_size', '15')
+  line = _refused_resume(run_dir, '--show_config')
+  assert line.startswith('error: ') and 'config.json lacks estimator_network: ' in line, line
+  assert f'commit {run_config.EARLIER_FORMAT_READER} is the last' in line
+  (run_dir / 'config.json').write_text(good)
+  flags = json.loads((run_dir / 'flags.json').read_text())
+  (run_dir / 'flags.json').write_text(json.dumps({**flags, 'window': None}))
+  assert _resumed_config(run_dir)['max_steps'] == 5000
+  (run_dir / 'flags.json').write_text(json.dumps({**flags, 'window': 30}))
+  line = _refused_resume(run_dir, '--show_config')
+  assert 'flags.json sets --window=30, which this version does not define' in line, line
+  assert f'commit {run_config.EARLIER_FORMAT_READER} is the last' in line
 
 
 def test_a_finished_run_that_lost_its_summary_gets_it_back_on_resume(tmp_path):

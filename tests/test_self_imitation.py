@@ -159,7 +159,7 @@ def test_resume_of_a_run_saved_before_self_imitation_existed(tmp_path):
   import json
 
   from launch.program import config as cfg_lib
-  from launch.runtime import lifecycle
+  from launch.runtime import lifecycle, run_config
 
   cfg = cfg_lib.RunConfig(env='sokoban', run_dir=str(tmp_path))
   lifecycle.write_config(cfg)
@@ -167,7 +167,8 @@ def test_resume_of_a_run_saved_before_self_imitation_existed(tmp_path):
   for key in [k for k in saved['impala'] if k.startswith('self_imitation')]:
     del saved['impala'][key]
   (tmp_path / 'config.json').write_text(json.dumps(saved))
-  lifecycle.check_resume(cfg)
+  saved = run_config.load(str(tmp_path))
+  lifecycle.check_resume(cfg, saved)
   on = dataclasses.replace(cfg, impala=dataclasses.replace(cfg.impala, self_imitation_updates=1))
   with pytest.raises(ValueError, match='impala.self_imitation_updates'):
-    lifecycle.check_resume(on)
+    lifecycle.check_resume(on, saved)

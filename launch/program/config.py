@@ -160,8 +160,7 @@ class RunConfig:
   impala: ImpalaConfig = ImpalaConfig()
   precedence: PrecedenceConfig = PrecedenceConfig()
   estimator_train: EstimatorTrainConfig = EstimatorTrainConfig()
-  # psi's and phi's network (config.json of runs from older versions: `network`,
-  # launch.runtime.run_config.with_legacy_fields).
+  # psi's and phi's network.
   estimator_network: EstimatorNetConfig = EstimatorNetConfig()
   # The policy network (IMPALA's policy and value heads); None: the environment's default
   # (agents.networks.default_policy_config). launch.train always records it.
@@ -243,14 +242,6 @@ class RunConfig:
       raise ValueError('max_node_failures must be >= 1 and node_failure_window_s > 0')
     if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):
       raise ValueError(f'estimator checkpoint not found: {self.estimator_checkpoint}')
-
-  def __setstate__(self, state):
-    # A RunConfig pickled by an older version (a launch's program, unpickled by a restarted
-    # node) holds the estimator network under its earlier name.
-    state = dict(state)
-    if 'network' in state:
-      state.setdefault('estimator_network', state.pop('network'))
-    self.__dict__.update(state)
 
   @property
   def learner_batch_sizes(self):

@@ -6,13 +6,8 @@ defaults to None, "not given": the run takes the preset's value. Any other flag 
 main job's value (`MAIN_JOB`), else the config class's default. A flag is named after its field;
 the fields of `precedence` (the online psi/phi learner node) and `estimator_train` (psi/phi
 optimisation) carry the prefixes `precedence_` and `estimator_`, as their names repeat IMPALA's
-(batch_size, learning_rate).
-
-The names the command line had before are aliases (`ALIASES`): each is a flag of its own that
-feeds the same field, so every existing command, README example and experiment argv keeps
-working, and a run's saved RUN_DIR/flags.json, which holds them, resumes as it was. A field takes
-the flag the command line gave (several names of one field given different values: an error),
-else the value a resumed run saved under an earlier name, else its flag's value.
+(batch_size, learning_rate). A field takes its flag's value: the one the command line gave, else
+a resumed run's saved one (RUN_DIR/flags.json), else the flag's default.
 """
 import dataclasses
 import re
@@ -56,31 +51,9 @@ SECTIONS = (
     Section('policy_network', PolicyNetConfig, only=('canvas_size',)),
 )
 
-# Earlier flag name -> the flag of the field it feeds.
-ALIASES = {
-    'checkpoint_every_s': 'checkpoint_period_s',
-    'replay_checkpoint_every_s': 'replay_checkpoint_period_s',
-    'shield': 'shield_mode',
-    'window': 'estimator_window',
-    'psi_learning_rate': 'estimator_learning_rate',   # phi's follows it (presets.estimator_train)
-    'psi_weight_decay': 'estimator_weight_decay',
-    'psi_batch_size': 'estimator_batch_size',
-    'pair_sampling': 'estimator_pair_sampling',
-    'phi_loss': 'estimator_phi_loss',
-    'env_steps_per_psi_update': 'precedence_env_steps_per_update',
-    'psi_windows_per_sample': 'precedence_window_batch',
-    'psi_min_windows': 'precedence_min_windows',
-    'psi_updates_per_sample': 'precedence_updates_per_sample',
-}
-
 # `python -m launch.train` with no flags is the main job: reward-free Cartpole, IMPALA + RAE,
 # until the pole is kept up (launch.train's docstring).
 MAIN_JOB = {'mode': 'rae', 'max_steps': 1_200_000}
-
-# Flags that did not exist when older runs were saved, with the value that reproduces such a run
-# on --resume: a Sokoban run saved before self-imitation existed resumes without it, not with
-# today's preset, and one saved before the 15x15 canvas on its 19x19 one (0: 2H-1).
-ADDED_LATER = {'self_imitation_updates': 0, 'canvas_size': 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,36 +113,21 @@ def default(ff: FieldFlag) -> Any:
 
 
 def define_flags(flag_values) -> None:
-  """Defines one flag per config field and one per alias on `flag_values`, as flags of the
-  module calling this (the entry module: its flags are what --help lists and flags.json saves)."""
-  by_flag = {}
+  """Defines one flag per config field on `flag_values`, as flags of the module calling this
+  (the entry module: its flags are what --help lists and flags.json saves)."""
   for ff in field_flags():
     value = default(ff)   # absl shows a default that is not None itself
     text = ('' if value is not None else ' (default: runs/<env>-<agent>-<mode>-<time>)'
             if ff.field == 'run_dir' else " (default: the environment's preset, envs.presets)")
-    _DEFINE[ff.kind](ff.flag, value, ff.help + text,
-                     flag_values=flag_values)
-    by_flag[ff.flag] = ff
-  for alias, target in ALIASES.items():
-    _DEFINE[by_flag[target].kind](alias, None, f'Another name of --{target}.',
-                                  flag_values=flag_values)
+    _DEFINE[ff.kind](ff.flag, value, ff.help + text, flag_values=flag_values)
 
 
 def given(flag_values) -> Dict[str, Dict[str, Any]]:
-  """{section: {field: value}} of every field the command line sets: the flag given on it (two
-  names of one field given different values: ValueError, one line), else the value a resumed
-  run saved under an earlier name, else the flag's value (its default, or the resumed run's);
-  a field whose value is None is left to the environment's preset."""
+  """{section: {field: value}} of every field whose flag has a value (given, a resumed run's or
+  its default); a field whose value is None is left to the environment's preset."""
   out: Dict[str, Dict[str, Any]] = {s.name: {} for s in SECTIONS}
   for ff in field_flags():
-    aliases = [alias for alias, target in ALIASES.items() if target == ff.flag]
-    present = {n: flag_values[n].value for n in [ff.flag] + aliases if flag_values[n].present}
-    if len(set(map(repr, present.values()))) > 1:
-      raise ValueError(f'{ff.section or "run"}.{ff.field} given twice: '
-                       + ', '.join(f'--{n}={v}' for n, v in present.items()))
-    values = (list(present.values()) + [flag_values[n].value for n in aliases]
-              + [flag_values[ff.flag].value])
-    value = next((v for v in values if v is not None), None)
+    value = flag_values[ff.flag].value
     if value is not None:
       out[ff.section][ff.field] = value
   return out

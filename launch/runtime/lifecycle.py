@@ -37,37 +37,29 @@ def saved_flags(run_dir: str) -> Dict[str, Any]:
   return saved
 
 
-def apply_saved_flags(flag_values, run_dir: str, keep: Iterable[str] = ('resume',),
-                      added_later: Optional[Dict[str, Any]] = None) -> None:
+def apply_saved_flags(flag_values, run_dir: str, keep: Iterable[str] = ('resume',)) -> None:
   """--resume: the saved run's flags become the defaults of `flag_values` (the entry module's
-  FlagValues); flags given on this command line, and those in `keep`, win. `added_later`: flags
-  that did not exist when older runs were saved, each with the value that reproduces such a run
-  (the option off), which it then takes instead of today's preset."""
+  FlagValues); flags given on this command line, and those in `keep`, win. A saved flag this
+  version does not define, set to a value, is ValueError (one line): the run was saved by an
+  earlier version."""
   saved = saved_flags(run_dir)
-  for name, value in {**(added_later or {}), **saved}.items():
+  unknown = [f'--{n}={v}' for n, v in saved.items() if n not in flag_values and v is not None]
+  if unknown:
+    raise ValueError(run_config.earlier_format(
+        f'{os.path.join(run_dir, run_state.FLAGS_FILE)} sets {", ".join(unknown)}, which this '
+        'version does not define'))
+  for name, value in saved.items():
     if name in flag_values and not flag_values[name].present and name not in keep:
       flag_values[name].value = value
 
 
-def with_added_defaults(saved: Dict[str, Any], cfg) -> Dict[str, Any]:
-  """`saved` (a config.json) with the fields its nested configs gained since it was written at
-  their defaults: a run made before an option existed resumes as what it was, the option off."""
-  saved = run_config.with_legacy_fields(dict(saved))
-  for field in dataclasses.fields(cfg):
-    value = getattr(cfg, field.name)
-    if dataclasses.is_dataclass(value) and isinstance(saved.get(field.name), dict):
-      try:
-        defaults = jsonable(type(value)())
-      except TypeError:   # a config with required fields: nothing to fill from
-        continue
-      saved[field.name] = {**defaults, **saved[field.name]}
-  return saved
-
-
-def check_resume(cfg, allowed: str = None) -> None:
-  """Refuses a resume whose configuration changes what is learned (ValueError, one line)."""
-  saved = with_added_defaults(run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG)), cfg)
-  diff = run_state.config_differences(saved, jsonable(cfg))
+def check_resume(cfg, saved=None, allowed: str = None) -> None:
+  """Refuses a resume whose configuration changes what is learned (ValueError, one line).
+  `saved`: the run's configuration as its loader reads it (launch.runtime.run_config: a field
+  config.json lacks at its default); None: config.json as written."""
+  if saved is None:
+    saved = run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG))
+  diff = run_state.config_differences(jsonable(saved), jsonable(cfg))
   if diff:
     allowed = allowed or ', '.join(run_state.RESUMABLE_CHANGES[:-1])
     raise ValueError(f'cannot resume {cfg.run_dir}: the configuration differs in {", ".join(diff)} '

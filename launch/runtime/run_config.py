@@ -2,9 +2,11 @@
 
 config.json is `lifecycle.jsonable(cfg)`: the RunConfig and its nested configs as plain JSON.
 Loading rebuilds every nested dataclass from its type hints (lists back to tuples), ignores
-fields this version does not know (a config.json from another version), takes a missing
-field's default, and validates like a launch does. EstimatorNetConfig keeps its own from_dict
-(configs written before `phi_encoder` existed). Errors are ConfigError, one line.
+fields this version does not know, gives a field it lacks its default (a field comes with the
+default that reproduces the runs made before it), and validates like a launch does.
+EstimatorNetConfig keeps its own from_dict. A config.json without the two networks (`REQUIRED`)
+was written by a version this one does not read: the error names what it lacks and the last
+commit that reads it. Errors are ConfigError, one line.
 """
 import dataclasses
 import os
@@ -16,6 +18,20 @@ from launch.runtime import run_state
 
 class ConfigError(ValueError):
   """A one-line reason a run's configuration cannot be read."""
+
+
+# Fields a config.json must hold: their defaults are not what the runs saved without them used.
+REQUIRED = ('estimator_network', 'policy_network')
+# The last commit that reads runs saved before launch.train recorded both networks (their
+# estimator network under `network`, Sokoban's policy on the 19x19 canvas) or with the flags'
+# earlier names in flags.json (scripts/convert_runs.py converts such a config.json).
+EARLIER_FORMAT_READER = '89d045109f'
+
+
+def earlier_format(what: str) -> str:
+  """The one-line reason a run saved by an earlier version is not read: `what` it holds or lacks."""
+  return (f'{what}: the run was saved by an earlier version; commit {EARLIER_FORMAT_READER} is '
+          'the last that reads it')
 
 
 def read(run_dir: str) -> Dict[str, Any]:
@@ -54,30 +70,19 @@ def _build(kind, value):
   return value
 
 
-def with_legacy_fields(raw: Dict[str, Any]) -> Dict[str, Any]:
-  """config.json's dict in today's names, with the fields its version did not write set to what
-  that run used where today's default differs: the estimator network under its earlier name
-  (`network`), the policy network (Sokoban's canvas was then 19x19)."""
-  if 'network' in raw and 'estimator_network' not in raw:
-    raw = {('estimator_network' if k == 'network' else k): v for k, v in raw.items()}
-  if 'policy_network' in raw:
-    return raw
-  from agents import networks as agent_networks  # pylint: disable=g-import-not-at-top
-  legacy = agent_networks.LEGACY_POLICY_DEFAULTS.get(raw.get('env'))
-  return dict(raw, policy_network=dataclasses.asdict(legacy) if legacy else None)
-
-
 def from_dict(raw: Dict[str, Any], run_dir: str = None):
   """A RunConfig from config.json's dict; `run_dir` (where it was read) replaces the recorded
   one, so a run directory that was moved still names itself."""
   from launch.program.config import RunConfig  # pylint: disable=g-import-not-at-top
-  raw = with_legacy_fields(raw)
+  where = f'{run_dir}/{run_state.CONFIG}' if run_dir else run_state.CONFIG
+  missing = [k for k in REQUIRED if k not in raw]
+  if missing:
+    raise ConfigError(earlier_format(f'{where} lacks {", ".join(missing)}'))
   if run_dir is not None:
     raw = dict(raw, run_dir=os.path.abspath(run_dir))
   try:
     return _build(RunConfig, raw)
   except (TypeError, ValueError, KeyError) as e:
-    where = f'{run_dir}/{run_state.CONFIG}' if run_dir else run_state.CONFIG
     raise ConfigError(f'{where} is not a usable run configuration ({e})') from None
 
 
