@@ -175,8 +175,9 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tmp_path, how,
   assert checkpointing.read_header(str(tmp_path))['steps'] == 5
 
 
-def test_a_checkpoint_saved_before_several_were_kept_still_restores(tmp_path):
-  # The old layout: one DIR/state.npz, format /1, no checksum.
+def test_a_checkpoint_of_an_earlier_version_is_one_line_naming_the_last_commit_that_reads_it(
+    tmp_path):
+  # The earlier layout: one DIR/state.npz, format /1, no checksum.
   checkpointing.save_state(str(tmp_path), _adam_state(7), 70)
   (path,) = checkpointing.checkpoint_files(str(tmp_path))
   with np.load(path) as z:
@@ -187,13 +188,14 @@ def test_a_checkpoint_saved_before_several_were_kept_still_restores(tmp_path):
   arrays['__header__'] = np.frombuffer(json.dumps(header).encode(), np.uint8)
   os.remove(path)
   np.savez(tmp_path / 'state.npz', **arrays)
-  state, steps = checkpointing.load_state(str(tmp_path), _adam_state(0))
-  assert steps == 70 and float(state[0]['linear']['w'][0, 0]) == 7.0
-  # New checkpoints are numbered beside it; the old file goes when more than K are kept.
-  for steps in (80, 90, 100):
-    checkpointing.save_state(str(tmp_path), _adam_state(1), steps)
-  assert not (tmp_path / 'state.npz').exists()
-  assert checkpointing.read_header(str(tmp_path))['steps'] == 100
+  with pytest.raises(checkpointing.CheckpointError) as e:
+    checkpointing.load_state(str(tmp_path), _adam_state(0))
+  assert '\n' not in str(e.value) and 'holds only state.npz' in str(e.value)
+  assert f'commit {checkpointing.EARLIER_FORMAT_READER} is the last that reads it' in str(e.value)
+  # The same file under today's name is not of today's format.
+  os.rename(tmp_path / 'state.npz', path)
+  with pytest.raises(checkpointing.CheckpointError, match='not a learner checkpoint of format'):
+    checkpointing.load_state(str(tmp_path), _adam_state(0))
 
 
 def test_a_learner_never_checkpoints_a_non_finite_state(tmp_path):

@@ -9,8 +9,9 @@ detected.
 Files: DIR/state-<steps>.npz, the last `keep` of them (default 3), each written to a temporary
 file and renamed, so a crash mid-save keeps the last good checkpoint. A restore takes the newest
 one that reads whole and matches its checksum, saying in one line which it skipped and why: a
-truncated or bit-flipped newest file costs one checkpoint period, not the run. Runs saved before
-(one DIR/state.npz, no checksum) restore from that file.
+truncated or bit-flipped newest file costs one checkpoint period, not the run. A directory with
+only the single checkpoint file of an earlier version (DIR/state.npz, no checksum) is a
+CheckpointError naming the last commit that reads it.
 """
 import contextlib
 import hashlib
@@ -31,9 +32,11 @@ from envs import paths
 from estimators.updates import DivergenceError
 
 FORMAT = 'noturningback-learner-state/2'      # /2: the header holds the leaves' SHA-256
-FORMATS = ('noturningback-learner-state/1', FORMAT)
-LEGACY_FILE = 'state.npz'   # a run's only checkpoint before several were kept
 KEEP = 3
+# A learner's one checkpoint file before several were kept (format /1), and the last commit
+# that reads it.
+EARLIER_FILE = 'state.npz'
+EARLIER_FORMAT_READER = '14cbcead63'
 _HEADER = '__header__'
 _NAME = re.compile(r'^state-(\d{12})\.npz$')
 
@@ -59,14 +62,12 @@ def all_finite(state: Any) -> bool:
 
 
 def checkpoint_files(directory: str) -> List[str]:
-  """DIR's checkpoints, newest first (a legacy state.npz, older than any numbered one, last)."""
+  """DIR's checkpoints, newest first."""
   try:
     names = os.listdir(directory)
   except FileNotFoundError:
     return []
-  numbered = sorted((n for n in names if _NAME.match(n)), reverse=True)
-  legacy = [LEGACY_FILE] if LEGACY_FILE in names else []
-  return [os.path.join(directory, n) for n in numbered + legacy]
+  return [os.path.join(directory, n) for n in sorted(filter(_NAME.match, names), reverse=True)]
 
 
 def save_state(directory: str, state: Any, steps: int, keep: int = KEEP) -> str:
@@ -95,14 +96,14 @@ def _read(path: str) -> Tuple[dict, Optional[List[np.ndarray]]]:
   try:
     with np.load(path, allow_pickle=False) as z:
       header = json.loads(bytes(z[_HEADER]).decode())
-      if header.get('format') not in FORMATS:
+      if header.get('format') != FORMAT:
         raise CheckpointError(f'{path} is not a learner checkpoint of format {FORMAT}')
       leaves = [z[f'leaf_{i}'] for i in range(len(header['shapes']))]
   except CheckpointError:
     raise
   except Exception as e:  # zip (CRC included), JSON and key errors all mean the same thing here
     raise CorruptCheckpoint(f'learner checkpoint {path} is corrupt ({type(e).__name__})') from e
-  if 'sha256' in header and _digest(leaves) != header['sha256']:
+  if _digest(leaves) != header.get('sha256'):
     raise CorruptCheckpoint(f'learner checkpoint {path} is corrupt (checksum mismatch)')
   return header, leaves
 
@@ -120,6 +121,10 @@ def _newest_valid(directory: str, set_aside: bool = False
   `set_aside`: a skipped file is renamed to *.corrupt (kept to look at, no longer counted), so
   that a learner restored from an older one does not meet it again, nor keep it as a newest."""
   files = checkpoint_files(directory)
+  if not files and os.path.exists(os.path.join(directory, EARLIER_FILE)):
+    raise CheckpointError(f'{directory} holds only {EARLIER_FILE}, the learner checkpoint of an '
+                          f'earlier version; commit {EARLIER_FORMAT_READER} is the last that '
+                          'reads it')
   skipped = []
   for path in files:
     try:
