@@ -226,12 +226,6 @@ def test_the_layout_builds_the_agent_through_the_builder():
   assert not {'optax', 'haiku'} & _external_imports(MODULES[layout])
 
 
-def test_only_old_pickles_use_launch_program_build():
-  # launch.program.build holds the names that programs pickled before the builder / layout
-  # split refer to; new code names the layout and the builder.
-  assert [m for m, targets in GRAPH.items() if 'launch.program.build' in targets] == []
-
-
 def test_launch_subpackages_do_not_import_entry_modules():
   entries = _launch_entry_modules()
   assert {'launch.train', 'launch.collect', 'launch.experiment'} <= entries
