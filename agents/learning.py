@@ -54,9 +54,6 @@ def merged_lag(lags: Sequence[dict]) -> dict:
           'policy_lag_max': max(lag['policy_lag_max'] for lag in lags)}
 
 
-TrainingState = impala_step.TrainingState   # (defined beside the update; its home before)
-
-
 class IMPALALearner(acme.Learner):
 
   def __init__(self, networks: impala_networks.IMPALANetworks, iterator: Iterator[reverb.ReplaySample],
@@ -159,8 +156,8 @@ class IMPALALearner(acme.Learner):
     return [np.float32(self._updates) if name == POLICY_VERSION else params
             for name in (names or ['policy'])]
 
-  def save(self) -> TrainingState:
+  def save(self) -> impala_step.TrainingState:
     return self._state
 
-  def restore(self, state: TrainingState):
+  def restore(self, state: impala_step.TrainingState):
     self._state = self._update.place(state)

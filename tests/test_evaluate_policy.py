@@ -18,7 +18,7 @@ import optax
 import pytest
 from acme.utils import loggers
 
-from agents import learning
+from agents import impala_step, learning
 from agents import networks as agent_networks
 from agents.acting import ReversibilityConfig
 from envs import oracle, sokoban
@@ -84,7 +84,7 @@ def _always(state, action, bias=50.0):
   head['b'] = np.zeros_like(head['b'])
   head['b'][action] = bias
   params['policy_value/policy'] = head
-  return learning.TrainingState(params, state.opt_state)
+  return impala_step.TrainingState(params, state.opt_state)
 
 
 def _write_run(run_dir, cfg, state=None):
@@ -187,7 +187,7 @@ def test_sampled_policy_follows_the_logits(runs):
 
 def test_checkpoint_of_another_network_is_refused(runs, tmp_path):
   cfg = _config(tmp_path / 'other')
-  run = _write_run(tmp_path / 'other', cfg, learning.TrainingState({'w': np.zeros(3)}, ()))
+  run = _write_run(tmp_path / 'other', cfg, impala_step.TrainingState({'w': np.zeros(3)}, ()))
   with pytest.raises(checkpointing.CheckpointError, match='does not fit'):
     ev.evaluate(run, 'default', num_levels=1)
 

@@ -75,7 +75,7 @@ def load_policy(cfg, run_dir: str):
   """(networks, params, checkpoint steps, observation shape) of the run's learner checkpoint."""
   import jax
 
-  from agents import learning
+  from agents import impala_step
   from agents import networks as agent_networks
   from launch.program import builder, checkpointing
   try:
@@ -85,7 +85,7 @@ def load_policy(cfg, run_dir: str):
   networks = builder.policy_networks(cfg, spec)
   # The template only fixes structure and shapes; the values are replaced by the checkpoint's.
   params = networks.unroll_init_fn(jax.random.PRNGKey(0), agent_networks.DUMMY_CORE_STATE)
-  template = learning.TrainingState(params, builder.make_optimizer(cfg.impala).init(params))
+  template = impala_step.TrainingState(params, builder.make_optimizer(cfg.impala).init(params))
   state, steps = checkpointing.load_state(learner_checkpoint_dir(run_dir), template)
   return networks, state.params, steps, tuple(spec.observations.shape)
 
