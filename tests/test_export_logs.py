@@ -197,11 +197,13 @@ def test_each_exported_row_records_the_episodes_it_stands_for(tmp_path):
   export_logs.export_run(run, out, ['actor_steps'], ['learner_steps'], actor_every=4,
                          replace=True)
   assert run_export.episode_weights(exported, 20) == [3] * 10 + [4] * 10
-  # A record from before the weights (rows only) counts its rows once each; one whose weights
-  # do not cover its rows is refused, naming the file.
+  # A record without the weights (an earlier version's), or whose weights do not cover its
+  # rows, is refused in one line naming the file.
   with open(os.path.join(out, 'logs', 'actor_0', run_export.THINNED), 'w') as f:
     json.dump({'rows': 3}, f)
-  assert run_export.episode_weights(exported, 4) == [1, 1, 1, 1]
+  with pytest.raises(ValueError, match='thinned.json lacks the episodes each thinned row') as e:
+    run_export.episode_weights(exported, 4)
+  assert f'commit {run_export.EARLIER_FORMAT_READER} is the last that reads it' in str(e.value)
   with open(os.path.join(out, 'logs', 'actor_0', run_export.THINNED), 'w') as f:
     json.dump({'rows': 3, 'episodes': [[2, 4]]}, f)
   with pytest.raises(ValueError, match='thinned.json: its episode weights cover 2 rows, not the 3'):

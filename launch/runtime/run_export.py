@@ -27,6 +27,7 @@ EXPORT_SUBDIR = 'csv'
 # Beside a logs.csv: {"rows": N, "episodes": [[count, per_row], ...]}: its first N rows are
 # thinned, and the run-length pairs say how many logged episodes each of them stands for.
 THINNED = 'thinned.json'
+EARLIER_FORMAT_READER = '08cf5a1fe9'   # the last commit that reads a record without the weights
 CHECKPOINTS = 'checkpoints'
 CHECKPOINT_PATTERN = 'state-*.npz'
 
@@ -39,17 +40,19 @@ def thinned_rows(log_path: str) -> int:
 
 def episode_weights(log_path: str, num_rows: int) -> List[int]:
   """How many logged episodes each of the first `num_rows` data rows of `log_path` stands for: as
-  recorded for the rows an export thinned, 1 for the rows after them. A record written before the
-  weights were (rows only) gives 1 for its rows too: the factor it was thinned by is unknown."""
+  recorded for the rows an export thinned, 1 for the rows after them. A record without the
+  weights (an earlier version's) is ValueError, one line."""
   path = os.path.join(os.path.dirname(log_path), THINNED)
   record = run_state.read_json(path, {}) or {}
   rows = int(record.get('rows', 0))
-  weights = [1] * rows
-  if record.get('episodes') is not None:
-    weights = [int(per_row) for count, per_row in record['episodes'] for _ in range(int(count))]
-    if len(weights) != rows:
-      raise ValueError(f'{path}: its episode weights cover {len(weights)} rows, not the {rows} '
-                       'it records')
+  if rows and record.get('episodes') is None:
+    raise ValueError(f'{path} lacks the episodes each thinned row stands for (an export of an '
+                     f'earlier version); commit {EARLIER_FORMAT_READER} is the last that reads it')
+  weights = [int(per_row) for count, per_row in record.get('episodes') or []
+             for _ in range(int(count))]
+  if len(weights) != rows:
+    raise ValueError(f'{path}: its episode weights cover {len(weights)} rows, not the {rows} '
+                     'it records')
   return (weights + [1] * max(num_rows - len(weights), 0))[:num_rows]
 
 
