@@ -48,8 +48,8 @@ def environment_spec(cfg: RunConfig) -> specs.EnvironmentSpec:
 
 
 def actor_seeds(cfg: RunConfig, actor_id: int) -> List[int]:
-  """Seeds of an actor's environments (and of their action keys): distinct across the run and,
-  with one environment per actor, those of earlier versions (seed * 1000 + actor_id + 1)."""
+  """Seeds of an actor's environments (and of their action keys), distinct across the run:
+  seed * 1000 + actor_id * K + i + 1 for its K environments."""
   k = cfg.envs_per_actor
   return [cfg.seed * 1000 + actor_id * k + i + 1 for i in range(k)]
 
