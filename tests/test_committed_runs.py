@@ -23,7 +23,8 @@ PSI = os.path.join(ROOT, 'results', 'sokoban_30m', 'psi.ckpt')
 
 def _committed_configs():
   out = subprocess.run(['git', 'ls-files', 'results'], cwd=ROOT, capture_output=True, text=True)
-  return sorted(os.path.dirname(p) for p in out.stdout.split() if os.path.basename(p) == 'config.json')
+  return sorted(os.path.dirname(p) for p in out.stdout.split()
+                if os.path.basename(p) == 'config.json')
 
 
 @pytest.fixture(scope='module')

@@ -65,8 +65,9 @@ def test_networks_written_before_phi_encoder_keep_the_old_phi(tmp_path):
     (lambda raw: raw.update(network=raw.pop('estimator_network')), 'estimator_network'),
 ])
 def test_a_config_of_an_earlier_version_is_one_line_naming_what_it_lacks(tmp_path, change, lacks):
+  policy = agent_networks.default_policy_config('sokoban', True)
   raw = lifecycle.jsonable(RunConfig(env='sokoban', run_dir=str(tmp_path / 'old'),
-                                     policy_network=agent_networks.default_policy_config('sokoban', True)))
+                                     policy_network=policy))
   change(raw)
   with pytest.raises(run_config.ConfigError) as e:
     run_config.load(_write(tmp_path / 'old', raw))
