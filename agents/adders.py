@@ -177,25 +177,6 @@ def item_due(count: int, length: int, period: int) -> bool:
   return count == length or (count > length and (count - length) % period == 0)
 
 
-class SequenceCutter:
-  """One environment's rows -> IMPALA sequences in memory, by the rule the writer's items
-  follow (length T every T - 1 rows of the stream): `add` returns a sequence when one is due.
-  For `launch.experiments.single_process`, which trains without Reverb."""
-
-  def __init__(self, length: int):
-    self._length = length
-    self._rows = []
-    self._count = 0
-
-  def add(self, row):
-    self._rows.append(row)
-    self._count += 1
-    del self._rows[:-self._length]
-    if item_due(self._count, self._length, self._length - 1):
-      return list(self._rows)
-    return None
-
-
 # What `TrajectoryAdder.add` accepts as extras: the IMPALA extras ('logits' its own column, the
 # others packed into 'steps').
 _EXTRAS = frozenset(IMPALA_EXTRAS)

@@ -27,28 +27,6 @@ def test_self_imitation_loss_only_counts_steps_whose_return_beat_the_value():
   assert float(metrics['sil_positive_fraction']) == 0.5
 
 
-def test_best_episodes_keeps_the_highest_returns_and_samples_their_steps():
-  buffer = self_imitation.BestEpisodes(capacity=2, discount=1.0, seed=0)
-  for total, tag in ((1.0, 10), (5.0, 20), (3.0, 30), (0.0, 40)):
-    buffer.add(np.full((2, 1), tag), np.array([tag, tag]), np.array([total, 0.0]), terminated=True)
-  # A truncated episode's future is unknown, so it is refused however good it looks.
-  assert not buffer.add(np.zeros((1, 1)), np.array([0]), np.array([100.0]), terminated=False)
-  assert sorted(buffer.totals) == [3.0, 5.0]
-  obs, actions, returns = buffer.sample(200)
-  assert set(actions.tolist()) == {20, 30}
-  assert np.all(obs[:, 0] == actions)
-  # Returns-to-go travel with their steps: the first step holds the whole return, the second 0.
-  assert set(zip(actions.tolist(), returns.tolist())) <= {(20, 5.0), (20, 0.0), (30, 3.0),
-                                                          (30, 0.0)}
-
-
-def test_best_episodes_refuses_bad_capacity_and_empty_sampling():
-  with pytest.raises(ValueError, match='capacity'):
-    self_imitation.BestEpisodes(0, 0.99)
-  with pytest.raises(ValueError, match='empty'):
-    self_imitation.BestEpisodes(1, 0.99).sample(1)
-
-
 def test_learner_imitation_raises_the_good_action_and_leaves_bad_steps_alone():
   """The real Sokoban network and optimiser: steps whose return beats V make their action more
   likely; the same steps with a return far below V change nothing."""

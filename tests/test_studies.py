@@ -119,22 +119,86 @@ def test_psi_ablation_steps_and_list(capsys):
 def test_single_process_flags():
   args = single_process.parse_args(['--level', '7', '--init', 'lecun', '--padding',
                                     'VALID,VALID,SAME', '--reuse', '1', '--nocentre_on_agent',
-                                    '--normalize_advantages'])
+                                    '--normalize_advantages', '--envs', '4'])
   assert args.padding == ['VALID', 'VALID', 'SAME'] and args.reuse == 1
   assert args.centre_on_agent is False and args.normalize_advantages is True
   assert single_process.parse_args([]).centre_on_agent is None
   with pytest.raises(SystemExit):
     single_process.parse_args(['--envs', '0'])
+  # The run it makes in one process: the Sokoban preset, a queue read in batches of K.
+  cfg = single_process.run_config(args)
+  assert cfg.env_options == {'level_index': 7} and cfg.envs_per_actor == 4
+  assert cfg.impala.batch_size == 4 and not cfg.impala.uses_replay
+  assert cfg.policy_network.init == 'lecun' and cfg.policy_network.centre_on == ()
+  assert cfg.policy_network.conv_paddings == ('VALID', 'VALID', 'SAME')
+  assert single_process.run_config(single_process.parse_args([])).policy_network.centre_on
 
 
-@pytest.mark.slow
-def test_single_process_trains_a_few_batches(tmp_path):
-  out = str(tmp_path / 'sp.json')
-  single_process.main(['--level', '7', '--envs', '2', '--steps', '80', '--log_every', '40',
-                       '--reuse', '1', '--out', out])
-  with open(out) as f:
-    result = json.load(f)
-  assert [r['env_steps'] for r in result['records']] == [40, 80]
+def _sequences(batch):
+  """A batch (agents.adders.unpack_impala of B items) as its B sequences."""
+  return [type(batch)(*(None if field is None else
+                        {k: v[i] for k, v in field.items()} if isinstance(field, dict) else
+                        field[i] for field in batch)) for i in range(len(batch.action))]
+
+
+def test_single_process_trains_on_the_sequences_a_run_s_actor_writes(tmp_path, monkeypatch):
+  """The one-process IMPALA's learner trains, batch after batch, on the sequences that a run's
+  Reverb-backed actor (launch.program.builder.make_actor, into the run's tables) writes on the
+  same seeds: the same cuts, fillers and episode starts, through the real loop and adders. A
+  learning rate too small to move a float32 parameter keeps both acting with one policy."""
+  import jax
+  import reverb
+  from acme.utils import counting, loggers
+
+  from agents import adders, learning
+  from launch.program import builder
+
+  trained = []
+  impala_batches = builder.impala_batches
+
+  def observed(replay, batch_size):   # what the learner reads, seen on its way
+    for batch in impala_batches(replay, batch_size):
+      trained.extend(_sequences(batch.data))
+      yield batch
+
+  monkeypatch.setattr(builder, 'impala_batches', observed)
+  out = tmp_path / 'sp.json'
+  argv = ['--level', '7', '--envs', '2', '--steps', '300', '--reuse', '2', '--log_every', '100',
+          '--learning_rate', '1e-30', '--channels', '4,4,4', '--hidden', '16', '--out', str(out)]
+  single_process.main(argv)
+  result = json.loads(out.read_text())
+  # Both rooms' first episodes end at the 120-step limit; records follow the episode ends.
+  assert [r['env_steps'] for r in result['records']] == [120, 240]
+  assert result['records'][-1]['steps'] == 12   # 6 batches of 2 sequences, each trained twice
+
+  cfg = single_process.run_config(single_process.parse_args(argv))
+  spec = builder.environment_spec(cfg)
+  initial = learning.IMPALALearner(builder.policy_networks(cfg, spec), iter(()),
+                                   builder.make_optimizer(cfg.impala),
+                                   jax.random.PRNGKey(cfg.seed))   # the study's, before training
+  server = reverb.Server(builder.make_tables(cfg))
+  try:
+    replay = reverb.Client(f'localhost:{server.port}')
+    builder.make_actor(cfg, 0, replay, initial, None, counting.Counter(),
+                       loggers.NoOpLogger()).run(num_steps=300)
+    n = replay.server_info()[adders.IMPALA_TABLE].current_size
+    written = [adders.unpack_impala(s.data) for s in replay.sample(
+        adders.IMPALA_TABLE, num_samples=n, emit_timesteps=False, unpack_as_table_signature=True)]
+  finally:
+    server.stop()
+
+  # The actor's writers race each other into the queue, so its items are matched by content.
+  key = lambda seq: tuple(np.asarray(x).tobytes() for x in (  # noqa: E731
+      seq.observation, seq.action, seq.reward, seq.discount, seq.start_of_episode))
+  by_key = {}
+  for seq in written:
+    by_key.setdefault(key(seq), []).append(seq)
+  assert len(trained) >= 12 and any(seq.start_of_episode[1:].any() for seq in trained)
+  for seq in trained:
+    twin = by_key[key(seq)].pop()
+    np.testing.assert_allclose(seq.extras['logits'], twin.extras['logits'], rtol=1e-6)
+  # Left over: the sequences of the batch not yet full when the run ended.
+  assert 0 <= len(written) - len(trained) < 2 * cfg.impala.batch_size
 
 
 def test_turf_coverage_counts_clean_steps(tmp_path):

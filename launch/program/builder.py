@@ -4,7 +4,7 @@ precedence learner and actor built from them (Acme's builder). Where each part r
 replay client, variable sources, counter and logger it is handed, is the layout's business
 (launch.program.layout); nothing here knows of Launchpad, nodes or the run directory."""
 import time
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import dm_env
 import numpy as np
@@ -119,24 +119,30 @@ def make_self_imitation_table(max_steps: int, signature) -> reverb.Table:
       rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
 
 
-def make_adder(cfg: RunConfig, replay: reverb.Client) -> adders.TrajectoryAdder:
-  """One environment's writes: IMPALA unrolls and/or precedence windows, from one writer."""
+def make_adder(cfg: RunConfig, replay: reverb.Client,
+               max_in_flight_items: Optional[int] = None) -> adders.TrajectoryAdder:
+  """One environment's writes: IMPALA unrolls and/or precedence windows, from one writer.
+  max_in_flight_items: items the writer may have sent but not yet seen accepted (None: the
+  run's choice below; 0: each item is in its table before the next row is written)."""
   # With the replay, each environment's writer holds at most one item not yet accepted by the
   # rate limiter: at 4, up to 4 x (number of environments) items queue in the actors and each
   # sequence reaches the table ~20 updates late (measured: policy lag ~35 updates, |log rho| ~1).
+  if max_in_flight_items is None:
+    max_in_flight_items = 1 if cfg.agent == 'impala' and cfg.impala.uses_replay else 4
   return adders.TrajectoryAdder(
       replay, impala_sequence=cfg.impala.sequence_length if cfg.agent == 'impala' else None,
       window=cfg.window if cfg.online_estimators else None,
-      max_in_flight_items=1 if cfg.agent == 'impala' and cfg.impala.uses_replay else 4)
+      max_in_flight_items=max_in_flight_items)
 
 
-def make_actor_adders(cfg: RunConfig, replay: reverb.Client, num_envs: int) -> list:
-  """Each of an actor's environments' adders; with self-imitation they also offer its
-  terminated episodes to the self-imitation table (one writer shared by the actor)."""
+def make_actor_adders(cfg: RunConfig, replay: reverb.Client, num_envs: int,
+                      max_in_flight_items: Optional[int] = None) -> list:
+  """Each of an actor's environments' adders (`make_adder`); with self-imitation they also
+  offer its terminated episodes to the self-imitation table (one writer shared by the actor)."""
   # A writer gives up on the replay after 3 s, and the replay's server may still be starting
   # (or restarting): server_info() without a timeout waits for it.
   replay.server_info()
-  env_adders = [make_adder(cfg, replay) for _ in range(num_envs)]
+  env_adders = [make_adder(cfg, replay, max_in_flight_items) for _ in range(num_envs)]
   if cfg.agent == 'impala' and cfg.impala.uses_self_imitation:
     writer = replay.trajectory_writer(num_keep_alive_refs=1)
     admit = self_imitation.TopReturns(cfg.impala.self_imitation_episodes).admit
@@ -159,31 +165,43 @@ def _throttled(check, period_s: float):
   return throttled
 
 
+def impala_batches(replay: reverb.Client, batch_size: int) -> Iterator:
+  """The IMPALA learner's input: batches of `batch_size` sequences sampled from `replay`'s
+  'impala' table (in the order they were written when the table is a queue), each the
+  Trajectory the loss reads."""
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=replay.server_address, table=IMPALA_TABLE,
+      max_in_flight_samples_per_worker=2 * batch_size)
+  # Items hold packed rows (agents.adders): unpacked per batch into the Trajectory the loss reads.
+  return adders.unpacked(dataset.batch(batch_size, drop_remainder=True).as_numpy_iterator(),
+                         adders.unpack_impala)
+
+
+def imitation_batches(replay: reverb.Client, batch_size: int) -> Iterator:
+  """Self-imitation's input: batches of `batch_size` steps sampled uniformly from `replay`'s
+  self-imitation table (sampling waits while the table is empty)."""
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=replay.server_address, table=adders.SELF_IMITATION_TABLE,
+      max_in_flight_samples_per_worker=2 * batch_size)
+  return adders.unpacked(dataset.batch(batch_size, drop_remainder=True).as_numpy_iterator(),
+                         adders.unpack_self_imitation)
+
+
 def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: counting.Counter,
                  logger: loggers.Logger) -> learning.IMPALALearner:
   """The IMPALA learner, sampling batches of sequences (and self-imitation steps) from `replay`."""
   spec = environment_spec(cfg)
   networks = policy_networks(cfg, spec)
-  dataset = reverb.TrajectoryDataset.from_table_signature(
-      server_address=replay.server_address, table=IMPALA_TABLE,
-      max_in_flight_samples_per_worker=2 * cfg.impala.batch_size)
-  # Items hold packed rows (agents.adders): unpacked per batch into the Trajectory the loss reads.
-  iterator = adders.unpacked(
-      dataset.batch(cfg.impala.batch_size, drop_remainder=True).as_numpy_iterator(),
-      adders.unpack_impala)
   imitation, imitation_ready = None, None
   if cfg.impala.uses_self_imitation:
     # Items leave the table only to make room, so once it holds one it never empties. Asked at
     # most every 5 s: on the 1k set the first solved episode may take 100k env steps.
     imitation_ready = _throttled(
         lambda: replay.server_info()[adders.SELF_IMITATION_TABLE].current_size > 0, 5.0)
-    imitation = adders.unpacked(reverb.TrajectoryDataset.from_table_signature(
-        server_address=replay.server_address, table=adders.SELF_IMITATION_TABLE,
-        max_in_flight_samples_per_worker=2 * cfg.impala.self_imitation_batch
-    ).batch(cfg.impala.self_imitation_batch, drop_remainder=True).as_numpy_iterator(),
-        adders.unpack_self_imitation)
+    imitation = imitation_batches(replay, cfg.impala.self_imitation_batch)
   return learning.IMPALALearner(
-      networks, iterator, make_optimizer(cfg.impala), random_key, discount=cfg.impala.discount,
+      networks, impala_batches(replay, cfg.impala.batch_size), make_optimizer(cfg.impala),
+      random_key, discount=cfg.impala.discount,
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
       self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
       shield_mask=cfg.reversibility.learner_mask,

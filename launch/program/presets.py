@@ -31,11 +31,6 @@ def impala(env: str, given: Optional[Mapping[str, Any]] = None) -> ImpalaConfig:
   return build(ImpalaConfig, 'impala', presets.get(env).impala, given)
 
 
-def agent(env: str) -> ImpalaConfig:
-  """The IMPALA settings of `env`'s preset (launch.studies.single_process reads them)."""
-  return impala(env)
-
-
 def precedence(env: str, given: Optional[Mapping[str, Any]] = None) -> PrecedenceConfig:
   return build(PrecedenceConfig, 'precedence', presets.get(env).precedence, given)
 

@@ -1,36 +1,46 @@
-"""IMPALA in one process, without Reverb or Launchpad: the check that separates the algorithm
-from the plumbing.
+"""IMPALA in one process: the check that separates the algorithm from the distributed plumbing.
 
 Question: When Sokoban does not learn, is it the algorithm (network, loss, learner) or the
-distributed plumbing (Reverb, Launchpad, policy lag)?
+distributed plumbing (Launchpad's processes, a remote replay, policy lag)?
 Reported in RESULTS.md, "Sokoban: IMPALA vs IMPALA + RAE": agents that learn, the learned level 1,
 the 1k set before centring; every run in BUILD_NOTES.md, "Sokoban learning".
 
-The same network (agents.networks), learner and loss (agents.learning.IMPALALearner), actor
-(agents.acting.BatchedActor) and environments as a distributed run. K environments are stepped in
-lock-step; each environment's steps are cut into sequences exactly as the adder writes them
-(length T every T - 1 steps of its stream, episodes back to back, each closed by its filler row);
-every K sequences make a batch, which the learner trains on `--reuse` times in a row before the
-actor acts again with the new parameters (reuse 1: on-policy, A2C-like; 4: each sequence used 4
-times, like PPO's epochs, with V-trace correcting the small lag).
+A run's own parts (launch.program.builder, the Sokoban preset), one actor's K environments, in
+one process and in this order:
+
+1. the environments, the policy network and the actor (agents.acting.BatchedActor);
+2. the replay: the run's Reverb tables (the 'impala' table a queue here), served in this process;
+3. the learner (agents.learning.IMPALALearner) on batches of K sequences read from the queue as
+   a run's learner reads them, each batch trained on `--reuse` times in a row (1: on-policy,
+   A2C-like; 4: like PPO's epochs, V-trace correcting the small lag);
+4. the actor loop (agents.loop.BatchedEnvironmentLoop): the K environments stepped in lock-step,
+   each writing its steps through its own adder (agents.adders.TrajectoryAdder, which cuts the
+   sequences: length T every T - 1 steps of its stream, episodes back to back, each closed by its
+   filler row) into the queue. Once per loop step, after choosing the next actions, the actor asks
+   for fresh parameters: here that is the learner's turn (`LearnerTurn`), which trains on every
+   full batch written so far before the actor acts with its parameters.
+
+Each adder waits until its item is in the queue before the next row is written, so the queue
+holds the sequences in the order the loop wrote them and a seed gives the same batches on every
+run (tests/test_studies.py checks them against what a run's actor writes on the same seeds).
+Self-imitation (`--self_imitation`) goes through the run's self-imitation table and adders too.
 
     python -m launch.studies.single_process --level 7         # the Sokoban preset network
     python -m launch.studies.single_process --level 7 --init lecun \
         --padding VALID,VALID,SAME --reuse 1
 
-Writes --out (JSON): the settings and, every --log_every env steps, the solved fraction and boxes
-on target of the last 200 episodes and the learner's diagnostics (entropy, advantages, rho...).
+Writes --out (JSON): the settings and, at the first episode end past every --log_every env steps,
+the solved fraction and boxes on target of the last 200 episodes and the learner's diagnostics
+(entropy, advantages, rho...).
 """
 import dataclasses
 import json
-import os
 import time
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
 import numpy as np
 from absl import flags
 
-from agents import adders
 from envs import cli
 
 
@@ -59,9 +69,10 @@ def define_flags(fv: flags.FlagValues) -> None:
                     'the preset, which does).', flag_values=fv)
   flags.DEFINE_integer('self_imitation', 0, 'Self-imitation updates after each V-trace update '
                        '(0: none; agents.self_imitation).', flag_values=fv)
-  flags.DEFINE_integer('sil_batch', 256, 'Steps per self-imitation update.', flag_values=fv)
-  flags.DEFINE_integer('sil_episodes', 64, 'Best episodes the self-imitation buffer keeps.',
-                       flag_values=fv)
+  flags.DEFINE_integer('sil_batch', None, 'Steps per self-imitation update (default: the '
+                       'preset).', flag_values=fv)
+  flags.DEFINE_integer('sil_episodes', None, 'Best episodes the actor forwards to the '
+                       'self-imitation table (default: the preset).', flag_values=fv)
   flags.DEFINE_float('stop_at', 0.0, 'Stop once the last 200 episodes solved at least this '
                      'fraction (0: run all --steps).', flag_values=fv)
   flags.DEFINE_integer('seed', 0, 'Seed.', flag_values=fv)
@@ -77,19 +88,53 @@ def parse_args(argv=None):
   return args
 
 
-class _Batches:
-  """The learner's iterator: yields whatever batch was put in last."""
-  batch = None
+def run_config(args):
+  """The run this study makes in one process: the Sokoban preset with one actor of --envs
+  environments, the 'impala' table a queue (each sequence read once: --reuse trains on it again
+  here), and the policy network and IMPALA settings the flags change."""
+  from agents import networks as agent_networks
+  from envs import sokoban
+  from launch.program import presets
+  from launch.program.config import RunConfig
 
-  def __next__(self):
-    return self.batch
+  net = agent_networks.default_policy_config('sokoban', True)
+  changes = {'init': args.init,
+             'conv_paddings': args.padding and tuple(args.padding),
+             'conv_strides': args.strides and tuple(int(x) for x in args.strides),
+             'conv_channels': args.channels and tuple(int(x) for x in args.channels),
+             'shared_hidden': args.hidden and tuple(int(x) for x in args.hidden)}
+  if args.centre_on_agent is not None:
+    changes.update(centre_on=sokoban.PLAYER_COLOURS if args.centre_on_agent else (),
+                   canvas_size=net.canvas_size if args.centre_on_agent else 0)
+  net = dataclasses.replace(net, **{k: v for k, v in changes.items() if v is not None})
+  impala = {'batch_size': args.envs, 'samples_per_insert': 0.0,
+            'self_imitation_updates': args.self_imitation,
+            'learning_rate': args.learning_rate, 'entropy_cost': args.entropy_cost,
+            'self_imitation_batch': args.sil_batch, 'self_imitation_episodes': args.sil_episodes}
+  return RunConfig(
+      env='sokoban', env_options={} if args.level < 0 else {'level_index': args.level},
+      num_actors=1, envs_per_actor=args.envs, max_steps=args.steps, seed=args.seed,
+      impala=presets.impala('sokoban', {k: v for k, v in impala.items() if v is not None}),
+      policy_network=net)
 
 
-class _LearnerParams:
-  """The actor's view of the learner's current parameters and their version."""
+def repeated(batches: Iterator, times: int) -> Iterator:
+  """Each batch of `batches`, `times` times in a row."""
+  for batch in batches:
+    for _ in range(times):
+      yield batch
 
-  def __init__(self, learner):
-    self._learner = learner
+
+class LearnerTurn:
+  """The actor's policy source in one process (`.params`, `.version` and `.update()`, as
+  agents.acting.VersionedPolicy offers them in a run). The loop calls `update()` once per step,
+  after the actor has chosen its next actions; here the learner first trains, `reuse` times on
+  each, on every full batch of sequences written to the queue so far."""
+
+  def __init__(self, learner, replay, batch_size: int, reuse: int):
+    self._learner, self._replay = learner, replay
+    self._batch_size, self._reuse = batch_size, reuse
+    self._taken = 0   # sequences of the queue the learner has trained on
 
   @property
   def params(self):
@@ -97,168 +142,130 @@ class _LearnerParams:
 
   @property
   def version(self) -> float:
-    return float(self._learner.get_variables(['policy_version'])[0])
+    from agents import learning
+    return float(self._learner.get_variables([learning.POLICY_VERSION])[0])
 
   def update(self, wait: bool = False):
     del wait
+    from agents import adders
+    table = self._replay.server_info()[adders.IMPALA_TABLE]
+    written = table.rate_limiter_info.insert_stats.completed
+    while written - self._taken >= self._batch_size:
+      for _ in range(self._reuse):
+        self._learner.step()   # its iterator repeats each batch `reuse` times
+      self._taken += self._batch_size
 
 
-def stack(sequences: List[List[Dict]]):
-  from acme.adders.reverb.base import Trajectory
-  col = lambda key: np.stack([np.stack([row[key] for row in s]) for s in sequences])
-  data = Trajectory(observation=col('observation'), action=col('action'), reward=col('reward'),
-                    discount=col('discount'), start_of_episode=col('start_of_episode'),
-                    extras={k: col(k) for k in ('core_state', 'logits', 'policy_version')})
+class Records:
+  """The loop's episode logger: at the first episode end past every `log_every` env steps, a
+  record of the last 200 episodes and the learner's last diagnostics, the whole output saved at
+  once (a stopped run keeps its curve)."""
 
-  class Sample:   # the .data of a reverb.ReplaySample is all the learner reads
+  def __init__(self, args, cfg, learner_log):
+    self._args, self._cfg, self._learner_log = args, cfg, learner_log
+    self.episodes: List[Dict] = []
+    self.records: List[Dict] = []
+    self._next = args.log_every
+    self._start = time.time()
+
+  def write(self, row: Dict):
+    self.episodes.append(row)
+    if row['actor_steps'] < self._next:
+      return
+    self._next += self._args.log_every * (1 + (row['actor_steps'] - self._next) //
+                                          self._args.log_every)
+    last = self.episodes[-200:]
+    learner = self._learner_log.data[-1] if self._learner_log.data else {}
+    record = {'env_steps': int(row['actor_steps']), 'wall_time_s': time.time() - self._start,
+              'episodes': len(self.episodes),
+              'solved_last_200': float(np.mean([e['solved'] for e in last])),
+              'boxes_on_target_last_200': float(np.mean([e['boxes_on_target'] for e in last])),
+              **{k: float(v) for k, v in learner.items() if k != 'actor_steps'
+                 and np.asarray(v).size == 1 and np.isfinite(float(v))}}
+    self.records.append(record)
+    self.save()
+    print(json.dumps({k: record[k] for k in ('env_steps', 'solved_last_200',
+                                             'boxes_on_target_last_200')}
+                     | {'entropy': record.get('policy_entropy')}), flush=True)
+
+  def passed(self) -> bool:
+    """--stop_at reached: the last 200 episodes solved at least that fraction."""
+    last = self.episodes[-200:]
+    return bool(self._args.stop_at and len(last) == 200 and self.records
+                and self.records[-1]['solved_last_200'] >= self._args.stop_at)
+
+  def save(self):
+    from envs import paths
+    args, cfg = self._args, self._cfg
+    paths.write_json(args.out, {
+        'level': args.level, 'envs': args.envs, 'reuse': args.reuse, 'seed': args.seed,
+        'normalize_advantages': args.normalize_advantages,
+        'self_imitation': args.self_imitation, 'sil_batch': cfg.impala.self_imitation_batch,
+        'sil_episodes': cfg.impala.self_imitation_episodes,
+        'centre_on_agent': bool(cfg.policy_network.centre_on),
+        'network': dataclasses.asdict(cfg.policy_network),
+        'impala': dataclasses.asdict(cfg.impala), 'records': self.records}, make_dirs=True)
+
+  def close(self):
     pass
-  sample = Sample()
-  sample.data = data
-  return sample
 
 
 def main(argv=None):
   args = parse_args(argv)
   import jax
-  from acme import specs, wrappers
+  import reverb
+  from acme import specs
+  from acme.utils import counting, loggers
 
-  import envs
-  from agents import acting, learning, self_imitation
-  from agents import networks as agent_networks
-  from launch.program import presets
-  from launch.program.builder import make_optimizer
-  from launch.program.config import ImpalaConfig
+  from agents import acting, adders, learning
+  from agents import loop as loop_lib
+  from launch.program import builder
 
-  options = {} if args.level < 0 else {'level_index': args.level}
-  seeds = [args.seed * 1000 + k + 1 for k in range(args.envs)]
-  environments = [wrappers.SinglePrecisionWrapper(envs.make('sokoban', seed=s, **options))
-                  for s in seeds]
-  spec = specs.make_environment_spec(environments[0])
-  net_config = agent_networks.default_policy_config('sokoban', True)
-  if args.init:
-    net_config = dataclasses.replace(net_config, init=args.init)
-  if args.padding:
-    net_config = dataclasses.replace(net_config, conv_paddings=tuple(args.padding))
-  if args.strides:
-    net_config = dataclasses.replace(net_config, conv_strides=tuple(int(x) for x in args.strides))
-  if args.channels:
-    net_config = dataclasses.replace(net_config,
-                                     conv_channels=tuple(int(x) for x in args.channels))
-  if args.hidden:
-    net_config = dataclasses.replace(net_config, shared_hidden=tuple(int(x) for x in args.hidden))
-  if args.centre_on_agent is not None:
-    from envs import sokoban as sokoban_env
-    net_config = dataclasses.replace(
-        net_config, centre_on=sokoban_env.PLAYER_COLOURS if args.centre_on_agent else (),
-        canvas_size=net_config.canvas_size if args.centre_on_agent else 0)
-  networks = agent_networks.make_networks(spec, net_config)
-  preset = presets.agent('sokoban')
-  impala = ImpalaConfig(
-      batch_size=args.envs, sequence_length=preset.sequence_length,
-      learning_rate=preset.learning_rate if args.learning_rate is None else args.learning_rate,
-      adam_b1=preset.adam_b1, adam_b2=preset.adam_b2, discount=preset.discount,
-      entropy_cost=preset.entropy_cost if args.entropy_cost is None else args.entropy_cost,
-      max_gradient_norm=preset.max_gradient_norm)
-  batches = _Batches()
-  logged: List[Dict] = []
+  cfg = run_config(args)
+  impala = cfg.impala
 
-  class Logger:
-    def write(self, row):
-      logged.append(row)
+  # 1. The environments and the policy network, as a run's actor 0 has them.
+  seeds = builder.actor_seeds(cfg, 0)
+  environments = builder.make_environments(cfg, seeds)
+  spec = specs.make_environment_spec(environments)
+  networks = builder.policy_networks(cfg, spec)
 
-    def close(self):
-      pass
+  # 2. The replay: the run's tables, served in this process.
+  server = reverb.Server(builder.make_tables(cfg))
+  replay = reverb.Client(f'localhost:{server.port}')
 
-  learner = learning.IMPALALearner(networks, batches, make_optimizer(impala),
-                                   jax.random.PRNGKey(args.seed), discount=impala.discount,
-                                   entropy_cost=impala.entropy_cost,
-                                   baseline_cost=impala.baseline_cost,
-                                   normalize_advantages=args.normalize_advantages,
-                                   logger=Logger())
-  source = _LearnerParams(learner)
-  actor = acting.BatchedActor(spec.actions.num_values, acting.ReversibilityConfig(), seeds,
-                              policy_forward=networks.forward_fn, policy_source=source)
-  cutters = [adders.SequenceCutter(impala.sequence_length) for _ in environments]
-  best = self_imitation.BestEpisodes(args.sil_episodes, impala.discount, seed=args.seed)
-  current = [([], [], []) for _ in environments]   # this episode's observations, actions, rewards
-  imitation: Dict = {}
-  pending, ready, episodes, records = [], [], [], []
+  # 3. The learner, on the queue's batches, each `reuse` times in a row.
+  imitation = {}
+  if impala.uses_self_imitation:
+    imitation = dict(
+        imitation_iterator=builder.imitation_batches(replay, impala.self_imitation_batch),
+        imitation_updates=impala.self_imitation_updates,
+        imitation_ready=lambda: replay.server_info()[
+            adders.SELF_IMITATION_TABLE].current_size > 0)
+  learner_log = loggers.InMemoryLogger()
+  learner = learning.IMPALALearner(
+      networks, repeated(builder.impala_batches(replay, impala.batch_size), args.reuse),
+      builder.make_optimizer(impala), jax.random.PRNGKey(args.seed), discount=impala.discount,
+      entropy_cost=impala.entropy_cost, baseline_cost=impala.baseline_cost,
+      normalize_advantages=args.normalize_advantages,
+      self_imitation_value_cost=impala.self_imitation_value_cost, logger=learner_log,
+      **imitation)
 
-  timesteps = [env.reset() for env in environments]
-  pending = [(ts.observation, True) for ts in timesteps]
-  obs = np.stack([ts.observation for ts in timesteps])
-  out, version = actor.step(obs, obs, obs), source.version
-  from launch.runtime.run_state import write_json
-  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-
-  def save():   # after every record, so a stopped run keeps its curve
-    write_json(args.out, {
-        'level': args.level, 'envs': args.envs, 'reuse': args.reuse, 'seed': args.seed,
-        'normalize_advantages': args.normalize_advantages,
-        'self_imitation': args.self_imitation, 'sil_batch': args.sil_batch,
-        'sil_episodes': args.sil_episodes,
-        'centre_on_agent': bool(net_config.centre_on),
-        'network': dataclasses.asdict(net_config), 'impala': dataclasses.asdict(impala),
-        'records': records})
-
-  steps, start, next_log = 0, time.time(), args.log_every
-  while steps < args.steps:
-    next_obs = []
-    for k, env in enumerate(environments):
-      ts = env.step(out.action[k])
-      observation, first = pending[k]
-      row = {'observation': observation, 'start_of_episode': np.bool_(first),
-             'action': np.int32(out.action[k]), 'reward': np.float32(ts.reward),
-             'discount': np.float32(ts.discount), 'logits': out.logits[k],
-             'core_state': np.float32(0.0), 'policy_version': np.float32(version)}
-      rows = [row]
-      for column, value in zip(current[k], (observation, row['action'], row['reward'])):
-        column.append(value)
-      if ts.last():
-        best.add(*(np.asarray(column) for column in current[k]), terminated=ts.discount == 0)
-        current[k] = ([], [], [])
-        filler = {key: np.zeros_like(v) for key, v in row.items()}
-        filler['observation'] = ts.observation
-        rows.append(filler)
-        episodes.append(env.episode_info())
-        ts = env.reset()
-      pending[k] = (ts.observation, ts.first())
-      for r in rows:
-        sequence = cutters[k].add(r)
-        if sequence is not None:
-          ready.append(sequence)
-      next_obs.append(ts.observation)
-    steps += len(environments)
-    while len(ready) >= args.envs:
-      batches.batch = stack(ready[:args.envs])
-      del ready[:args.envs]
-      for _ in range(args.reuse):
-        learner.step()
-        for _ in range(args.self_imitation if len(best) else 0):
-          imitation = learner.imitate(*best.sample(args.sil_batch))
-    obs = np.stack(next_obs)
-    out, version = actor.step(obs, obs, obs), source.version
-    if steps >= next_log:
-      next_log += args.log_every
-      last = episodes[-200:]
-      diagnostics = {k: float(np.asarray(v)) for k, v in (logged[-1] if logged else {}).items()
-                     if np.asarray(v).size == 1}
-      record = {'env_steps': steps, 'wall_time_s': time.time() - start,
-                'episodes': len(episodes),
-                'solved_last_200': float(np.mean([e['solved'] for e in last])) if last else 0.0,
-                'boxes_on_target_last_200': float(np.mean([e['boxes_on_target'] for e in last]))
-                if last else 0.0, **diagnostics,
-                **{k: float(v) for k, v in imitation.items()},
-                **({'sil_best_return': max(best.totals), 'sil_worst_return': min(best.totals)}
-                   if len(best) else {})}
-      records.append(record)
-      save()
-      print(json.dumps({k: record[k] for k in ('env_steps', 'solved_last_200',
-                                               'boxes_on_target_last_200')}
-                       | {'entropy': record.get('policy_entropy')}), flush=True)
-      if args.stop_at and len(last) == 200 and record['solved_last_200'] >= args.stop_at:
-        break
-  save()
+  # 4. The actor, acting with the learner's parameters once the learner has had its turn, and
+  # its loop, writing through the run's adders (each item in the queue before the next row).
+  actor = acting.BatchedActor(
+      spec.actions.num_values, cfg.reversibility, seeds, policy_forward=networks.forward_fn,
+      policy_source=LearnerTurn(learner, replay, impala.batch_size, args.reuse))
+  records = Records(args, cfg, learner_log)
+  loop = loop_lib.BatchedEnvironmentLoop(
+      environments, actor, cfg.reversibility.mode,
+      builder.make_actor_adders(cfg, replay, len(seeds), max_in_flight_items=0),
+      counter=counting.Counter(prefix='actor'), logger=records, should_stop=records.passed)
+  try:
+    loop.run(num_steps=args.steps)
+    records.save()
+  finally:
+    server.stop()
 
 
 if __name__ == '__main__':
