@@ -37,7 +37,8 @@ def _actor_loop(counter, logger, seed, should_stop):
                   for k in range(2)]
   actor = acting.BatchedActor(2, acting.ReversibilityConfig(mode='none'), [seed, seed + 1])
   return loop_lib.BatchedEnvironmentLoop(
-      environments, actor, 'none', counter=counting.Counter(counter, 'actor', time_delta=0.1),
+      environments, actor, 'none',
+      counter=counting.Counter(counter, 'actor', time_delta=layout.ACTOR_COUNTS_SYNC_S),
       logger=logger, should_stop=should_stop)
 
 

@@ -11,6 +11,7 @@ import functools
 import glob
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +50,13 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   log = open(log_path or os.path.join(cfg.run_dir, 'launchpad.log'), 'ab')
   start = time.time()
   env = dict(os.environ, _=sys.executable)  # Launchpad starts node processes with $_
+  # The program's temporary files (TensorFlow's generated code, the supervisors' node pickles)
+  # stay in the run directory: a launch killed without warning leaves them there, and the next
+  # launch of the run (the lock says there is no other) clears them.
+  tmp = os.path.join(cfg.run_dir, run_state.RUN_TMP)
+  shutil.rmtree(tmp, ignore_errors=True)
+  os.makedirs(tmp)
+  env['TMPDIR'] = tmp
   env, warning = loopback.preload_env(env)    # every node listens on 127.0.0.1 only
   if warning:
     print(warning, flush=True)

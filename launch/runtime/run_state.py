@@ -38,6 +38,7 @@ SUMMARY = 'summary.json'
 SUPERVISOR_LOG = 'supervisor.jsonl'  # the supervisors' starts and failures of nodes
 REPLAY_LOG = 'replay.jsonl'         # the replay's starts (what it restored) and checkpoints
 REPLAY_CHECKPOINTS = os.path.join('checkpoints', 'replay')   # the replay's table checkpoints
+RUN_TMP = 'tmp'                      # the program's temporary files (TMPDIR of its processes)
 
 # What --resume may change: how much longer and on how many workers, not what is learned.
 RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',
