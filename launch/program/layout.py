@@ -5,8 +5,7 @@ sources.
 
 Each node's function records its process (RUN_DIR/pids/), hands the builder's part
 (launch.program.builder: what the agent is) its replay client, variable sources, counter and
-logger, and checkpoints the learners. Runs packaged or started before the builder and the layout
-were separate pickled these functions under launch.program.build, which still names them."""
+logger, and checkpoints the learners."""
 import functools
 import os
 import threading
