@@ -35,6 +35,14 @@ def test_every_flag_feeds_exactly_one_config_field():
     assert fv[ff.flag].help.startswith(field.metadata['help'])
 
 
+def test_the_generated_flags_belong_to_the_module_asking_for_them():
+  """launch.train saves its own module's flags (flags.json): the generated ones are among them."""
+  fv = flags.FlagValues()
+  run_flags.define_flags(fv)
+  mine = {f.name for f in fv.get_flags_for_module(sys.modules[__name__])}
+  assert mine == {ff.flag for ff in run_flags.field_flags()}
+
+
 def test_launch_train_defines_the_generated_flags_and_only_run_controls_besides():
   """Every flag launch.train writes by hand is one that is no config field."""
   with open(os.path.join(ROOT, 'launch', 'train.py')) as f:

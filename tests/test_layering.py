@@ -288,11 +288,12 @@ def _defines_flags_anywhere(path: str) -> bool:
 
 
 def test_flags_are_defined_by_entry_modules_and_the_run_schema_only():
-  # A command's flags are written beside its main (or generated from the run's schema,
-  # launch.program.run_flags): a reader finds every flag of a command in the module they run.
+  # A command's flags are written beside its main, or generated from config dataclasses by
+  # envs.cli's field flags: a reader finds every flag of a command in the module they run or in
+  # the fields of the configs it names.
   definers = {m for m, p in MODULES.items() if _defines_flags_anywhere(p)}
   assert {'launch.train', 'launch.experiment', 'launch.plot', 'envs.render'} <= definers
-  assert [m for m in definers if not _is_entry(MODULES[m])] == ['launch.program.run_flags']
+  assert [m for m in definers if not _is_entry(MODULES[m])] == ['envs.cli']
 
 
 def test_one_cli_style():

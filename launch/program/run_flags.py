@@ -1,5 +1,6 @@
-"""launch.train's command line, generated from the run configuration's dataclasses: one flag per
-config field, its help the field's documentation (`metadata['help']`), its type the field's.
+"""launch.train's command line, generated from the run configuration's dataclasses by envs.cli's
+field flags: one flag per config field, its help the field's documentation (`metadata['help']`),
+its type the field's.
 
 A flag of a field the environment's preset sets (envs.presets, through launch.program.presets)
 defaults to None, "not given": the run takes the preset's value. Any other flag defaults to the
@@ -9,34 +10,23 @@ optimisation) carry the prefixes `precedence_` and `estimator_`, as their names 
 (batch_size, learning_rate). A field takes its flag's value: the one the command line gave, else
 a resumed run's saved one (RUN_DIR/flags.json), else the flag's default.
 """
-import dataclasses
 import re
-import typing
 from typing import Any, Dict, List, Tuple
 
 from absl import flags
 
 from agents.acting import ReversibilityConfig
 from agents.networks import PolicyNetConfig
-from envs import presets
+from envs import cli, presets
 from estimators.training import TrainConfig
 from launch.program.config import ImpalaConfig, PrecedenceConfig, RunConfig
+
+Section = cli.Section
+FieldFlag = cli.FieldFlag
 
 # The flags define_flags makes belong to its caller (absl skips this module when it looks for
 # the module defining a flag).
 flags.disclaim_key_flags()
-
-
-@dataclasses.dataclass(frozen=True)
-class Section:
-  """A config the command line sets: RunConfig's own fields ('') or one nested in it."""
-  name: str                       # the RunConfig attribute holding it; '' for RunConfig's own
-  cls: type
-  prefix: str = ''                # of its flag names
-  # Fields the program sets (the nested configs, what the mode implies), not the user.
-  exclude: Tuple[str, ...] = ()
-  only: Tuple[str, ...] = ()      # when given: the fields the command line sets
-
 
 SECTIONS = (
     Section('', RunConfig, exclude=('env_options', 'reversibility', 'impala', 'precedence',
@@ -56,37 +46,9 @@ SECTIONS = (
 MAIN_JOB = {'mode': 'rae', 'max_steps': 1_200_000}
 
 
-@dataclasses.dataclass(frozen=True)
-class FieldFlag:
-  section: str
-  field: str
-  flag: str
-  kind: type        # int, float, bool or str
-  help: str
-
-
 def field_flags() -> List[FieldFlag]:
   """Every flag a config field gets, in the order of the sections and their fields."""
-  out = []
-  for section in SECTIONS:
-    hints = typing.get_type_hints(section.cls)
-    for f in dataclasses.fields(section.cls):
-      if not f.init or f.name in section.exclude or (section.only and f.name not in section.only):
-        continue
-      kind = hints[f.name]
-      if typing.get_origin(kind) is typing.Union:   # Optional[X]
-        kind = [a for a in typing.get_args(kind) if a is not type(None)][0]
-      if kind not in (int, float, bool, str):
-        raise TypeError(f'{section.cls.__name__}.{f.name}: a {kind} field has no flag type '
-                        '(exclude it from its Section)')
-      if not f.metadata.get('help'):
-        raise TypeError(f"{section.cls.__name__}.{f.name} has no metadata['help'] (its flag's help)")
-      out.append(FieldFlag(section.name, f.name, section.prefix + f.name, kind, f.metadata['help']))
-  return out
-
-
-_DEFINE = {int: flags.DEFINE_integer, float: flags.DEFINE_float, bool: flags.DEFINE_bool,
-           str: flags.DEFINE_string}
+  return cli.field_flags(SECTIONS)
 
 
 def preset_fields(section: str) -> Tuple[str, ...]:
@@ -108,29 +70,27 @@ def default(ff: FieldFlag) -> Any:
     return None
   if not ff.section and ff.field in MAIN_JOB or ff.field == 'mode':
     return MAIN_JOB[ff.field]
-  section = next(s for s in SECTIONS if s.name == ff.section)
-  return next(f.default for f in dataclasses.fields(section.cls) if f.name == ff.field)
+  return ff.default
+
+
+def _note(ff: FieldFlag) -> str:
+  if default(ff) is not None:   # absl shows a default that is not None itself
+    return ''
+  return (' (default: runs/<env>-<agent>-<mode>-<time>)' if ff.field == 'run_dir' else
+          " (default: the environment's preset, envs.presets)")
 
 
 def define_flags(flag_values) -> None:
   """Defines one flag per config field on `flag_values`, as flags of the module calling this
   (the entry module: its flags are what --help lists and flags.json saves)."""
-  for ff in field_flags():
-    value = default(ff)   # absl shows a default that is not None itself
-    text = ('' if value is not None else ' (default: runs/<env>-<agent>-<mode>-<time>)'
-            if ff.field == 'run_dir' else " (default: the environment's preset, envs.presets)")
-    _DEFINE[ff.kind](ff.flag, value, ff.help + text, flag_values=flag_values)
+  cli.define_field_flags(flag_values, SECTIONS, default, _note)
 
 
 def given(flag_values) -> Dict[str, Dict[str, Any]]:
   """{section: {field: value}} of every field whose flag has a value (given, a resumed run's or
   its default); a field whose value is None is left to the environment's preset."""
-  out: Dict[str, Dict[str, Any]] = {s.name: {} for s in SECTIONS}
-  for ff in field_flags():
-    value = flag_values[ff.flag].value
-    if value is not None:
-      out[ff.section][ff.field] = value
-  return out
+  return {name: {k: v for k, v in values.items() if v is not None}
+          for name, values in cli.field_values(flag_values, SECTIONS).items()}
 
 
 def naming_fields(section: str, error: Exception) -> str:
