@@ -427,10 +427,11 @@ def _drive(soak: Soak, faults: List[Fault], duration_s: float, hang_timeout_s: f
     except OSError:
       pass
   soak.stop_launch(signal.SIGTERM)
-  last_stop = time.time()
-  soak.launch(int(soak.counts().get('actor_steps', 0)) + FINAL_STEPS)
+  record['env_steps_under_faults'] = int(soak.counts().get('actor_steps', 0))
+  soak.launch(record['env_steps_under_faults'] + FINAL_STEPS)
   soak.proc.wait(timeout=900)
   final_code = soak.ended()
+  last_stop = time.time()   # the run's last stop: its end
   time.sleep(2.0)
   record.update(
       faults=[dataclasses.asdict(f) for f in faults],
@@ -460,6 +461,7 @@ def summarize(record: Dict) -> Dict:
   return {'faults_applied': len(applied), 'faults_by_kind': by_kind,
           'faults_overlapping': sum(f['overlapped'] for f in applied),
           'launches': len(record['launches']), 'env_steps': record['env_steps'],
+          'env_steps_under_faults': record['env_steps_under_faults'],
           'env_steps_lost_per_losing_fault': diff / len(losing) if losing else float(diff),
           'invariants_held': sum(v['held'] for v in inv.values()), 'invariants': len(inv)}
 

@@ -95,11 +95,17 @@ def precedence_table_restored(run_dir: str) -> Dict:
   if not starts:
     return {'held': False, 'reason': 'no replay start recorded'}
   start = records[starts[-1]]
-  saved = [r for r in records[:starts[-1]] if r.get('event') == 'checkpoint'
-           and r.get('path') == start.get('checkpoint')]
+  before = [r for r in records[:starts[-1]] if r.get('event') == 'checkpoint']
+  saved = [r for r in before if r.get('path') == start.get('checkpoint')]
   if not saved:
-    return {'held': start.get('checkpoint') is None and not start.get('restored'),
-            'restored': start.get('restored'), 'checkpoint': start.get('checkpoint')}
+    # Nothing restored is right only when no checkpoint had been recorded before (checkpoint
+    # names are times: a newer one than the last recorded may exist, an older one may not).
+    newest = max((r['path'] for r in before), default=None)
+    restored_newer = start.get('checkpoint') is not None and (newest is None or
+                                                              start['checkpoint'] > newest)
+    return {'held': restored_newer or (newest is None and not start.get('restored')),
+            'restored': start.get('restored'), 'checkpoint': start.get('checkpoint'),
+            'newest_recorded': newest}
   low = saved[-1]['sizes_before'].get('precedence', 0)
   high = saved[-1]['sizes'].get('precedence', 0)
   got = (start.get('restored') or {}).get('precedence', 0)
