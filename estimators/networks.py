@@ -30,12 +30,16 @@ class EstimatorNetConfig:
   """The estimator network (psi and phi): what the encoder and heads look like. `torso='mlp'`
   for vectors, `'conv'` for images."""
   torso: str = 'mlp'
-  mlp_sizes: Tuple[int, ...] = (64, 64)        # encoder MLP (torso='mlp')
-  conv_channels: Tuple[int, ...] = ()          # encoder convs, 3x3 (torso='conv')
-  conv_strides: Tuple[int, ...] = ()
+  mlp_sizes: Tuple[int, ...] = dataclasses.field(default=(64, 64), metadata={
+      'help': "Encoder MLP layer sizes (torso 'mlp'), e.g. 64,64."})
+  conv_channels: Tuple[int, ...] = dataclasses.field(default=(), metadata={
+      'help': "Encoder 3x3 conv channels (torso 'conv'), e.g. 32,64,64."})
+  conv_strides: Tuple[int, ...] = dataclasses.field(default=(), metadata={
+      'help': 'Encoder conv strides, one per conv, e.g. 1,1,1.'})
   # VALID shrinks a 10x10 Sokoban frame to 2x2 after the paper's two convs (stride 2 then 1);
   # SAME keeps 5x5 (Haiku's default, and what a Haiku implementation gets unless it asks).
-  conv_padding: str = 'VALID'
+  conv_padding: str = dataclasses.field(default='VALID', metadata={
+      'help': 'Padding of the encoder convs.', 'choices': ('VALID', 'SAME')})
   relu_after_last_conv: bool = True            # the Sokoban net has no ReLU after its last conv
   embedding_size: Optional[int] = None         # linear projection of each flattened embedding
   embedding_relu: bool = dataclasses.field(default=False, metadata={
@@ -43,11 +47,14 @@ class EstimatorNetConfig:
               'released Turf net, GrasslandRev; App. C.2 draws a linear one).'})
   psi_head_sizes: Tuple[int, ...] = ()         # hidden layers after the concatenation
   phi_hidden_sizes: Tuple[int, ...] = (64,)    # phi: hidden layers after the encoder
-  dropout: float = 0.0                         # in the psi head (Sokoban: 0.1)
+  dropout: float = dataclasses.field(default=0.0, metadata={
+      'help': 'Dropout in the psi head (Sokoban: 0.1).'})
   # How psi sees its two observations. 'siamese': one encoder embeds each, the head compares the
   # embeddings (App. C.1's Cartpole net). 'early': x and x' stacked along channels go through one
   # encoder, so the convs see where the two frames differ (a pushed box) directly.
-  psi_fusion: str = 'siamese'
+  psi_fusion: str = dataclasses.field(default='siamese', metadata={
+      'help': "How psi sees its two observations: 'siamese' embeds each, 'early' stacks both "
+              'along channels first.', 'choices': PSI_FUSIONS})
   # What phi's encoder is. 'torso' (the paper, App. C.4/C.6): the conv layers only, flattened
   # (torso='conv'), or nothing but a flatten (torso='mlp'); no mlp_sizes, no embedding
   # projection. 'full': psi's whole encoder (convs/MLP + embedding), the pre-field behaviour.

@@ -40,125 +40,114 @@ import math
 import os
 import sys
 import time
+import types
 from typing import Any, Dict, Optional, Tuple
 
 from absl import app, flags
 
+from envs import cli as envs_cli
 from envs import presets
 from estimators import cli, recipes
 
 FLAGS = flags.FLAGS
-
-
-def define_flags(flag_values=flags.FLAGS):
-  """Defines the CLI flags (on the global FLAGS when run as a script, on a private
-  FlagValues in tests; several CLIs share flag names, so none defines them at import)."""
-  fv = flag_values
-  flags.DEFINE_multi_string('dataset', None, 'Episode dataset directory (estimators.dataset / '
-                            'launch.collect); repeat it to train on several datasets of one '
-                            'environment (options may differ), concatenated.', flag_values=fv)
-  flags.DEFINE_list('dataset_weights', None, 'With several --dataset: the share of the sampled '
-                    "transitions each gives (phi's transitions, the first observation of psi's "
-                    'pair proposals), e.g. 0.5,0.5 (normalised; default: in proportion to their '
-                    'transitions).', flag_values=fv)
-  flags.DEFINE_string('out', None, 'Checkpoint file to write (estimators.checkpoint).', flag_values=fv)
-  flags.DEFINE_integer('window', None, 'Precedence window w (default: the preset recipe: '
-                       'cartpole 200, turf 120, sokoban 15, cliff 200).', flag_values=fv)
-  flags.DEFINE_integer('num_pairs', None, 'Total psi training pairs, steps = ceil(P / B) (default: the '
-                       'preset recipe: 3M, sokoban 20M).', flag_values=fv)
-  flags.DEFINE_integer('batch_size', 128, 'Pairs per psi step (and transitions per phi step).', flag_values=fv)
-  flags.DEFINE_bool('phi', False, 'Also train the reversibility estimator phi (RAC).', flag_values=fv)
-  flags.DEFINE_enum('phi_loss', 'l2', ['l2', 'bce'], "phi loss: 'l2' (paper) or 'bce' (authors' code).", flag_values=fv)
-  flags.DEFINE_integer('phi_transitions', None, 'Transitions fed to phi, steps = ceil(N / B) '
-                       '(default: the preset recipe, 100k).', flag_values=fv)
-  flags.DEFINE_enum('phi_schedule', 'after', ['after', 'joint'],
-                    "'after': phi after psi, psi frozen (paper, offline); 'joint': alongside psi.", flag_values=fv)
-  flags.DEFINE_enum('pair_sampling', None, ['uniform', 'start_uniform'],
-                    "psi pairs: 'uniform' over the valid pairs (paper) or 'start_uniform' (start "
-                    'uniform, then gap uniform) (default: the preset recipe).', flag_values=fv)
-  flags.DEFINE_float('learning_rate', None, 'Adam learning rate (default: preset; 0.01, sokoban 5e-4).', flag_values=fv)
-  flags.DEFINE_float('phi_learning_rate', None, 'phi learning rate (default: --learning_rate).', flag_values=fv)
-  flags.DEFINE_float('weight_decay', None, 'AdamW weight decay (default: preset; 0, sokoban 1e-4).', flag_values=fv)
-  flags.DEFINE_enum('network_preset', None, list(presets.network_names()),
-                    "Network/recipe preset (default: the dataset's environment).", flag_values=fv)
-  flags.DEFINE_list('mlp_sizes', None, 'Override: encoder MLP sizes, e.g. 64,64.', flag_values=fv)
-  flags.DEFINE_list('conv_channels', None, 'Override: encoder conv channels, e.g. 32,64,64 (conv torso).', flag_values=fv)
-  flags.DEFINE_list('conv_strides', None, 'Override: encoder conv strides, e.g. 1,1,1.', flag_values=fv)
-  flags.DEFINE_float('dropout', None, 'Override: dropout in the psi head.', flag_values=fv)
-  flags.DEFINE_enum('psi_fusion', None, ['siamese', 'early'], "Override: psi embeds each "
-                    "observation ('siamese') or stacks both along channels first ('early').",
-                    flag_values=fv)
-  flags.DEFINE_enum('conv_padding', None, ['VALID', 'SAME'], 'Override: padding of the encoder '
-                    'convs (default: the preset; VALID).', flag_values=fv)
-  flags.DEFINE_bool('embedding_relu', None, "Override: a ReLU after psi's embedding projection "
-                    "(the authors' released Turf net; default: the preset, linear).",
-                    flag_values=fv)
-  flags.DEFINE_bool('exclude_terminal', False, "Keep the transitions that end an episode (goal, "
-                    "time-out) out of phi's batches and each episode's final observation out of "
-                    "psi's pairs (the authors' code).", flag_values=fv)
-  flags.DEFINE_integer('phi_draw', 0, "phi's batch: draw this many transitions, keep the first "
-                       '--batch_size non-terminal ones (with --exclude_terminal; the authors\' '
-                       'code: 1024); 0: draw --batch_size.', flag_values=fv)
-  flags.DEFINE_enum('phi_target', 'reverse', ['reverse', 'one_minus_forward'],
-                    "phi's target: psi(x', x) ('reverse', Sec. 4) or 1 - psi(x, x') "
-                    "('one_minus_forward', the authors' code).", flag_values=fv)
-  flags.DEFINE_list('phi_save_steps', [], 'Also write phi after these many phi steps (below the '
-                    'total), each beside --out as STEM.phi<steps>.ckpt: one run scored at several '
-                    'budgets.', flag_values=fv)
-  flags.DEFINE_integer('phi_resume_every', 0, 'Save phi\'s whole training state (parameters, '
-                       'optimiser, key) every this many phi steps beside --out as STEM.resume; '
-                       'the same command run again continues from it (a long phi run survives '
-                       'a stopped session); removed once --out is written. 0: off.',
-                       flag_values=fv)
-  flags.DEFINE_integer('steps_per_call', 100, 'Training steps per update call (one lax.scan; conv nets on CPU loop).', flag_values=fv)
-  flags.DEFINE_integer('seed', 0, 'Random seed (initialisation and pair sampling).', flag_values=fv)
-  flags.DEFINE_string('psi_checkpoint', None, 'Take psi from this checkpoint (same network) and '
-                      'train phi only (needs --phi): phi variants without retraining psi.',
-                      flag_values=fv)
-  flags.DEFINE_integer('eval_pairs', 10_000, 'Pairs re-sampled from the dataset after training to '
-                       'report psi accuracy without dropout (0: skip).', flag_values=fv)
-  flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.', flag_values=fv)
-
-
-_SHORT = {'psi_loss': 'loss', 'psi_accuracy': 'acc', 'phi_loss': 'phi_loss'}
+_PRESET = " (default: the dataset's environment's preset, envs.presets)"
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainOptions:
-  """What `run` trains, one field per flag of the CLI (see `define_flags` for each meaning);
-  `cli.options_from_flags(TrainOptions, FLAGS)` builds it from parsed flags."""
-  dataset: Optional[Tuple[str, ...]] = None
-  dataset_weights: Optional[Tuple[str, ...]] = None
-  out: Optional[str] = None
-  window: Optional[int] = None
-  num_pairs: Optional[int] = None
-  batch_size: int = 128
-  phi: bool = False
-  phi_loss: str = 'l2'
-  phi_transitions: Optional[int] = None
-  phi_schedule: str = 'after'
-  pair_sampling: Optional[str] = None
-  learning_rate: Optional[float] = None
-  phi_learning_rate: Optional[float] = None
-  weight_decay: Optional[float] = None
-  network_preset: Optional[str] = None
-  mlp_sizes: Optional[Tuple[str, ...]] = None
-  conv_channels: Optional[Tuple[str, ...]] = None
-  conv_strides: Optional[Tuple[str, ...]] = None
-  dropout: Optional[float] = None
-  psi_fusion: Optional[str] = None
-  conv_padding: Optional[str] = None
-  embedding_relu: Optional[bool] = None
-  exclude_terminal: bool = False
-  phi_draw: int = 0
-  phi_target: str = 'reverse'
-  phi_save_steps: Tuple[str, ...] = ()
-  phi_resume_every: int = 0
-  steps_per_call: int = 100
-  seed: int = 0
-  psi_checkpoint: Optional[str] = None
-  eval_pairs: int = 10_000
-  progress: bool = True
+class Job:
+  """What a training reads, writes and runs; how psi/phi are optimised is TrainConfig's, what
+  the network is EstimatorNetConfig's (`sections`). Each field is one flag."""
+  dataset: Optional[Tuple[str, ...]] = dataclasses.field(default=None, metadata={
+      'help': 'Episode dataset directory (estimators.dataset / launch.collect); repeat it to '
+              'train on several datasets of one environment (options may differ), concatenated.',
+      'repeat': True})
+  dataset_weights: Optional[Tuple[str, ...]] = dataclasses.field(default=None, metadata={
+      'help': "With several --dataset: the share of the sampled transitions each gives (phi's "
+              "transitions, the first observation of psi's pair proposals), e.g. 0.5,0.5 "
+              '(normalised; default: in proportion to their transitions).'})
+  out: Optional[str] = dataclasses.field(default=None, metadata={
+      'help': 'Checkpoint file to write (estimators.checkpoint).'})
+  network_preset: Optional[str] = dataclasses.field(default=None, metadata={
+      'help': "Network and recipe preset (default: the dataset's environment).",
+      'choices': presets.network_names()})
+  num_pairs: Optional[int] = dataclasses.field(default=None, metadata={
+      'help': 'Total psi training pairs, steps = ceil(P / batch_size).'})
+  phi: bool = dataclasses.field(default=False, metadata={
+      'help': 'Also train the reversibility estimator phi (RAC), on batches of batch_size '
+              'transitions.'})
+  phi_transitions: Optional[int] = dataclasses.field(default=None, metadata={
+      'help': 'Transitions fed to phi, steps = ceil(N / batch_size).'})
+  phi_schedule: str = dataclasses.field(default='after', metadata={
+      'help': "'after': phi after psi, psi frozen (paper, offline); 'joint': alongside psi.",
+      'choices': ('after', 'joint')})
+  psi_checkpoint: Optional[str] = dataclasses.field(default=None, metadata={
+      'help': 'Take psi from this checkpoint (same network) and train phi only (needs --phi): '
+              'phi variants without retraining psi.'})
+  phi_save_steps: Tuple[int, ...] = dataclasses.field(default=(), metadata={
+      'help': 'Also write phi after these many phi steps (below the total), each beside --out '
+              'as STEM.phi<steps>.ckpt: one run scored at several budgets.'})
+  phi_resume_every: int = dataclasses.field(default=0, metadata={
+      'help': "Save phi's whole training state (parameters, optimiser, key) every this many phi "
+              'steps beside --out as STEM.resume; the same command run again continues from it '
+              '(a long phi run survives a stopped session); removed once --out is written. 0: '
+              'off.'})
+  steps_per_call: int = dataclasses.field(default=100, metadata={
+      'help': 'Training steps per update call (one lax.scan; conv nets on CPU loop).'})
+  eval_pairs: int = dataclasses.field(default=10_000, metadata={
+      'help': 'Pairs re-sampled from the dataset after training to report psi accuracy without '
+              'dropout (0: skip).'})
+  progress: bool = dataclasses.field(default=True, metadata={'help': 'Show a tqdm progress bar.'})
+
+
+# The fields the command line sets of the optimisation (phi_batch_size is batch_size) and of the
+# network (the preset's, with these overrides).
+TRAIN_FIELDS = ('window', 'batch_size', 'learning_rate', 'phi_learning_rate', 'weight_decay',
+                'pair_sampling', 'phi_loss', 'exclude_terminal', 'phi_draw', 'phi_target', 'seed')
+NETWORK_FIELDS = ('mlp_sizes', 'conv_channels', 'conv_strides', 'dropout', 'psi_fusion',
+                  'conv_padding', 'embedding_relu')
+
+
+def sections():
+  from estimators.networks import EstimatorNetConfig
+  from estimators.training import TrainConfig
+  return (envs_cli.Section('', Job), envs_cli.Section('train', TrainConfig, only=TRAIN_FIELDS),
+          envs_cli.Section('network', EstimatorNetConfig, only=NETWORK_FIELDS))
+
+
+def _recipe_fields():
+  """The fields whose default is the preset's recipe (`apply_preset`), or follows another's."""
+  return {f.name for f in dataclasses.fields(recipes.EstimatorRecipe)} | {'phi_learning_rate'}
+
+
+def _default(ff):
+  if ff.section == 'network' or ff.field in _recipe_fields():
+    return None
+  return ff.default
+
+
+def _help_note(ff) -> str:
+  if ff.section == 'network':
+    return " (default: the network preset's)"
+  if ff.field == 'phi_learning_rate':
+    return ' (default: --learning_rate)'
+  return _PRESET if ff.field in _recipe_fields() else ''
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the CLI flags, one per field of `sections()` (on the global FLAGS when run as a
+  script, on a private FlagValues in tests; several CLIs share flag names, so none defines them
+  at import)."""
+  envs_cli.define_field_flags(flag_values, sections(), _default, _help_note)
+
+
+def options(flag_values) -> types.SimpleNamespace:
+  """What `run` trains, from parsed flags: one attribute per flag, None for one left to the
+  preset (lists as tuples)."""
+  values = envs_cli.field_values(flag_values, sections())
+  return types.SimpleNamespace(**{k: v for section in values.values() for k, v in section.items()})
+
+
+_SHORT = {'psi_loss': 'loss', 'psi_accuracy': 'acc', 'phi_loss': 'phi_loss'}
 
 
 class TrainError(ValueError):
@@ -175,29 +164,20 @@ def _ints(values, name) -> Tuple[int, ...]:
   return out
 
 
-def network_config(preset: str, mlp_sizes=None, conv_channels=None, conv_strides=None,
-                   dropout=None, conv_padding=None, psi_fusion=None, embedding_relu=None):
-  """The preset's EstimatorNetConfig with the given overrides applied."""
+def network_config(preset: str, given):
+  """The preset's EstimatorNetConfig with the overrides `given` (NETWORK_FIELDS, None: the
+  preset's) applied; a conv_channels makes the torso conv, with strides 1 unless given."""
   from estimators import networks as nets
   config = nets.default_estimator_config(preset)
-  changes: Dict[str, Any] = {}
-  if mlp_sizes:
-    changes['mlp_sizes'] = _ints(mlp_sizes, 'mlp_sizes')
-  if conv_channels:
-    changes['conv_channels'] = _ints(conv_channels, 'conv_channels')
+  changes: Dict[str, Any] = {name: getattr(given, name) for name in NETWORK_FIELDS
+                             if getattr(given, name) not in (None, ())}
+  for name in ('mlp_sizes', 'conv_channels', 'conv_strides'):
+    if name in changes:
+      changes[name] = _ints(changes[name], name)
+  if 'conv_channels' in changes:
     changes['torso'] = 'conv'
-    if not conv_strides and len(changes['conv_channels']) != len(config.conv_strides):
+    if 'conv_strides' not in changes and len(changes['conv_channels']) != len(config.conv_strides):
       changes['conv_strides'] = (1,) * len(changes['conv_channels'])
-  if conv_strides:
-    changes['conv_strides'] = _ints(conv_strides, 'conv_strides')
-  if dropout is not None:
-    changes['dropout'] = float(dropout)
-  if conv_padding is not None:
-    changes['conv_padding'] = conv_padding
-  if psi_fusion is not None:
-    changes['psi_fusion'] = psi_fusion
-  if embedding_relu is not None:
-    changes['embedding_relu'] = bool(embedding_relu)
   try:
     return dataclasses.replace(config, **changes)
   except ValueError as e:
@@ -561,81 +541,115 @@ def _env_name(meta: dict) -> str:
   return meta.get('env') or meta.get('env_name') or 'unknown'
 
 
-def run(options: TrainOptions) -> dict:
-  """Trains what `options` say; returns the checkpoint metadata. Raises TrainError etc."""
-  import numpy as np
-
-  from estimators import checkpoint, training
+def _read_metadata(datasets):
+  """Each dataset's metadata (read before anything is loaded) and their one environment."""
   from estimators import dataset as dataset_lib
-
-  f = options
-  check_flags(f)
-  out = _check_output(f.out)
-
-  datasets = _datasets(f.dataset)
-  metas = [dataset_lib.read_metadata(path) for path in datasets]   # fails fast, before loading
-  meta = metas[0]
-  env_name = _env_name(meta)
+  metas = [dataset_lib.read_metadata(path) for path in datasets]
+  meta, env_name = metas[0], _env_name(metas[0])
   for path, other in zip(datasets[1:], metas[1:]):
     if _env_name(other) != env_name or other.get('num_actions') != meta.get('num_actions'):
       raise TrainError(f'--dataset {path} holds {_env_name(other)!r} with '
                        f"{other.get('num_actions')} actions, --dataset {datasets[0]} "
                        f"{env_name!r} with {meta.get('num_actions')}: a mixture needs one "
                        'environment')
-  shares = _shares(f.dataset_weights, len(datasets)) if f.dataset_weights else None
-  preset = f.network_preset or env_name
+  return metas, env_name
+
+
+def apply_preset(args, env_name: str):
+  """The preset's recipe and network with what the command line gave laid over them (the one
+  place presets apply): (preset name, TrainConfig, EstimatorNetConfig, num_pairs,
+  phi_transitions). phi's learning rate follows psi's, its batch size is batch_size."""
+  from estimators import training
+  preset = args.network_preset or env_name
   try:
     recipe = recipes.recipe(preset)
   except presets.PresetError as e:
-    raise TrainError(f'{e} (or pass --network_preset)' if not f.network_preset else str(e)) from None
-  network = network_config(preset, f.mlp_sizes, f.conv_channels, f.conv_strides, f.dropout,
-                           f.conv_padding, f.psi_fusion, f.embedding_relu)
+    raise TrainError(f'{e} (or pass --network_preset)' if not args.network_preset else str(e)) from None
+  given = {k: v for k, v in vars(args).items() if v is not None}
+  values = {**dataclasses.asdict(recipe), **given}
+  values.setdefault('phi_learning_rate', values['learning_rate'])
+  network = network_config(preset, args)
+  try:
+    config = training.TrainConfig(phi_batch_size=values['batch_size'],
+                                  **{name: values[name] for name in TRAIN_FIELDS})
+  except ValueError as e:
+    raise TrainError(str(e)) from e
+  return preset, config, network, values['num_pairs'], values['phi_transitions']
+
+
+@dataclasses.dataclass
+class Plan:
+  """A training as its options and the datasets' metadata decide it, before any data loads."""
+  args: types.SimpleNamespace
+  out: str
+  datasets: Tuple[str, ...]
+  metas: list
+  env_name: str
+  shares: Optional[Tuple[float, ...]]
+  preset: str
+  config: Any                     # estimators.training.TrainConfig
+  network: Any                    # estimators.networks.EstimatorNetConfig
+  num_pairs: int
+  phi_transitions: int
+  psi_from: Any = None            # the --psi_checkpoint, loaded
+  save_steps: Tuple[int, ...] = ()
+
+
+def plan_training(args) -> Plan:
+  """Every check that needs no data loaded, and the resolved configuration."""
+  from estimators import checkpoint
+  from estimators import dataset as dataset_lib
+  check_flags(args)
+  out = _check_output(args.out)
+  datasets = _datasets(args.dataset)
+  metas, env_name = _read_metadata(datasets)
+  shares = _shares(args.dataset_weights, len(datasets)) if args.dataset_weights else None
+  preset, config, network, num_pairs, phi_transitions = apply_preset(args, env_name)
+  meta = metas[0]
   if 'observation_shape' in meta and 'observation_dtype' in meta:
     try:
       check_network_fits(preset, network, meta['observation_shape'], meta['observation_dtype'],
-                         explicit=bool(f.network_preset))
+                         explicit=bool(args.network_preset))
     except (TypeError, ValueError) as e:
       if isinstance(e, TrainError):
         raise
       raise dataset_lib.DatasetError(f'corrupt dataset at {datasets[0]}: bad observation spec in '
                                      f'{dataset_lib.METADATA_FILE}') from e
-  window = f.window if f.window is not None else recipe.window
-  lr = f.learning_rate if f.learning_rate is not None else recipe.learning_rate
-  wd = f.weight_decay if f.weight_decay is not None else recipe.weight_decay
-  num_pairs = f.num_pairs if f.num_pairs is not None else recipe.num_pairs
-  phi_transitions = f.phi_transitions if f.phi_transitions is not None else recipe.phi_transitions
-  try:
-    config = training.TrainConfig(
-        window=window, batch_size=f.batch_size, learning_rate=lr, weight_decay=wd,
-        pair_sampling=f.pair_sampling or recipe.pair_sampling,
-        phi_loss=f.phi_loss, phi_batch_size=f.batch_size,
-        phi_learning_rate=f.phi_learning_rate if f.phi_learning_rate is not None else lr,
-        exclude_terminal=f.exclude_terminal, phi_draw=f.phi_draw, phi_target=f.phi_target,
-        seed=f.seed)
-  except ValueError as e:
-    raise TrainError(str(e)) from e
-
-  psi_from = None
-  if f.psi_checkpoint:
-    if not f.phi or f.phi_schedule != 'after':
-      raise TrainError('--psi_checkpoint trains phi only, after the given psi: pass --phi '
-                       '(with --phi_schedule after)')
-    psi_from = checkpoint.load(f.psi_checkpoint)
-    if psi_from.network != network:
-      raise TrainError(f'--psi_checkpoint {f.psi_checkpoint} holds another network than '
+  phi_after = args.phi and args.phi_schedule == 'after'
+  if args.psi_checkpoint and not phi_after:
+    raise TrainError('--psi_checkpoint trains phi only, after the given psi: pass --phi '
+                     '(with --phi_schedule after)')
+  for name in ('phi_save_steps', 'phi_resume_every'):
+    if getattr(args, name) and not phi_after:
+      raise TrainError(f'--{name} needs --phi (with --phi_schedule after)')
+  p = Plan(args, out, datasets, metas, env_name, shares, preset, config, network, num_pairs,
+           phi_transitions, save_steps=_ints(args.phi_save_steps, 'phi_save_steps')
+           if args.phi_save_steps else ())
+  if args.psi_checkpoint:
+    p.psi_from = checkpoint.load(args.psi_checkpoint)
+    if p.psi_from.network != network:
+      raise TrainError(f'--psi_checkpoint {args.psi_checkpoint} holds another network than '
                        f'{preset!r} with these overrides')
+  return p
 
+
+def load(p: Plan):
+  """The datasets as one flat dataset: (flat, one size record per dataset, the flat position
+  where each ends)."""
+  import numpy as np
+
+  from estimators import dataset as dataset_lib
   t0 = time.time()
   parts = []
-  for path in datasets:
+  for path in p.datasets:
     part, _ = dataset_lib.load_flat(path)   # = flatten(load_episodes(...)), batched
     if not len(part.lengths):
       raise TrainError(f'the dataset at {path} has no episodes')
     parts.append(part)
   sizes = [{'path': os.path.abspath(path), 'env_options': m.get('env_options', {}),
-            'episodes': int(len(p.lengths)), 'observations': int(len(p.last)),
-            'transitions': int(len(p.last) - len(p.lengths))}
-           for path, m, p in zip(datasets, metas, parts)]
+            'episodes': int(len(part.lengths)), 'observations': int(len(part.last)),
+            'transitions': int(len(part.last) - len(part.lengths))}
+           for path, m, part in zip(p.datasets, p.metas, parts)]
   segment_ends = np.cumsum([s['observations'] for s in sizes])
   try:
     flat = dataset_lib.concat_flat(parts)
@@ -644,110 +658,133 @@ def run(options: TrainOptions) -> dict:
   del parts   # the concatenation is a copy: keep one
   load_s = time.time() - t0
   # Again on what was loaded: older datasets lack the spec in their metadata.
-  check_network_fits(preset, network, flat.observations.shape[1:], flat.observations.dtype,
-                     explicit=bool(f.network_preset))
-  num_actions = int(meta['num_actions'])
-  max_len = int(np.max(flat.lengths)) - 1
-  if len(datasets) > 1:
+  check_network_fits(p.preset, p.network, flat.observations.shape[1:], flat.observations.dtype,
+                     explicit=bool(p.args.network_preset))
+  if len(p.datasets) > 1:
     for i, s in enumerate(sizes):
       print(f"  {s['path']}: {s['episodes']:,} episodes, {s['transitions']:,} transitions"
-            + (f', share {shares[i]:.3f}' if shares else ''), file=sys.stderr, flush=True)
-  print(f'dataset {" + ".join(datasets)}: env {env_name}, {len(flat.lengths):,} episodes, '
+            + (f', share {p.shares[i]:.3f}' if p.shares else ''), file=sys.stderr, flush=True)
+  print(f'dataset {" + ".join(p.datasets)}: env {p.env_name}, {len(flat.lengths):,} episodes, '
         f'{len(flat.last):,} observations {tuple(flat.observations.shape[1:])} '
-        f'{flat.observations.dtype}, longest episode {max_len} steps (loaded in {load_s:.1f}s)',
-        file=sys.stderr, flush=True)
+        f'{flat.observations.dtype}, longest episode {int(np.max(flat.lengths)) - 1} steps '
+        f'(loaded in {load_s:.1f}s)', file=sys.stderr, flush=True)
+  if p.psi_from is not None:
+    from estimators import checkpoint
+    checkpoint.check_compatible(p.psi_from, flat.observations.shape[1:], flat.observations.dtype,
+                                int(p.metas[0]['num_actions']))
+  return flat, sizes, segment_ends
 
-  if psi_from is not None:
-    checkpoint.check_compatible(psi_from, flat.observations.shape[1:], flat.observations.dtype,
-                                num_actions)
-  save_steps = _ints(f.phi_save_steps, 'phi_save_steps') if f.phi_save_steps else ()
-  if save_steps and not (f.phi and f.phi_schedule == 'after'):
-    raise TrainError('--phi_save_steps needs --phi (with --phi_schedule after)')
 
-  def save_phi_piece(steps, piece_psi, piece_phi, phi_loss, seconds):
-    """phi after `steps` of its steps, beside --out (its metadata: the run's, so far)."""
-    stem, ext = os.path.splitext(out)
+def _common_metadata(p: Plan, sizes) -> dict:
+  """What a checkpoint of the run says of its data and configuration."""
+  return {'env_name': p.env_name, 'env_options': p.metas[0].get('env_options', {}),
+          # env_options and dataset: the first --dataset's; datasets: each, with its share.
+          'dataset': os.path.abspath(p.datasets[0]),
+          'datasets': [dict(s, share=None if p.shares is None else p.shares[i])
+                       for i, s in enumerate(sizes)],
+          'network_preset': p.preset, 'window': int(p.config.window),
+          'train_config': dataclasses.asdict(p.config),
+          'created': time.strftime('%Y-%m-%dT%H:%M:%S%z')}
+
+
+def _save_phi_piece(p: Plan, flat, sizes):
+  """on_phi_steps for `train`: phi after `steps` of its steps, beside --out."""
+  from estimators import checkpoint
+
+  def save(steps, piece_psi, piece_phi, phi_loss, seconds):
+    stem, ext = os.path.splitext(p.out)
     path = f'{stem}.phi{steps}{ext or ".ckpt"}'
-    checkpoint.save(path, network, num_actions, flat.observations.shape[1:],
-                    flat.observations.dtype, piece_psi, piece_phi, {
-                        'env_name': env_name, 'env_options': meta.get('env_options', {}),
-                        'dataset': os.path.abspath(datasets[0]), 'datasets': sizes,
-                        'network_preset': preset, 'window': int(window),
-                        'train_config': dataclasses.asdict(config), 'phi_trained': True,
-                        'phi_loss_kind': f.phi_loss, 'phi_steps': int(steps),
-                        'phi_transitions': int(steps * config.phi_batch_size),
-                        'phi_loss': phi_loss, 'phi_train_seconds': seconds,
-                        'psi_from': os.path.abspath(f.psi_checkpoint) if f.psi_checkpoint else None,
-                        'piece_of': out, 'created': time.strftime('%Y-%m-%dT%H:%M:%S%z')})
+    args = p.args
+    checkpoint.save(
+        path, p.network, int(p.metas[0]['num_actions']), flat.observations.shape[1:],
+        flat.observations.dtype, piece_psi, piece_phi, {
+            **_common_metadata(p, sizes), 'phi_trained': True, 'phi_loss_kind': args.phi_loss,
+            'phi_steps': int(steps), 'phi_transitions': int(steps * p.config.phi_batch_size),
+            'phi_loss': phi_loss, 'phi_train_seconds': seconds, 'piece_of': p.out,
+            'psi_from': os.path.abspath(args.psi_checkpoint) if args.psi_checkpoint else None})
     print(f'saved {path}: phi after {steps:,} steps, loss {phi_loss:.4f}', file=sys.stderr,
           flush=True)
+  return save
 
-  resume = None
-  if f.phi_resume_every:
-    if not (f.phi and f.phi_schedule == 'after'):
-      raise TrainError('--phi_resume_every needs --phi (with --phi_schedule after)')
-    # What makes two commands the same run: every option but the display and the period.
-    fingerprint = {k: v for k, v in dataclasses.asdict(f).items()
-                   if k not in ('progress', 'phi_resume_every', 'eval_pairs')}
-    fingerprint['out'] = out
-    resume = PhiResume(resume_path(out), f.phi_resume_every, fingerprint)
 
-  psi_params, phi_params, summary = train(
-      flat, network, num_actions, config, num_pairs, phi=f.phi,
-      phi_transitions=phi_transitions, phi_schedule=f.phi_schedule,
-      steps_per_call=f.steps_per_call, progress=f.progress, eval_pairs=f.eval_pairs,
-      psi_params=None if psi_from is None else psi_from.psi_params,
-      segment_ends=segment_ends, shares=shares, phi_save_steps=save_steps,
-      on_phi_steps=save_phi_piece, resume=resume)
+def _phi_resume(p: Plan) -> Optional[PhiResume]:
+  if not p.args.phi_resume_every:
+    return None
+  # What makes two commands the same run: every option but the display and the period.
+  fingerprint = {k: v for k, v in vars(p.args).items()
+                 if k not in ('progress', 'phi_resume_every', 'eval_pairs')}
+  fingerprint['out'] = p.out
+  return PhiResume(resume_path(p.out), p.args.phi_resume_every, fingerprint)
 
-  psi = summary['psi']
+
+def _metadata(p: Plan, flat, sizes, summary) -> dict:
+  """The checkpoint's metadata: the data, the configuration and what training measured."""
+  args, psi = p.args, summary['psi']
   metadata = {
-      'env_name': env_name, 'env_options': meta.get('env_options', {}),
-      # env_options and dataset: the first --dataset's; datasets: each, with its share.
-      'dataset': os.path.abspath(datasets[0]), 'dataset_episodes': int(len(flat.lengths)),
-      'datasets': [dict(s, share=None if shares is None else shares[i])
-                   for i, s in enumerate(sizes)],
+      **_common_metadata(p, sizes), 'dataset_episodes': int(len(flat.lengths)),
       'dataset_observations': int(len(flat.last)), 'dataset_transitions': summary['num_transitions'],
-      'network_preset': preset, 'window': int(window), 'pair_sampling': config.pair_sampling,
-      'num_pairs': int(psi['items']),
-      'requested_pairs': int(num_pairs), 'batch_size': int(f.batch_size),
-      'psi_steps': int(psi['steps']), 'learning_rate': float(lr), 'weight_decay': float(wd),
-      'seed': int(f.seed), 'steps_per_call': int(f.steps_per_call),
+      'pair_sampling': p.config.pair_sampling, 'num_pairs': int(psi['items']),
+      'requested_pairs': int(p.num_pairs), 'batch_size': int(p.config.batch_size),
+      'psi_steps': int(psi['steps']), 'learning_rate': float(p.config.learning_rate),
+      'weight_decay': float(p.config.weight_decay),
+      'seed': int(p.config.seed), 'steps_per_call': int(args.steps_per_call),
       'psi_loss': psi['final'].get('psi_loss'), 'psi_accuracy': psi['final'].get('psi_accuracy'),
       'psi_eval_accuracy': summary.get('psi_eval_accuracy'),
       'psi_train_seconds': psi['wall_s'], 'psi_pairs_per_s': psi['items_per_s'],
       'psi_steady_pairs_per_s': psi['steady_items_per_s'],
       'training_seconds': psi['wall_s'] + (summary['phi']['wall_s'] if 'phi' in summary else 0.0),
-      'phi_trained': bool(f.phi), 'train_config': dataclasses.asdict(config),
-      'created': time.strftime('%Y-%m-%dT%H:%M:%S%z'),
+      'phi_trained': bool(args.phi),
   }
-  if psi_from is not None:
+  if p.psi_from is not None:
     # psi's figures are those of the checkpoint it came from.
-    old = psi_from.metadata
+    old = p.psi_from.metadata
     metadata.update({k: old.get(k) for k in (
         'num_pairs', 'requested_pairs', 'psi_steps', 'psi_loss', 'psi_accuracy',
         'psi_train_seconds', 'psi_pairs_per_s', 'psi_steady_pairs_per_s')},
-        psi_from=os.path.abspath(f.psi_checkpoint))
-  if f.phi:
-    metadata.update(phi_loss_kind=f.phi_loss, phi_schedule=f.phi_schedule)
+        psi_from=os.path.abspath(args.psi_checkpoint))
+  if args.phi:
+    metadata.update(phi_loss_kind=args.phi_loss, phi_schedule=args.phi_schedule)
     if 'phi' in summary:
       metadata.update(phi_transitions=int(summary['phi']['items']),
                       phi_loss=summary['phi']['final'].get('phi_loss'),
                       phi_train_seconds=summary['phi']['wall_s'])
     else:
       metadata.update(phi_transitions=int(psi['items']), phi_loss=psi['final'].get('phi_loss'))
-  checkpoint.save(out, network, num_actions, flat.observations.shape[1:], flat.observations.dtype,
-                  psi_params, phi_params if f.phi else None, metadata)
+  return metadata
+
+
+def _report(p: Plan, metadata: dict, psi: dict) -> None:
+  nan = float('nan')
+  eval_acc = metadata['psi_eval_accuracy']
+  psi_loss = nan if metadata['psi_loss'] is None else metadata['psi_loss']
+  psi_acc = nan if metadata['psi_accuracy'] is None else metadata['psi_accuracy']
+  print(f"saved {p.out}: psi loss {psi_loss:.4f}, accuracy {psi_acc:.3f}"
+        + (f' (re-sampled pairs, no dropout: {eval_acc:.3f})' if eval_acc is not None else '')
+        + (f', psi from {p.args.psi_checkpoint}' if p.psi_from is not None else
+           f", {psi['items']:,} pairs in {psi['wall_s']:.1f}s ({psi['items_per_s']:,.0f} pairs/s)")
+        + (f", phi loss {metadata['phi_loss']:.4f}" if p.args.phi else ''), flush=True)
+
+
+def run(args) -> dict:
+  """Trains what `args` (`options(flag_values)`) say; returns the checkpoint metadata. Raises
+  TrainError etc."""
+  from estimators import checkpoint
+  p = plan_training(args)
+  flat, sizes, segment_ends = load(p)
+  resume = _phi_resume(p)
+  psi_params, phi_params, summary = train(
+      flat, p.network, int(p.metas[0]['num_actions']), p.config, p.num_pairs, phi=args.phi,
+      phi_transitions=p.phi_transitions, phi_schedule=args.phi_schedule,
+      steps_per_call=args.steps_per_call, progress=args.progress, eval_pairs=args.eval_pairs,
+      psi_params=None if p.psi_from is None else p.psi_from.psi_params,
+      segment_ends=segment_ends, shares=p.shares, phi_save_steps=p.save_steps,
+      on_phi_steps=_save_phi_piece(p, flat, sizes), resume=resume)
+  metadata = _metadata(p, flat, sizes, summary)
+  checkpoint.save(p.out, p.network, int(p.metas[0]['num_actions']), flat.observations.shape[1:],
+                  flat.observations.dtype, psi_params, phi_params if args.phi else None, metadata)
   if resume is not None:
     resume.remove()   # --out holds the run now
-  eval_acc = metadata['psi_eval_accuracy']
-  psi_loss = metadata['psi_loss'] if metadata['psi_loss'] is not None else float('nan')
-  psi_acc = metadata['psi_accuracy'] if metadata['psi_accuracy'] is not None else float('nan')
-  print(f"saved {out}: psi loss {psi_loss:.4f}, accuracy {psi_acc:.3f}"
-        + (f' (re-sampled pairs, no dropout: {eval_acc:.3f})' if eval_acc is not None else '')
-        + (f', psi from {f.psi_checkpoint}' if psi_from is not None else
-           f", {psi['items']:,} pairs in {psi['wall_s']:.1f}s ({psi['items_per_s']:,.0f} pairs/s)")
-        + (f", phi loss {metadata['phi_loss']:.4f}" if f.phi else ''), flush=True)
+  _report(p, metadata, summary['psi'])
   return metadata
 
 
@@ -758,7 +795,7 @@ def main(argv):
   from estimators.checkpoint import CheckpointError
   from estimators.dataset import DatasetError
   try:
-    run(cli.options_from_flags(TrainOptions, FLAGS))
+    run(options(FLAGS))
   except (TrainError, DatasetError, CheckpointError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
@@ -769,9 +806,9 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  define_flags()
   # TensorFlow (behind the dataset reader) must be imported before absl's app.run: imported
   # inside main, tf.data fails with "Unable to find FunctionDef ... read_one_file" (TF 2.8).
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   import tensorflow  # noqa: F401
+  define_flags()
   app.run(main)

@@ -37,14 +37,15 @@ class TrainConfig:
   train_psi: bool = True         # False: phi-only steps (offline phase 2: phi after a trained psi)
   train_phi: bool = False
   phi_loss: str = dataclasses.field(default='l2', metadata={
-      'help': "phi regression loss: 'l2' (paper) or 'bce' (authors' code)."})
+      'help': "phi regression loss: 'l2' (paper) or 'bce' (authors' code).",
+      'choices': tuple(losses.PHI_LOSSES)})
   phi_batch_size: int = dataclasses.field(default=128, metadata={
       'help': 'Transitions per phi update.'})
   phi_learning_rate: float = dataclasses.field(default=1e-2, metadata={
       'help': 'Adam learning rate of phi.'})
   pair_sampling: str = dataclasses.field(default='uniform', metadata={
       'help': "psi pairs: 'uniform' over the valid pairs (paper) or 'start_uniform' (start "
-              'uniform, then gap uniform); estimators.pairs.SAMPLINGS.'})
+              'uniform, then gap uniform).', 'choices': pairs_lib.SAMPLINGS})
   exclude_terminal: bool = dataclasses.field(default=False, metadata={
       'help': "Keep the transitions that end an episode (the goal, a time-out) out of phi's "
               "batches and each episode's final observation out of psi's pairs (the authors' "
@@ -56,8 +57,10 @@ class TrainConfig:
   phi_target: str = dataclasses.field(default='reverse', metadata={
       'help': "phi's regression target: 'reverse', psi(x', x), the chance of going back (Sec. "
               "4); 'one_minus_forward', 1 - psi(x, x') (the authors' code regresses psi(x, x') "
-              'and rejects above 1 - beta); the two differ where psi is not antisymmetric.'})
-  seed: int = 0
+              'and rejects above 1 - beta); the two differ where psi is not antisymmetric.',
+      'choices': PHI_TARGETS})
+  seed: int = dataclasses.field(default=0, metadata={
+      'help': 'Random seed (initialisation and pair sampling).'})
 
   def __post_init__(self):
     if self.window < 1:

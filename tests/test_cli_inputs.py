@@ -65,7 +65,7 @@ def _train_flags(*args):
   fv = flags.FlagValues()
   train.define_flags(fv)
   fv(['train', '--progress=false', '--eval_pairs=0'] + list(args))
-  return cli.options_from_flags(train.TrainOptions, fv)
+  return train.options(fv)
 
 
 def test_train_refuses_a_conv_preset_on_vector_observations(cliff, tmp_path):
@@ -270,12 +270,27 @@ def test_unwritable_reason_needs_no_existing_parent(tmp_path):
   assert not (tmp_path / 'a').exists()   # probing creates nothing that stays
 
 
-@pytest.mark.parametrize('module,options', [(train, train.TrainOptions),
-                                            (evaluate, evaluate.EvaluateOptions)])
-def test_typed_options_name_every_flag_with_its_default(module, options):
+def test_typed_options_name_every_flag_with_its_default():
   import dataclasses
   fv = flags.FlagValues()
-  module.define_flags(fv)
+  evaluate.define_flags(fv)
   fv(['tool'])
-  assert {f.name for f in dataclasses.fields(options)} == set(fv)
-  assert cli.options_from_flags(options, fv) == options()
+  assert {f.name for f in dataclasses.fields(evaluate.EvaluateOptions)} == set(fv)
+  assert cli.options_from_flags(evaluate.EvaluateOptions, fv) == evaluate.EvaluateOptions()
+
+
+def test_train_flags_are_its_configs_fields():
+  """estimators.train's flags: one per field of its sections, the field's help, the field's
+  default unless the preset decides (None)."""
+  from envs import cli as envs_cli
+  fv = flags.FlagValues()
+  train.define_flags(fv)
+  fv(['tool'])
+  field_flags = envs_cli.field_flags(train.sections())
+  assert [ff.flag for ff in field_flags] == list(fv) == list(vars(train.options(fv)))
+  for ff in field_flags:
+    assert ff.help in fv[ff.flag].help   # after an enum's <choices>
+    expected = None if ff.section == 'network' or ff.field in (
+        'window', 'learning_rate', 'phi_learning_rate', 'weight_decay', 'pair_sampling',
+        'num_pairs', 'phi_transitions') else ff.default
+    assert getattr(train.options(fv), ff.flag) == expected, ff.flag

@@ -56,7 +56,7 @@ def _train_flags(*args):
   fv = flags.FlagValues()
   train.define_flags(fv)
   fv(['train', '--progress=false', '--eval_pairs=500'] + list(args))
-  return cli.options_from_flags(train.TrainOptions, fv)
+  return train.options(fv)
 
 
 @pytest.fixture(scope='module')
