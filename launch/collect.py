@@ -21,35 +21,52 @@ interrupted run (Ctrl-C, SIGTERM: one line, exit code 130/143) leaves --out as i
 True environment states (for the exact reversibility oracle) are stored by default for the
 discrete environments (turf, cliff, sokoban), see --store_states.
 """
+import dataclasses
 import signal
 import sys
+from typing import Optional, Tuple
 
 from absl import app, flags
 
+from envs import cli as envs_cli
 from launch.program.collection import CollectError, CollectInterrupted
 from launch.runtime.collection import parse_env_options, run
 
 FLAGS = flags.FLAGS
 
 
+def _field(default, help_text, **more):
+  return dataclasses.field(default=default, metadata={'help': help_text, **more})
+
+
+@dataclasses.dataclass(frozen=True)
+class Collection:
+  """What to collect and where: one flag per field (envs.cli field flags)."""
+  env: Optional[str] = _field(None, 'Environment name (envs.make).')
+  env_option: Tuple[str, ...] = _field((), 'Environment option key=value (repeatable), e.g. '
+                                       'max_steps=50000.', repeat=True)
+  policy: str = _field('random', 'Behaviour policy: uniformly random actions.',
+                       choices=('random',))
+  episodes: Optional[int] = _field(None, 'Number of episodes the dataset must hold at the end.')
+  out: Optional[str] = _field(None, 'Output dataset directory.')
+  num_actors: int = _field(1, '1: collect in this process; K > 1: K Launchpad actor nodes '
+                           'feeding a Reverb queue.')
+  seed: int = _field(0, 'Random seed (environments and policy).')
+  overwrite: bool = _field(False, 'Replace an existing dataset at --out.')
+  resume: bool = _field(False, 'Add episodes to an existing dataset at --out until it holds '
+                        '--episodes.')
+  store_states: Optional[bool] = _field(None, 'Store true env states per step (default: yes for '
+                                        'turf, cliff and sokoban, no for cartpole).')
+  progress: bool = _field(True, 'Show a progress bar / progress lines.')
+
+
+SECTIONS = (envs_cli.Section('', Collection),)
+
+
 def define_flags():
   """Defines the CLI flags; only when run as a program, so that importing this module next
   to launch.train (which defines --env, --seed, ...) does not clash."""
-  flags.DEFINE_string('env', None, 'Environment name (envs.make).')
-  flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable), '
-                            'e.g. max_steps=50000.')
-  flags.DEFINE_enum('policy', 'random', ['random'], 'Behaviour policy: uniformly random actions.')
-  flags.DEFINE_integer('episodes', None, 'Number of episodes the dataset must hold at the end.')
-  flags.DEFINE_string('out', None, 'Output dataset directory.')
-  flags.DEFINE_integer('num_actors', 1, '1: collect in this process; K > 1: K Launchpad actor '
-                       'nodes feeding a Reverb queue.')
-  flags.DEFINE_integer('seed', 0, 'Random seed (environments and policy).')
-  flags.DEFINE_bool('overwrite', False, 'Replace an existing dataset at --out.')
-  flags.DEFINE_bool('resume', False, 'Add episodes to an existing dataset at --out until it '
-                    'holds --episodes.')
-  flags.DEFINE_bool('store_states', None, 'Store true env states per step (default: yes for '
-                    'turf, cliff and sokoban, no for cartpole).')
-  flags.DEFINE_bool('progress', True, 'Show a progress bar / progress lines.')
+  envs_cli.define_field_flags(FLAGS, SECTIONS)
 
 
 _STOPPED_BY = []   # the signal that stopped the run, for the one-line message
@@ -78,8 +95,9 @@ def main(argv):
     print(f'error: unexpected arguments {argv[1:]}', file=sys.stderr)
     sys.exit(2)
   try:
-    run(FLAGS.env, FLAGS.episodes, FLAGS.out, parse_env_options(FLAGS.env_option), FLAGS.seed,
-        FLAGS.num_actors, FLAGS.overwrite, FLAGS.resume, FLAGS.store_states, FLAGS.progress)
+    c = Collection(**envs_cli.field_values(FLAGS, SECTIONS)[''])
+    run(c.env, c.episodes, c.out, parse_env_options(c.env_option), c.seed, c.num_actors,
+        c.overwrite, c.resume, c.store_states, c.progress)
   except KeyboardInterrupt as e:
     sys.exit(_stopped(e))
   except (CollectError, dataset.DatasetError) as e:
