@@ -83,6 +83,11 @@ def parse(define: Callable[[flags.FlagValues], None], argv: Optional[Sequence[st
   return types.SimpleNamespace(**fv.flag_values_dict()), rest
 
 
+def field(default: Any, help_text: str, **metadata: Any) -> Any:
+  """A dataclass field with its flag's help (and `choices=`, `repeat=`, see above)."""
+  return dataclasses.field(default=default, metadata={'help': help_text, **metadata})
+
+
 @dataclasses.dataclass(frozen=True)
 class Section:
   """A config dataclass the command line sets, or the fields of it that it sets."""

@@ -29,35 +29,32 @@ from typing import Optional, Tuple
 from absl import app, flags
 
 from envs import cli as envs_cli
+from envs.cli import field
 from launch.program.collection import CollectError, CollectInterrupted
 from launch.runtime.collection import parse_env_options, run
 
 FLAGS = flags.FLAGS
 
 
-def _field(default, help_text, **more):
-  return dataclasses.field(default=default, metadata={'help': help_text, **more})
-
-
 @dataclasses.dataclass(frozen=True)
 class Collection:
   """What to collect and where: one flag per field (envs.cli field flags)."""
-  env: Optional[str] = _field(None, 'Environment name (envs.make).')
-  env_option: Tuple[str, ...] = _field((), 'Environment option key=value (repeatable), e.g. '
-                                       'max_steps=50000.', repeat=True)
-  policy: str = _field('random', 'Behaviour policy: uniformly random actions.',
-                       choices=('random',))
-  episodes: Optional[int] = _field(None, 'Number of episodes the dataset must hold at the end.')
-  out: Optional[str] = _field(None, 'Output dataset directory.')
-  num_actors: int = _field(1, '1: collect in this process; K > 1: K Launchpad actor nodes '
-                           'feeding a Reverb queue.')
-  seed: int = _field(0, 'Random seed (environments and policy).')
-  overwrite: bool = _field(False, 'Replace an existing dataset at --out.')
-  resume: bool = _field(False, 'Add episodes to an existing dataset at --out until it holds '
-                        '--episodes.')
-  store_states: Optional[bool] = _field(None, 'Store true env states per step (default: yes for '
-                                        'turf, cliff and sokoban, no for cartpole).')
-  progress: bool = _field(True, 'Show a progress bar / progress lines.')
+  env: Optional[str] = field(None, 'Environment name (envs.make).')
+  env_option: Tuple[str, ...] = field((), 'Environment option key=value (repeatable), e.g. '
+                                      'max_steps=50000.', repeat=True)
+  policy: str = field('random', 'Behaviour policy: uniformly random actions.',
+                      choices=('random',))
+  episodes: Optional[int] = field(None, 'Number of episodes the dataset must hold at the end.')
+  out: Optional[str] = field(None, 'Output dataset directory.')
+  num_actors: int = field(1, '1: collect in this process; K > 1: K Launchpad actor nodes '
+                          'feeding a Reverb queue.')
+  seed: int = field(0, 'Random seed (environments and policy).')
+  overwrite: bool = field(False, 'Replace an existing dataset at --out.')
+  resume: bool = field(False, 'Add episodes to an existing dataset at --out until it holds '
+                       '--episodes.')
+  store_states: Optional[bool] = field(None, 'Store true env states per step (default: yes for '
+                                       'turf, cliff and sokoban, no for cartpole).')
+  progress: bool = field(True, 'Show a progress bar / progress lines.')
 
 
 SECTIONS = (envs_cli.Section('', Collection),)

@@ -32,13 +32,16 @@ pushes (steps that moved a box; only those can be irreversible): `mean_pushes`, 
 Bad input (no run directory, no checkpoint, a run that is not Sokoban/IMPALA, an unreadable
 level file, impossible numbers, an --out that cannot be written) is one line on stderr, exit 2.
 """
+import dataclasses
 import os
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 from absl import app, flags
 
+from envs import cli as envs_cli
 from envs import paths
+from envs.cli import field
 from launch.analysis.policy_evaluation import (
   POLICIES,
   EvaluateError,
@@ -49,29 +52,36 @@ from launch.analysis.policy_evaluation import (
 FLAGS = flags.FLAGS
 
 
+@dataclasses.dataclass(frozen=True)
+class PolicyEvaluation:
+  """What to evaluate and how: one flag per field (envs.cli field flags)."""
+  run_dir: Optional[str] = field(None, 'Run directory of a `launch.train --env sokoban` run.')
+  levels: Optional[str] = field(None, "Level set: 'default' (envs/data/sokoban_1000.txt) or a "
+                                "Boxoban/XSB file (default: the run's own levels).")
+  num_levels: int = field(100, 'Evaluate the first N levels of the set.')
+  policy: str = field('both', "'greedy' (argmax of the logits), 'sampled' (softmax) or both.",
+                      choices=('greedy', 'sampled', 'both'))
+  seed: int = field(0, 'Seed of the sampled policy.')
+  count_irreversible: bool = field(False, 'Count the irreversible actions taken, by the exact '
+                                   'oracle (slow: a search per new (state, action)).')
+  max_expansions: int = field(100_000, 'Oracle search budget per check.')
+  out: Optional[str] = field(None, 'Write the results as JSON to this file.')
+  gif: Optional[str] = field(None, 'Also write a GIF of the episodes played on --gif_levels: '
+                             'the room, and for an RAE run with a frozen psi its value per step '
+                             'beside it.')
+  gif_levels: Tuple[int, ...] = field((0,), 'Indices, among the levels evaluated, of the '
+                                      'episodes the GIF shows (one after the other).')
+  gif_policy: str = field('greedy', 'The policy whose episodes the GIF shows.',
+                          choices=('greedy', 'sampled'))
+
+
+SECTIONS = (envs_cli.Section('', PolicyEvaluation),)
+
+
 def define_flags(flag_values=flags.FLAGS):
   """Only when run as a program: launch.train defines --seed too, and the experiment runner
   imports this module next to it."""
-  fv = flag_values
-  flags.DEFINE_string('run_dir', None, 'Run directory of a `launch.train --env sokoban` run.',
-                      flag_values=fv)
-  flags.DEFINE_string('levels', None, "Level set: 'default' (envs/data/sokoban_1000.txt) or a "
-                      "Boxoban/XSB file (default: the run's own levels).", flag_values=fv)
-  flags.DEFINE_integer('num_levels', 100, 'Evaluate the first N levels of the set.', flag_values=fv)
-  flags.DEFINE_enum('policy', 'both', ['greedy', 'sampled', 'both'],
-                    "'greedy' (argmax of the logits), 'sampled' (softmax) or both.", flag_values=fv)
-  flags.DEFINE_integer('seed', 0, 'Seed of the sampled policy.', flag_values=fv)
-  flags.DEFINE_bool('count_irreversible', False, 'Count the irreversible actions taken, by the '
-                    'exact oracle (slow: a search per new (state, action)).', flag_values=fv)
-  flags.DEFINE_integer('max_expansions', 100_000, 'Oracle search budget per check.', flag_values=fv)
-  flags.DEFINE_string('out', None, 'Write the results as JSON to this file.', flag_values=fv)
-  flags.DEFINE_string('gif', None, 'Also write a GIF of the episodes played on --gif_levels: the '
-                      'room, and for an RAE run with a frozen psi its value per step beside it.',
-                      flag_values=fv)
-  flags.DEFINE_list('gif_levels', ['0'], 'Indices, among the levels evaluated, of the episodes '
-                    'the GIF shows (one after the other).', flag_values=fv)
-  flags.DEFINE_enum('gif_policy', 'greedy', ['greedy', 'sampled'], 'The policy whose episodes '
-                    'the GIF shows.', flag_values=fv)
+  envs_cli.define_field_flags(flag_values, SECTIONS)
 
 
 def check_out(path: Optional[str]) -> None:
@@ -90,27 +100,29 @@ def main(argv):
   cli.quiet_logs(FLAGS)
   if cli.unexpected_arguments(argv):
     return 2
-  policies = POLICIES if FLAGS.policy == 'both' else (FLAGS.policy,)
+  e = PolicyEvaluation(**envs_cli.field_values(FLAGS, SECTIONS)[''])
+  policies = POLICIES if e.policy == 'both' else (e.policy,)
   try:
-    if not FLAGS.run_dir:
+    if not e.run_dir:
       raise EvaluateError('--run_dir is required')
-    check_out(FLAGS.out)
+    check_out(e.out)
     try:
-      gif_levels = [int(i) for i in FLAGS.gif_levels]
+      gif_levels = [int(i) for i in e.gif_levels]
     except ValueError:
-      raise EvaluateError(f'--gif_levels must be level indices, got {",".join(FLAGS.gif_levels)}')
-    result = evaluate(FLAGS.run_dir, FLAGS.levels, FLAGS.num_levels, policies, FLAGS.seed,
-                      FLAGS.count_irreversible, FLAGS.max_expansions, FLAGS.gif, gif_levels,
-                      FLAGS.gif_policy)
-    if FLAGS.out:   # check_out allowed directories still to be made
-      paths.write_json(FLAGS.out, result, make_dirs=True)
-  except (ValueError, OSError) as e:  # EvaluateError, CheckpointError, EnvError, ...
-    print(f'error: {str(e).splitlines()[0] if str(e) else type(e).__name__}', file=sys.stderr)
+      raise EvaluateError(f'--gif_levels must be level indices, got '
+                          f'{",".join(map(str, e.gif_levels))}')
+    result = evaluate(e.run_dir, e.levels, e.num_levels, policies, e.seed, e.count_irreversible,
+                      e.max_expansions, e.gif, gif_levels, e.gif_policy)
+    if e.out:   # check_out allowed directories still to be made
+      paths.write_json(e.out, result, make_dirs=True)
+  except (ValueError, OSError) as err:  # EvaluateError, CheckpointError, EnvError, ...
+    print(f'error: {str(err).splitlines()[0] if str(err) else type(err).__name__}',
+          file=sys.stderr)
     return 2
   print(format_table(result))
-  if FLAGS.out:
-    print(f'results: {os.path.abspath(FLAGS.out)}')
-  if FLAGS.gif:
+  if e.out:
+    print(f'results: {os.path.abspath(e.out)}')
+  if e.gif:
     print(f'gif: {result["gif"]}')
   return 0
 
