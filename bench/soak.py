@@ -52,6 +52,9 @@ NODES = ('actor_0', 'actor_1', 'learner', 'precedence_learner', 'replay', 'count
          'coordinator')
 RECOVERY_S = 60.0      # a fault within this long of the last one overlaps it
 FINAL_STEPS = 5_000    # env steps the closing launch adds, to end "completed"
+# The SIGSTOP rule needs the timeout and a poll: a node still stopped after 3 timeouts and this
+# long was missed by its supervisor.
+STOPPED_SLACK_S = 30.0
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 WORKLOADS = {
@@ -336,7 +339,7 @@ class Soak:
       except OSError:
         del self.stopped_pids[pid]
         continue
-      if time.time() - since > 3 * hang_timeout_s + soak_check_slack():
+      if time.time() - since > 3 * hang_timeout_s + STOPPED_SLACK_S:
         os.kill(pid, signal.SIGCONT)
         del self.stopped_pids[pid]
         missed.append(pid)
@@ -349,12 +352,6 @@ class Soak:
         proc.wait()
     if self.tmpfs:
       subprocess.run(['umount', '-l', self.mount], check=False)
-
-
-def soak_check_slack() -> float:
-  # A stopped worker is judged from its start (hangs.STARTUP_S) only by the CPU rule; the
-  # SIGSTOP rule needs the timeout and a poll: 3 timeouts and this much are a miss.
-  return 30.0
 
 
 def run(duration_s: float, seed: int, workload: str = 'cartpole', mean_gap_s: float = 75.0,

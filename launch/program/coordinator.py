@@ -82,8 +82,7 @@ class Coordinator:
         checkpoints[name] = {'error': f'{type(e).__name__}: {e}'[:300]}
     # The learners have stopped: the precedence table's checkpoint is what psi last trained on.
     replay_checkpoint = self._checkpoints.final() if self._checkpoints is not None else None
-    counts = self._counter.get_counts()
-    run_state.save_counts(self._run_dir, counts)   # nothing counts any more: these are final
+    counts = self._counter.get_counts()   # final: the counter node has saved them
     tables = {}
     if self._replay is not None:
       try:
