@@ -225,6 +225,13 @@ def default_host_devices(batch_sizes: Sequence[int], cores: Optional[int] = None
   return max(d for d in range(1, max(1, min(cores, common)) + 1) if common % d == 0)
 
 
+def learner_devices(batch_sizes: Sequence[int]) -> list:
+  """In the learner's process: the devices of jax's default backend to split over (the GPU; or
+  the XLA host devices its environment asked for, as many as divide its batches)."""
+  devices = jax.devices()
+  return devices[:default_host_devices(batch_sizes, len(devices))]
+
+
 def with_host_devices(xla_flags: str, n: int) -> str:
   """XLA_FLAGS with the CPU platform's device count set to n (any earlier count replaced)."""
   kept = [f for f in xla_flags.split() if not f.startswith(HOST_DEVICE_FLAG)]

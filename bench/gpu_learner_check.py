@@ -2,7 +2,7 @@ r"""The learner's speed on a GPU (or any jax device), with nothing of the projec
 haiku, optax, rlax and numpy: the Sokoban preset's network, V-trace loss, self-imitation and
 optimiser (agents.impala_step), fed a fixed random batch on the device, at the preset's batch
 shape (16 x 20) and larger ones, within a time budget; then the projection of the whole
-program's env steps/s on a host with this device and N cores (launch.program.host_preset):
+program's env steps/s on a host with this device and N cores (launch.runtime.host_preset):
 
     learner env steps/s = learner frames/s / samples per sequence (4)
     actor env steps/s   = (N - 2) x the per-core actor ceiling measured on the dev machine
@@ -32,7 +32,7 @@ from agents import impala_step, policy_net
 from envs import presets
 from estimators import networks as estimator_nets
 from estimators import training as estimator_training
-from launch.program import host_preset
+from launch.runtime import host_preset
 
 # The Sokoban preset's policy network (envs.presets, 'sokoban'; the test compares them) and its
 # observations: 10x10 RGB rooms, 4 actions.

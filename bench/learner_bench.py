@@ -141,7 +141,7 @@ def _child(argv, devices: int) -> dict:
 def device_scaling(argv, counts, repeats: int) -> dict:
   """frames/s per device count (median over rounds), and against one device's: the speed-up
   and the efficiency (speed-up / count; host sizing assumes 0.7:
-  launch.program.host_preset.LEARNER_CORE_EFFICIENCY)."""
+  launch.runtime.host_preset.LEARNER_CORE_EFFICIENCY)."""
   runs = {n: [] for n in counts}
   for _ in range(repeats):
     for n in counts:

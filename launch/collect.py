@@ -30,8 +30,8 @@ from absl import app, flags
 
 from envs import cli as envs_cli
 from envs.cli import field
-from launch.program.collection import CollectError, CollectInterrupted
 from launch.runtime.collection import parse_env_options, run
+from launch.runtime.collection_program import CollectError, CollectInterrupted
 
 FLAGS = flags.FLAGS
 

@@ -5,7 +5,7 @@ r"""Trains the paper's DQN or M-DQN baseline (App. C.4) on Cartpole+ and evaluat
 
 One process, no Launchpad: Acme's agent (actor and learner in lock-step, one gradient step every
 --update_every env steps, as the paper's baselines) with an in-process Reverb replay server
-(agents/dqn.py), driven by the loop of launch/program/dqn.py. Every --eval_every env steps one greedy evaluation
+(agents/dqn.py), driven by the loop of launch/runtime/dqn.py. Every --eval_every env steps one greedy evaluation
 episode is played on a separate environment; the run reports the maximum (the paper's figure:
 DQN 1152, M-DQN 2801) and the mean of those evaluation returns.
 
@@ -30,8 +30,8 @@ import time
 from absl import app, flags
 
 from envs import quiet
-from launch.program.dqn import OUTPUTS, DQNRunConfig, train
 from launch.runtime import termination
+from launch.runtime.dqn import OUTPUTS, DQNRunConfig, train
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum('algorithm', 'dqn', ['dqn', 'mdqn'], 'DQN (Mnih et al. 2015) or M-DQN.')

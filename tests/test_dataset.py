@@ -12,8 +12,8 @@ import envs
 from estimators import dataset, pairs
 from estimators.rlds import flat as rlds_flat
 from estimators.rlds import writer as rlds_writer
-from launch.program import collection as collect_program
 from launch.runtime import collection as collect
+from launch.runtime import collection_program as collect_program
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 

@@ -1,7 +1,8 @@
-"""launch.program.host_preset: the host-sized Sokoban run (actors = the cores the learner and
+"""launch.runtime.host_preset: the host-sized Sokoban run (actors = the cores the learner and
 the service nodes leave, 16 rooms each, the learner's cores dividing its batch), the projection
 of a host's env steps/s, and the experiment scale built from it."""
-from launch.program import devices, host_preset
+from launch.program import devices
+from launch.runtime import host_preset
 
 
 def test_a_cpu_host_splits_its_cores_between_learner_and_actors():

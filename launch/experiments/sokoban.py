@@ -62,7 +62,7 @@ SOKOBAN_SCALES = {
                     eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                     eval_oracle_levels=100),
     # host: 'long' on the host it runs on, its actors, rooms per actor and learner placement
-    # sized by launch.program.host_preset (the rule is in its docstring and BUILD_NOTES.md).
+    # sized by launch.runtime.host_preset (the rule is in its docstring and BUILD_NOTES.md).
     'host': lambda: _host_scale(),
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
                   envs_per_actor=1, run_seconds=0,
@@ -73,7 +73,7 @@ SOKOBAN_SCALES = {
 
 
 def _host_scale() -> dict:
-  from launch.program import host_preset
+  from launch.runtime import host_preset
   sizes = host_preset.this_host()
   return dict(SOKOBAN_SCALES['long'], actors=sizes.num_actors,
               envs_per_actor=sizes.envs_per_actor, agent=dict(batch_size=sizes.batch_size),

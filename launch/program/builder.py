@@ -15,13 +15,12 @@ from acme.jax import variable_utils
 from acme.utils import counting, loggers
 
 import envs
-from agents import acting, adders, learning, self_imitation
+from agents import acting, adders, impala_step, learning, self_imitation
 from agents import loop as loop_lib
 from agents import networks as agent_networks
 from envs import batch as env_batch
 from estimators import checkpoint as est_checkpoint
 from estimators import networks as est_nets
-from launch.program import devices
 from launch.program.config import RunConfig
 from launch.program.precedence_learner import PrecedenceLearner, make_window_iterator
 
@@ -208,7 +207,7 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
       imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
       imitation_ready=imitation_ready, counter=counter, logger=logger,
       max_consecutive_skips=cfg.max_skipped_updates,
-      devices=devices.learner_devices(cfg.learner_batch_sizes),
+      devices=impala_step.learner_devices(cfg.learner_batch_sizes),
       updates_per_call=cfg.impala.updates_per_call)
 
 

@@ -202,7 +202,7 @@ class RunConfig:
   learner_host_devices: int = documented(
       0, 'On the CPU, the XLA host devices the learner splits each batch over (one per core '
       "it uses); 0: its share of the host's cores beside the actors "
-      '(launch.program.host_preset), a count that divides its batch sizes.')
+      '(launch.runtime.host_preset), a count that divides its batch sizes.')
   precedence_device: str = documented(
       'cpu', 'Where the precedence (psi/phi) learner runs: cpu, gpu or auto.')
 

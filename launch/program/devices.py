@@ -18,7 +18,8 @@ import sys
 from typing import Dict, Optional
 
 from agents import impala_step
-from launch.program import host_preset, threads
+from launch.program import threads
+from launch.runtime import host_preset
 
 DEVICE_CHOICES = ('auto', 'cpu', 'gpu')
 CPU_ONLY = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''}
@@ -27,7 +28,7 @@ CPU_GROUPS = ('replay', 'counter', 'coordinator', 'actor')
 INSTALL_HINT = 'make setup ACCEL=cuda12 (README, "Running on a GPU")'
 
 
-# What a host offers (GPUs, the CUDA plugin, cores) and how it is probed: launch.program.host_preset,
+# What a host offers (GPUs, the CUDA plugin, cores) and how it is probed: launch.runtime.host_preset,
 # whose sizes it feeds.
 Host = host_preset.Host
 CORES_WHERE_IT_STARTS = host_preset.CORES_WHERE_IT_STARTS
@@ -63,10 +64,10 @@ def resolve(requested: str, host: Host, flag: str = '--learner_device') -> str:
 
 def learner_host_devices(cfg, host: Host):
   """CPU devices the learner splits its batches over: --learner_host_devices, else (0) its
-  share of the host's cores beside the actors (launch.program.host_preset.learner_cores: 1 on
+  share of the host's cores beside the actors (launch.runtime.host_preset.learner_cores: 1 on
   this 2-core machine, 8 of 16), as a count that divides its batches. On a host whose cores
   are not known here (a cluster's), its core count as its node's script counts it (the learner
-  then splits over as many of those as divide its batches: `learner_devices`)."""
+  then splits over as many of those as divide its batches: agents.impala_step.learner_devices)."""
   if cfg.learner_host_devices:
     return cfg.learner_host_devices
   if not host.cores:
@@ -112,11 +113,3 @@ def node_environment(cfg, host: Host,
   if 'precedence_learner' in where:
     env['precedence_learner'] = dict(ON_GPU if where['precedence_learner'] == 'gpu' else CPU_ONLY)
   return env
-
-
-def learner_devices(batch_sizes) -> list:
-  """In the learner's process: the devices of jax's default backend to split over (the GPU; or
-  the XLA host devices its environment asked for, as many as divide its batches)."""
-  import jax
-  devices = jax.devices()
-  return devices[:impala_step.default_host_devices(batch_sizes, len(devices))]

@@ -16,14 +16,14 @@ from typing import Optional
 import numpy as np
 
 from envs import presets
-from launch.program.collection import (
+from launch.runtime import processes
+from launch.runtime.collection_program import (
   CollectError,
   CollectInterrupted,
   CollectPlan,
   build_program,
   collect_in_process,
 )
-from launch.runtime import processes
 
 PROGRESS_EVERY_S = 10.0   # between the progress lines of a distributed collection
 
