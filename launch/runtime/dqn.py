@@ -71,6 +71,18 @@ def eval_summary(returns: List[float], lengths: List[float]) -> Dict[str, Any]:
           'max_length': float(np.max(lengths))}
 
 
+@dataclasses.dataclass
+class _Tally:
+  """What the run has done so far: env steps, training episodes, evaluation episodes."""
+  steps: int = 0
+  episodes: int = 0
+  eval_returns: List[float] = dataclasses.field(default_factory=list)
+  eval_lengths: List[float] = dataclasses.field(default_factory=list)
+
+  def counts(self) -> Dict[str, int]:
+    return {'actor_steps': self.steps, 'actor_episodes': self.episodes}
+
+
 def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
   """Runs the training loop to cfg.max_steps (or Ctrl-C), printing a progress line every
   `progress_every_s`; returns the summary it writes."""
@@ -81,82 +93,106 @@ def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
   from agents import dqn
   from launch.program.builder import make_environment
   from launch.runtime import run_state
-  from launch.runtime import summary as summary_lib
 
   env = make_environment(cfg, cfg.seed * 1000 + 1)
   eval_env = make_environment(cfg, cfg.seed * 1000 + 2)
   spec = specs.make_environment_spec(env)
-  steps = [0]
-  actor_log = _csv(cfg.run_dir, ACTOR_LOG)
-  eval_log = _csv(cfg.run_dir, EVAL_LOG)
-  learner_log = _WithSteps(_csv(cfg.run_dir, LEARNER_LOG, time_delta=1.0), lambda: steps[0])
-  agent = dqn.make_agent(spec, cfg.agent, cfg.seed, env_steps=lambda: steps[0],
+  tally = _Tally()
+  logs = {ACTOR_LOG: _csv(cfg.run_dir, ACTOR_LOG), EVAL_LOG: _csv(cfg.run_dir, EVAL_LOG),
+          LEARNER_LOG: _WithSteps(_csv(cfg.run_dir, LEARNER_LOG, time_delta=1.0),
+                                  lambda: tally.steps)}
+  agent = dqn.make_agent(spec, cfg.agent, cfg.seed, env_steps=lambda: tally.steps,
                          counter=counting.Counter(prefix='learner', time_delta=0.0),
-                         learner_logger=learner_log)
+                         learner_logger=logs[LEARNER_LOG])
   # Evaluation results are logged below, with the training step; the loop's own logger
   # (Acme's default writes under ~/acme) gets nothing.
   evaluation = acme.EnvironmentLoop(eval_env, agent.evaluator, should_update=False,
                                     logger=_Discard())
-  eval_returns, eval_lengths = [], []
   run_state.begin_segment(cfg.run_dir, 0)
-  start = last_progress = time.time()
   status = run_state.STOPPED
-  episodes = 0
   try:
-    timestep = env.reset()
-    agent.agent.observe_first(timestep)
-    ep_len, ep_return, ep_start = 0, 0.0, time.time()
-    while steps[0] < cfg.max_steps:
-      action = agent.agent.select_action(timestep.observation)
-      timestep = env.step(action)
-      agent.agent.observe(action, timestep)
-      agent.agent.update()
-      steps[0] += 1
-      ep_len += 1
-      ep_return += float(timestep.reward)
-      if timestep.last():
-        episodes += 1
-        actor_log.write({'actor_steps': steps[0], 'actor_episodes': episodes,
-                         'episode_length': ep_len, 'episode_return': ep_return,
-                         'epsilon': cfg.agent.epsilon(steps[0]),
-                         'steps_per_second': ep_len / max(time.time() - ep_start, 1e-9),
-                         'unix_time': time.time()})
-        timestep = env.reset()
-        agent.agent.observe_first(timestep)
-        ep_len, ep_return, ep_start = 0, 0.0, time.time()
-      if steps[0] % cfg.eval_every == 0:
-        agent.evaluator_variables.update_and_wait()
-        result = evaluation.run_episode()
-        eval_returns.append(float(result['episode_return']))
-        eval_lengths.append(float(result['episode_length']))
-        eval_log.write({'actor_steps': steps[0], 'eval_return': eval_returns[-1],
-                        'eval_length': eval_lengths[-1], 'unix_time': time.time()})
-      if time.time() - last_progress >= progress_every_s:
-        last_progress = time.time()
-        best = max(eval_returns) if eval_returns else float('nan')
-        print(f'[{time.time() - start:6.0f}s] env steps {steps[0]:>9,}/{cfg.max_steps:,}  '
-              f'episodes {episodes:>6}  eval max {best:8.1f}  '
-              f'epsilon {cfg.agent.epsilon(steps[0]):.3f}', flush=True)
-        run_state.save_counts(cfg.run_dir, {'actor_steps': steps[0], 'actor_episodes': episodes})
+    _loop(cfg, env, agent, evaluation, logs, tally, progress_every_s)
     status = run_state.COMPLETED
   except KeyboardInterrupt:
     status = run_state.STOPPED
   finally:
-    for log in (actor_log, eval_log, learner_log):
+    for log in logs.values():
       log.close()
-    run_state.save_counts(cfg.run_dir, {'actor_steps': steps[0], 'actor_episodes': episodes})
-    run_state.end_segment(cfg.run_dir, status, steps[0])
-    evals = eval_summary(eval_returns, eval_lengths)
-    run_state.write_json(os.path.join(cfg.run_dir, EVAL_FILE),
-                         {'algorithm': cfg.agent.algorithm, 'eval_every': cfg.eval_every,
-                          'actor_steps': steps[0], 'policies': {'greedy': evals}})
-    summary = summary_lib.summarize(cfg.run_dir, with_wall_time=True)
-    summary['actor_steps'] = steps[0]  # also when no training episode has ended yet
-    summary.update({'status': status, 'algorithm': cfg.agent.algorithm,
-                    **{f'eval_{k}': v for k, v in evals.items()}})
-    run_state.write_json(os.path.join(cfg.run_dir, 'summary.json'), summary)
+    summary = _finish(cfg, tally, status)
     # Flush the adder's items while the server still runs: a writer flushed after the server
     # stopped waits 10 s for a timeout when it is deleted.
     agent.replay.adder.reset()
     agent.replay.server.stop()
+  return summary
+
+
+def _loop(cfg: DQNRunConfig, env, agent, evaluation, logs, tally: _Tally,
+          progress_every_s: float) -> None:
+  """Acts and learns in lock-step to cfg.max_steps: a row of the actor's log per training
+  episode, a greedy evaluation episode every cfg.eval_every env steps, a progress line (and
+  counts.json) every `progress_every_s`."""
+  start = last_progress = time.time()
+  timestep = env.reset()
+  agent.agent.observe_first(timestep)
+  ep_len, ep_return, ep_start = 0, 0.0, time.time()
+  while tally.steps < cfg.max_steps:
+    action = agent.agent.select_action(timestep.observation)
+    timestep = env.step(action)
+    agent.agent.observe(action, timestep)
+    agent.agent.update()
+    tally.steps += 1
+    ep_len += 1
+    ep_return += float(timestep.reward)
+    if timestep.last():
+      tally.episodes += 1
+      logs[ACTOR_LOG].write({'actor_steps': tally.steps, 'actor_episodes': tally.episodes,
+                             'episode_length': ep_len, 'episode_return': ep_return,
+                             'epsilon': cfg.agent.epsilon(tally.steps),
+                             'steps_per_second': ep_len / max(time.time() - ep_start, 1e-9),
+                             'unix_time': time.time()})
+      timestep = env.reset()
+      agent.agent.observe_first(timestep)
+      ep_len, ep_return, ep_start = 0, 0.0, time.time()
+    if tally.steps % cfg.eval_every == 0:
+      _evaluate(agent, evaluation, logs[EVAL_LOG], tally)
+    if time.time() - last_progress >= progress_every_s:
+      last_progress = time.time()
+      _report(cfg, tally, start)
+
+
+def _evaluate(agent, evaluation, eval_log, tally: _Tally) -> None:
+  """One greedy episode with the learner's current parameters, logged at the run's step."""
+  agent.evaluator_variables.update_and_wait()
+  result = evaluation.run_episode()
+  tally.eval_returns.append(float(result['episode_return']))
+  tally.eval_lengths.append(float(result['episode_length']))
+  eval_log.write({'actor_steps': tally.steps, 'eval_return': tally.eval_returns[-1],
+                  'eval_length': tally.eval_lengths[-1], 'unix_time': time.time()})
+
+
+def _report(cfg: DQNRunConfig, tally: _Tally, start: float) -> None:
+  """The progress line, and the counts saved so far."""
+  from launch.runtime import run_state
+  best = max(tally.eval_returns) if tally.eval_returns else float('nan')
+  print(f'[{time.time() - start:6.0f}s] env steps {tally.steps:>9,}/{cfg.max_steps:,}  '
+        f'episodes {tally.episodes:>6}  eval max {best:8.1f}  '
+        f'epsilon {cfg.agent.epsilon(tally.steps):.3f}', flush=True)
+  run_state.save_counts(cfg.run_dir, tally.counts())
+
+
+def _finish(cfg: DQNRunConfig, tally: _Tally, status: str) -> Dict[str, Any]:
+  """Closes the run's segment and writes its counts, eval.json and summary.json (returned)."""
+  from launch.runtime import run_state
+  from launch.runtime import summary as summary_lib
+  run_state.save_counts(cfg.run_dir, tally.counts())
+  run_state.end_segment(cfg.run_dir, status, tally.steps)
+  evals = eval_summary(tally.eval_returns, tally.eval_lengths)
+  run_state.write_json(os.path.join(cfg.run_dir, EVAL_FILE),
+                       {'algorithm': cfg.agent.algorithm, 'eval_every': cfg.eval_every,
+                        'actor_steps': tally.steps, 'policies': {'greedy': evals}})
+  summary = summary_lib.summarize(cfg.run_dir, with_wall_time=True)
+  summary['actor_steps'] = tally.steps  # also when no training episode has ended yet
+  summary.update({'status': status, 'algorithm': cfg.agent.algorithm,
+                  **{f'eval_{k}': v for k, v in evals.items()}})
+  run_state.write_json(os.path.join(cfg.run_dir, 'summary.json'), summary)
   return summary
