@@ -42,55 +42,52 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from absl import app, flags
 
+from envs import cli as envs_cli
 from envs import paths, presets
+from envs.cli import field
 from estimators import cli
 from estimators import kinds as kinds_lib
 
 FLAGS = flags.FLAGS
 
 
-def define_flags(flag_values=flags.FLAGS):
-  """Defines the CLI flags (on the global FLAGS when run as a script, on a private
-  FlagValues in tests; several CLIs share flag names, so none defines them at import)."""
-  fv = flag_values
-  flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint (estimators.train --out).', flag_values=fv)
-  flags.DEFINE_string('env', None, 'Environment name (envs.make): turf, cliff, sokoban, cartpole.', flag_values=fv)
-  flags.DEFINE_multi_string('env_option', [], 'Environment option key=value (repeatable).', flag_values=fv)
-  flags.DEFINE_integer('transitions', 2000, 'Transitions to collect with the policy.', flag_values=fv)
-  flags.DEFINE_float('beta', None, 'Threshold of "psi > beta" (irreversible).', flag_values=fv)
-  flags.DEFINE_float('phi_beta', None, 'Threshold of "phi < phi_beta" (irreversible).', flag_values=fv)
-  flags.DEFINE_string('out', None, 'Output directory (default: CHECKPOINT.eval).', flag_values=fv)
-  flags.DEFINE_enum('policy', 'random', ['random'], 'Policy collecting the transitions.', flag_values=fv)
-  flags.DEFINE_integer('max_expansions', 100_000, 'Oracle search budget per transition.', flag_values=fv)
-  flags.DEFINE_integer('num_bins', 10, 'Calibration bins.', flag_values=fv)
-  flags.DEFINE_integer('seed', 0, 'Seed of the environment and the policy.', flag_values=fv)
-  flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.', flag_values=fv)
-  flags.DEFINE_list('phi_betas', [], 'More phi thresholds for the per-kind split (environments '
-                    'with transition kinds, e.g. turf): "phi < beta" per kind at each.',
-                    flag_values=fv)
-  flags.DEFINE_string('labels_cache', None, 'Directory caching the oracle labels of the collected '
-                      'transitions (same env, options, seed, count): re-evaluations skip the '
-                      'search.', flag_values=fv)
-
-
 @dataclasses.dataclass(frozen=True)
 class EvaluateOptions:
-  """What `run` evaluates, one field per flag of the CLI (see `define_flags` for each meaning);
-  `cli.options_from_flags(EvaluateOptions, FLAGS)` builds it from parsed flags."""
-  checkpoint: Optional[str] = None
-  env: Optional[str] = None
-  env_option: Tuple[str, ...] = ()
-  transitions: int = 2000
-  beta: Optional[float] = None
-  phi_beta: Optional[float] = None
-  out: Optional[str] = None
-  policy: str = 'random'
-  max_expansions: int = 100_000
-  num_bins: int = 10
-  seed: int = 0
-  batch: int = 4096
-  labels_cache: Optional[str] = None
-  phi_betas: Tuple[str, ...] = ()
+  """What `run` evaluates: one flag per field (envs.cli field flags);
+  `cli.options_from_flags(EvaluateOptions, FLAGS)` builds it from the parsed flags. The
+  thresholds left unset are the preset's, applied in `default_betas`."""
+  checkpoint: Optional[str] = field(None, 'Estimator checkpoint (estimators.train --out).')
+  env: Optional[str] = field(None, 'Environment name (envs.make): turf, cliff, sokoban, cartpole.')
+  env_option: Tuple[str, ...] = field((), 'Environment option key=value (repeatable).',
+                                      repeat=True)
+  transitions: int = field(2000, 'Transitions to collect with the policy.')
+  beta: Optional[float] = field(None, 'Threshold of "psi > beta" (irreversible) (default: the '
+                                "environment's RAE beta, envs.presets).")
+  phi_beta: Optional[float] = field(None, 'Threshold of "phi < phi_beta" (irreversible) '
+                                    "(default: --beta when given, else the environment's RAC "
+                                    'beta, envs.presets).')
+  out: Optional[str] = field(None, 'Output directory (default: CHECKPOINT.eval).')
+  policy: str = field('random', 'Policy collecting the transitions.', choices=('random',))
+  max_expansions: int = field(100_000, 'Oracle search budget per transition.')
+  num_bins: int = field(10, 'Calibration bins.')
+  seed: int = field(0, 'Seed of the environment and the policy.')
+  batch: int = field(4096, 'Rows per jitted forward pass.')
+  phi_betas: Tuple[str, ...] = field((), 'More phi thresholds for the per-kind split '
+                                     '(environments with transition kinds, e.g. turf): '
+                                     '"phi < beta" per kind at each.')
+  labels_cache: Optional[str] = field(None, 'Directory caching the oracle labels of the '
+                                      'collected transitions (same env, options, seed, count): '
+                                      're-evaluations skip the search.')
+
+
+SECTIONS = (envs_cli.Section('', EvaluateOptions),)
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the CLI flags, one per field of EvaluateOptions (on the global FLAGS when run as a
+  script, on a private FlagValues in tests; several CLIs share flag names, so none defines them
+  at import)."""
+  envs_cli.define_field_flags(flag_values, SECTIONS)
 
 
 CARTPOLE_POLE_LENGTH = 1.0  # gym's `length` (0.5) is half the pole
@@ -316,6 +313,47 @@ def clean_states_by_kind(env, predictor, psi_beta: float, phi_betas, max_expansi
           'by_kind': split}
 
 
+def _oracle_env(env_name: str, env_options: dict, seed: int):
+  """The environment to collect from and label: one the exact oracle can search (states it
+  can get and set, deterministic steps), else a one-line EvaluateError."""
+  import envs
+  env = envs.make(env_name, seed=seed, **env_options)
+  if not callable(getattr(env, 'get_state', None)) or not callable(getattr(env, 'set_state', None)):
+    raise EvaluateError(f'environment {env_name!r} has no exact oracle (no get_state/set_state)')
+  if not getattr(env, 'deterministic', True):
+    raise EvaluateError(f'environment {env_name!r} with options {env_options} is stochastic: '
+                        'the exact oracle needs a deterministic environment (e.g. cliff wind=0)')
+  return env
+
+
+def _split_by_kind(report: Dict[str, Any], env, predictor, data, known, irreversible, psi,
+                   phi_taken, psi_beta: float, betas, max_expansions: int, out_dir: str) -> None:
+  """Adds to `report` the scores per transition kind of the labelled random-policy transitions
+  (and of every action from the env's clean states, where it has them), and writes them as
+  OUT/by_kind.md."""
+  from estimators import predict
+  kinds_random = transition_kinds(env, [s for s, k in zip(data['states'], known) if k],
+                                  data['actions'][known])
+  target = (predictor.phi_target(data['obs'][known], data['next_obs'][known])
+            if phi_taken is not None else None)
+  report['by_kind'] = kinds_lib.by_kind(kinds_random, irreversible, psi, phi_taken, psi_beta,
+                                        betas, _env_kinds(env), phi_target=target)
+  report['phi_target'] = predictor.phi_target_name
+  if callable(getattr(env, 'clean_states', None)):
+    report['clean_by_kind'] = clean_states_by_kind(env, predictor, psi_beta, betas,
+                                                   max_expansions)
+  os.makedirs(out_dir, exist_ok=True)
+  with open(os.path.join(out_dir, 'by_kind.md'), 'w') as fh:
+    target_text = predict.PHI_TARGET_TEXT[predictor.phi_target_name]
+    fh.write(kinds_lib.markdown(report['by_kind'], f'{int(known.sum())} random-policy '
+                                'transitions (oracle-labelled), by kind', target_text) + '\n')
+    if 'clean_by_kind' in report:
+      fh.write(kinds_lib.markdown(report['clean_by_kind']['by_kind'],
+                                  f"every action from every state with no ruined grass "
+                                  f"({report['clean_by_kind']['transitions']} transitions), "
+                                  'by kind', target_text))
+
+
 def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta: float,
                       phi_beta: float, out_dir: str, max_expansions: int = 100_000,
                       seed: int = 0, num_bins: int = 10, batch: int = 4096,
@@ -323,16 +361,10 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
                       phi_betas: Tuple[float, ...] = ()) -> Dict[str, Any]:
   import numpy as np
 
-  import envs
   from envs import oracle
   from estimators import predict
 
-  env = envs.make(env_name, seed=seed, **env_options)
-  if not callable(getattr(env, 'get_state', None)) or not callable(getattr(env, 'set_state', None)):
-    raise EvaluateError(f'environment {env_name!r} has no exact oracle (no get_state/set_state)')
-  if not getattr(env, 'deterministic', True):
-    raise EvaluateError(f'environment {env_name!r} with options {env_options} is stochastic: '
-                        'the exact oracle needs a deterministic environment (e.g. cliff wind=0)')
+  env = _oracle_env(env_name, env_options, seed)
   predictor = predict.Predictor(ckpt, batch)
   t0 = time.time()
   data = collect_transitions(env, num, seed=seed, with_states=True)
@@ -368,32 +400,12 @@ def evaluate_discrete(ckpt, env_name: str, env_options: dict, num: int, psi_beta
   phi_taken = (phi_all[np.arange(len(phi_all)), data['actions'][known]]
                if phi_all is not None else None)
   if callable(getattr(env, 'transition_kind', None)):
-    betas = sorted({phi_beta, *phi_betas})
-    kinds_random = transition_kinds(env, [s for s, k in zip(data['states'], known) if k],
-                                    data['actions'][known])
-    target = (predictor.phi_target(data['obs'][known], data['next_obs'][known])
-              if phi_taken is not None else None)
-    report['by_kind'] = kinds_lib.by_kind(kinds_random, irreversible, psi, phi_taken, psi_beta,
-                                          betas, _env_kinds(env), phi_target=target)
-    report['phi_target'] = predictor.phi_target_name
-    if callable(getattr(env, 'clean_states', None)):
-      report['clean_by_kind'] = clean_states_by_kind(env, predictor, psi_beta, betas,
-                                                     max_expansions)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, 'by_kind.md'), 'w') as fh:
-      target_text = predict.PHI_TARGET_TEXT[predictor.phi_target_name]
-      fh.write(kinds_lib.markdown(report['by_kind'], f'{int(known.sum())} random-policy '
-                                  'transitions (oracle-labelled), by kind', target_text) + '\n')
-      if 'clean_by_kind' in report:
-        fh.write(kinds_lib.markdown(report['clean_by_kind']['by_kind'],
-                                    f"every action from every state with no ruined grass "
-                                    f"({report['clean_by_kind']['transitions']} transitions), "
-                                    'by kind', target_text))
+    _split_by_kind(report, env, predictor, data, known, irreversible, psi, phi_taken, psi_beta,
+                   sorted({phi_beta, *phi_betas}), max_expansions, out_dir)
   panels = [{'name': 'psi(x, x\')', 'calibration': report['psi']['calibration'],
              'auroc': _finite(report['psi']['auroc'])}]
   if phi_all is not None:
-    phi = phi_taken
-    report['phi'] = score(1.0 - phi, irreversible, phi < phi_beta, num_bins)
+    report['phi'] = score(1.0 - phi_taken, irreversible, phi_taken < phi_beta, num_bins)
     report['phi']['note'] = 'scores are 1 - phi(x, a); predicted irreversible: phi < phi_beta'
     panels.append({'name': '1 - phi(x, a)', 'calibration': report['phi']['calibration'],
                    'auroc': _finite(report['phi']['auroc'])})
@@ -415,13 +427,85 @@ def _cartpole_grid(predictor, n: int = 61):
   return theta, theta_dot, phi.reshape(n, n, -1)
 
 
+def _cartpole_scatter(path: str, obs, values, label: str, title: str) -> str:
+  """Cartpole states coloured by `values`. Left: the paper's view (pole tip relative to the
+  cart); right: (theta, theta_dot), where states with the same angle but different angular
+  velocities no longer overlap."""
+  import numpy as np
+  plt = _plt()
+  theta = obs[:, 2].astype(np.float64)
+  theta_dot = obs[:, 3].astype(np.float64)
+  tip_x = CARTPOLE_POLE_LENGTH * np.sin(theta)
+  tip_y = CARTPOLE_POLE_LENGTH * np.cos(theta)
+  fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.3))
+  order = np.argsort(np.abs(values - 0.5))  # extreme values drawn last, on top
+  for ax, (x, y, xl, yl) in zip(axes, (
+      (tip_x, tip_y, 'pole tip x relative to the cart (l sin theta)', 'pole tip y (l cos theta)'),
+      (theta, theta_dot, 'theta (rad)', 'theta_dot (rad/s)'))):
+    sc = ax.scatter(x[order], y[order], c=values[order], s=5, cmap='viridis', vmin=0.0,
+                    vmax=1.0, linewidths=0)
+    ax.set_xlabel(xl)
+    ax.set_ylabel(yl)
+  fig.colorbar(sc, ax=axes, label=label)
+  fig.suptitle(title)
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def _cartpole_phi_grid_png(predictor, path: str) -> str:
+  """phi(., 0) - phi(., 1) over a (theta, theta_dot) grid at x = x_dot = 0."""
+  import numpy as np
+  plt = _plt()
+  th, thd, grid = _cartpole_grid(predictor)
+  fig, ax = plt.subplots(figsize=(5.6, 4.4))
+  diff = grid[..., 0] - grid[..., 1]
+  lim = max(1e-6, float(np.abs(diff).max()))
+  im = ax.pcolormesh(th, thd, diff, cmap='RdBu', vmin=-lim, vmax=lim, shading='auto')
+  fig.colorbar(im, ax=ax, label='phi(x, 0) - phi(x, 1)')
+  ax.set_xlabel('theta (rad)')
+  ax.set_ylabel('theta_dot (rad/s)')
+  ax.set_title('Cartpole (x = x_dot = 0): left minus right reversibility')
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def _cartpole_phi(predictor, data, phi, phi_beta: float, out_dir: str,
+                  pngs: Dict[str, str]) -> Dict[str, Any]:
+  """phi's part of the Cartpole report (the physical check: does pushing the cart towards the
+  side the pole leans to look more reversible?); its pictures are added to `pngs`."""
+  import numpy as np
+
+  from estimators import metrics
+  theta = data['obs'][:, 2].astype(np.float64)
+  lean_left, lean_right = theta < 0, theta > 0
+  agree = np.concatenate([phi[lean_left, 0] > phi[lean_left, 1],
+                          phi[lean_right, 1] > phi[lean_right, 0]])
+  phi_taken = phi[np.arange(len(phi)), data['actions']]
+  for a, name in ((0, 'left'), (1, 'right')):
+    pngs[f'phi_action{a}'] = _cartpole_scatter(
+        os.path.join(out_dir, f'cartpole_phi_action{a}.png'), data['obs'], phi[:, a],
+        f'phi(x, a={a})', f'Cartpole: reversibility of action {a} (push {name})')
+  pngs['phi_grid'] = _cartpole_phi_grid_png(predictor,
+                                            os.path.join(out_dir, 'cartpole_phi_grid.png'))
+  return {
+      'mean_per_action': phi.mean(axis=0),
+      'fraction_below_beta_per_action': np.mean(phi < phi_beta, axis=0),
+      'lean_agreement': float(agree.mean()) if agree.size else None,
+      'lean_agreement_note': 'fraction of states where pushing the cart towards the side the '
+                             'pole leans to (theta<0: a=0, theta>0: a=1) has the higher phi',
+      'terminal_auroc': metrics.auroc(1.0 - phi_taken, data['terminal']),
+  }
+
+
 def evaluate_cartpole(ckpt, env_options: dict, num: int, psi_beta: float, phi_beta: float,
                       out_dir: str, seed: int = 0, batch: int = 4096) -> Dict[str, Any]:
   import numpy as np
 
   import envs
   from estimators import metrics, predict
-  plt = _plt()
 
   env = envs.make('cartpole', seed=seed, **env_options)
   predictor = predict.Predictor(ckpt, batch)
@@ -434,33 +518,8 @@ def evaluate_cartpole(ckpt, env_options: dict, num: int, psi_beta: float, phi_be
   phi = predictor.phi(data['obs']) if ckpt.phi_params is not None else None
   forward_s = time.time() - t0
 
-  theta = data['obs'][:, 2].astype(np.float64)
-  tip_x = CARTPOLE_POLE_LENGTH * np.sin(theta)
-  tip_y = CARTPOLE_POLE_LENGTH * np.cos(theta)
   terminal = data['terminal']
   os.makedirs(out_dir, exist_ok=True)
-  pngs = {}
-
-  theta_dot = data['obs'][:, 3].astype(np.float64)
-
-  def scatter(path, values, label, title):
-    """Left: the paper's view (pole tip relative to the cart); right: (theta, theta_dot), where
-    states with the same angle but different angular velocities no longer overlap."""
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.3))
-    order = np.argsort(np.abs(values - 0.5))  # extreme values drawn last, on top
-    for ax, (x, y, xl, yl) in zip(axes, (
-        (tip_x, tip_y, 'pole tip x relative to the cart (l sin theta)', 'pole tip y (l cos theta)'),
-        (theta, theta_dot, 'theta (rad)', 'theta_dot (rad/s)'))):
-      sc = ax.scatter(x[order], y[order], c=values[order], s=5, cmap='viridis', vmin=0.0,
-                      vmax=1.0, linewidths=0)
-      ax.set_xlabel(xl)
-      ax.set_ylabel(yl)
-    fig.colorbar(sc, ax=axes, label=label)
-    fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
   report: Dict[str, Any] = {
       'env': 'cartpole', 'env_options': env_options, 'policy': 'random', 'seed': seed,
       'transitions': int(num), 'episodes': data['episodes'],
@@ -473,38 +532,10 @@ def evaluate_cartpole(ckpt, env_options: dict, num: int, psi_beta: float, phi_be
       'phi': None,
       'seconds': {'collect': collect_s, 'forward': forward_s},
   }
-  pngs['psi'] = scatter(os.path.join(out_dir, 'cartpole_psi.png'), psi, "psi(x_t, x_t+1)",
-                        'Cartpole: psi of random-policy transitions')
+  pngs = {'psi': _cartpole_scatter(os.path.join(out_dir, 'cartpole_psi.png'), data['obs'], psi,
+                                   'psi(x_t, x_t+1)', 'Cartpole: psi of random-policy transitions')}
   if phi is not None:
-    lean_left, lean_right = theta < 0, theta > 0
-    agree = np.concatenate([phi[lean_left, 0] > phi[lean_left, 1],
-                            phi[lean_right, 1] > phi[lean_right, 0]])
-    phi_taken = phi[np.arange(len(phi)), data['actions']]
-    report['phi'] = {
-        'mean_per_action': phi.mean(axis=0),
-        'fraction_below_beta_per_action': np.mean(phi < phi_beta, axis=0),
-        'lean_agreement': float(agree.mean()) if agree.size else None,
-        'lean_agreement_note': 'fraction of states where pushing the cart towards the side the '
-                               'pole leans to (theta<0: a=0, theta>0: a=1) has the higher phi',
-        'terminal_auroc': metrics.auroc(1.0 - phi_taken, terminal),
-    }
-    for a, name in ((0, 'left'), (1, 'right')):
-      pngs[f'phi_action{a}'] = scatter(
-          os.path.join(out_dir, f'cartpole_phi_action{a}.png'), phi[:, a], f'phi(x, a={a})',
-          f'Cartpole: reversibility of action {a} (push {name})')
-    th, thd, grid = _cartpole_grid(predictor)
-    fig, ax = plt.subplots(figsize=(5.6, 4.4))
-    diff = grid[..., 0] - grid[..., 1]
-    lim = max(1e-6, float(np.abs(diff).max()))
-    im = ax.pcolormesh(th, thd, diff, cmap='RdBu', vmin=-lim, vmax=lim, shading='auto')
-    fig.colorbar(im, ax=ax, label='phi(x, 0) - phi(x, 1)')
-    ax.set_xlabel('theta (rad)')
-    ax.set_ylabel('theta_dot (rad/s)')
-    ax.set_title('Cartpole (x = x_dot = 0): left minus right reversibility')
-    fig.tight_layout()
-    pngs['phi_grid'] = os.path.join(out_dir, 'cartpole_phi_grid.png')
-    fig.savefig(pngs['phi_grid'], dpi=110)
-    plt.close(fig)
+    report['phi'] = _cartpole_phi(predictor, data, phi, phi_beta, out_dir, pngs)
   report['pngs'] = pngs
   return report
 
@@ -605,7 +636,7 @@ def main(argv):
   from estimators.checkpoint import CheckpointError
   from estimators.predict import PredictError
   try:
-    report = run(cli.options_from_flags(EvaluateOptions, FLAGS))
+    report = run(EvaluateOptions(**envs_cli.field_values(FLAGS, SECTIONS)['']))
   except (EvaluateError, CheckpointError, PredictError, envs.EnvError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

@@ -10,25 +10,38 @@ Input keys: `obs` [N, *obs_shape] and optionally `next_obs` [N, *obs_shape].
 Errors (missing keys, shape mismatch with the checkpoint, NaN/inf inputs, unreadable files, an
 unwritable --output or one that is the --input) are one line, exit 2; nothing is written then.
 """
+import dataclasses
 import os
 import sys
+from typing import Optional
 
 from absl import app, flags
 
+from envs import cli as envs_cli
 from envs import paths
+from envs.cli import field
 from estimators import cli
 
 FLAGS = flags.FLAGS
 
 
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+  """What to predict on and where: one flag per field (envs.cli field flags)."""
+  checkpoint: Optional[str] = field(None, 'Estimator checkpoint (estimators.train --out).')
+  input: Optional[str] = field(None, 'Input .npz with obs (and next_obs).')
+  output: Optional[str] = field(None, 'Output .npz (psi or phi).')
+  batch: int = field(4096, 'Rows per jitted forward pass.')
+
+
+SECTIONS = (envs_cli.Section('', Prediction),)
+
+
 def define_flags(flag_values=flags.FLAGS):
-  """Defines the CLI flags (on the global FLAGS when run as a script, on a private
-  FlagValues in tests; several CLIs share flag names, so none defines them at import)."""
-  fv = flag_values
-  flags.DEFINE_string('checkpoint', None, 'Estimator checkpoint (estimators.train --out).', flag_values=fv)
-  flags.DEFINE_string('input', None, 'Input .npz with obs (and next_obs).', flag_values=fv)
-  flags.DEFINE_string('output', None, 'Output .npz (psi or phi).', flag_values=fv)
-  flags.DEFINE_integer('batch', 4096, 'Rows per jitted forward pass.', flag_values=fv)
+  """Defines the CLI flags, one per field of Prediction (on the global FLAGS when run as a
+  script, on a private FlagValues in tests; several CLIs share flag names, so none defines them
+  at import)."""
+  envs_cli.define_field_flags(flag_values, SECTIONS)
 
 
 class PredictError(ValueError):
@@ -172,19 +185,20 @@ def main(argv):
   if cli.unexpected_arguments(argv):
     return 2
   from estimators.checkpoint import CheckpointError
+  p = Prediction(**envs_cli.field_values(FLAGS, SECTIONS)[''])
   for name in ('checkpoint', 'input', 'output'):
-    if not getattr(FLAGS, name):
+    if not getattr(p, name):
       print(f'error: --{name} is required', file=sys.stderr)
       return 2
   try:
-    shapes = predict_file(FLAGS.checkpoint, FLAGS.input, FLAGS.output, FLAGS.batch)
+    shapes = predict_file(p.checkpoint, p.input, p.output, p.batch)
   except (PredictError, CheckpointError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   except OSError as e:
-    print(f'error: {e.strerror or e}: {e.filename or FLAGS.output}', file=sys.stderr)
+    print(f'error: {e.strerror or e}: {e.filename or p.output}', file=sys.stderr)
     return 2
-  print(f'wrote {FLAGS.output}: ' + ', '.join(f'{k} {list(s)}' for k, s in shapes.items()))
+  print(f'wrote {p.output}: ' + ', '.join(f'{k} {list(s)}' for k, s in shapes.items()))
   return 0
 
 
