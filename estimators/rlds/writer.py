@@ -137,24 +137,10 @@ def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
   """
   out_dir = os.path.abspath(out_dir)
   obs_shape, obs_dtype = _obs_shape_dtype(obs_spec)
-  if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-    raise DatasetError(f'{out_dir} exists and is not a directory')
-  exists = os.path.isdir(out_dir) and bool(os.listdir(out_dir))   # an empty dir is free
-  if exists and not (overwrite or append):
-    raise DatasetExistsError(f'{out_dir} already exists; pass overwrite (replace it) or '
-                             f'append/resume (add episodes to it)')
-  if exists and not dataset_exists(out_dir):
-    raise DatasetError(f'{out_dir} is not an episode dataset (no {METADATA_FILE}); refusing '
-                       f'to replace or extend it')
-  appending = bool(append and not overwrite and exists)
-  old_meta = None
-  if appending:
-    old_meta = read_metadata(out_dir) if verified else verify_dataset(out_dir)
-    mine = {'env': env_name, 'env_options': dict(env_options), 'num_actions': int(num_actions),
-            'observation_shape': list(obs_shape), 'observation_dtype': obs_dtype.name}
-    theirs = {k: old_meta.get(k) for k in mine}
-    if json.loads(json.dumps(mine)) != theirs:
-      raise DatasetError(f'cannot append to {out_dir}: it was collected with {theirs}, not {mine}')
+  identity = {'env': env_name, 'env_options': dict(env_options), 'num_actions': int(num_actions),
+              'observation_shape': list(obs_shape), 'observation_dtype': obs_dtype.name}
+  old_meta = _metadata_appended_to(out_dir, identity, overwrite, append, verified)
+  appending = old_meta is not None
 
   episodes = iter(episodes)
   first = next(episodes, None)
@@ -179,34 +165,17 @@ def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
     info = _ds_info(tmp, obs_shape, obs_dtype, with_states)
     writer = _Writer(info, max_examples_per_shard=EPISODES_PER_SHARD, overwrite=not appending)
     writer.initialize_splits([SPLIT], fail_if_exists=False)
-    n_eps = old_meta['num_episodes'] if appending else 0
-    n_steps = old_meta['num_transitions'] if appending else 0
-    batch, batch_steps = [], 0
 
     def all_episodes() -> Iterator[Episode]:
       if first is not None:
         yield first
       yield from episodes
 
-    for ep in all_episodes():
-      _check_episode(ep, n_eps, obs_shape, obs_dtype, num_actions)
-      if (ep.states is not None) != with_states:
-        raise ValueError(f'episode {n_eps}: every episode must {"" if with_states else "not "}'
-                         f'have states, like the {"dataset" if appending else "first episode"}')
-      batch.append(writer.serialize(_to_example(ep, obs_dtype, with_states)))
-      batch_steps += len(ep.actions) + 1
-      n_eps += 1
-      n_steps += len(ep.actions)
-      if batch_steps >= _WRITE_BATCH_STEPS or len(batch) >= EPISODES_PER_SHARD:
-        writer.add_serialized(SPLIT, batch)
-        batch, batch_steps = [], 0
-    if batch:
-      writer.add_serialized(SPLIT, batch)
+    n_eps, n_steps = _add_episodes(writer, all_episodes(), old_meta, obs_shape, obs_dtype,
+                                   num_actions, with_states)
     writer.close_all()
     meta = {
-        'format': 'rlds', 'dataset_name': DATASET_NAME, 'split': SPLIT,
-        'env': env_name, 'env_options': dict(env_options), 'num_actions': int(num_actions),
-        'observation_shape': list(obs_shape), 'observation_dtype': obs_dtype.name,
+        'format': 'rlds', 'dataset_name': DATASET_NAME, 'split': SPLIT, **identity,
         'num_episodes': n_eps, 'num_transitions': n_steps, 'has_states': with_states,
         'created': old_meta['created'] if appending else time.strftime('%Y-%m-%dT%H:%M:%S%z'),
         'updated': time.strftime('%Y-%m-%dT%H:%M:%S%z'),
@@ -221,6 +190,56 @@ def write_episodes(out_dir: str, episodes: Iterable[Episode], env_name: str,
     shutil.rmtree(tmp, ignore_errors=True)
     raise
   return meta
+
+
+def _metadata_appended_to(out_dir: str, identity: dict, overwrite: bool, append: bool,
+                          verified: bool) -> Optional[dict]:
+  """The metadata of the dataset at `out_dir` that this write appends to, None when it writes a
+  new one (nothing there, or overwrite); raises when `out_dir` may be neither replaced nor
+  extended, or holds episodes of another environment, options, action count or observation spec
+  (`identity`)."""
+  if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+    raise DatasetError(f'{out_dir} exists and is not a directory')
+  exists = os.path.isdir(out_dir) and bool(os.listdir(out_dir))   # an empty dir is free
+  if exists and not (overwrite or append):
+    raise DatasetExistsError(f'{out_dir} already exists; pass overwrite (replace it) or '
+                             f'append/resume (add episodes to it)')
+  if exists and not dataset_exists(out_dir):
+    raise DatasetError(f'{out_dir} is not an episode dataset (no {METADATA_FILE}); refusing '
+                       f'to replace or extend it')
+  if not (append and not overwrite and exists):
+    return None
+  old_meta = read_metadata(out_dir) if verified else verify_dataset(out_dir)
+  theirs = {k: old_meta.get(k) for k in identity}
+  if json.loads(json.dumps(identity)) != theirs:
+    raise DatasetError(f'cannot append to {out_dir}: it was collected with {theirs}, not '
+                       f'{identity}')
+  return old_meta
+
+
+def _add_episodes(writer, episodes: Iterable[Episode], old_meta: Optional[dict], obs_shape,
+                  obs_dtype, num_actions: int, with_states: bool):
+  """Serializes `episodes` into the writer's split in batches; (episodes, transitions) the
+  dataset then holds (`old_meta`'s, when appending, and these)."""
+  appending = old_meta is not None
+  n_eps = old_meta['num_episodes'] if appending else 0
+  n_steps = old_meta['num_transitions'] if appending else 0
+  batch, batch_steps = [], 0
+  for ep in episodes:
+    _check_episode(ep, n_eps, obs_shape, obs_dtype, num_actions)
+    if (ep.states is not None) != with_states:
+      raise ValueError(f'episode {n_eps}: every episode must {"" if with_states else "not "}'
+                       f'have states, like the {"dataset" if appending else "first episode"}')
+    batch.append(writer.serialize(_to_example(ep, obs_dtype, with_states)))
+    batch_steps += len(ep.actions) + 1
+    n_eps += 1
+    n_steps += len(ep.actions)
+    if batch_steps >= _WRITE_BATCH_STEPS or len(batch) >= EPISODES_PER_SHARD:
+      writer.add_serialized(SPLIT, batch)
+      batch, batch_steps = [], 0
+  if batch:
+    writer.add_serialized(SPLIT, batch)
+  return n_eps, n_steps
 
 
 def _replace_dir(src: str, dst: str):
