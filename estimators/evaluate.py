@@ -540,6 +540,11 @@ def evaluate_cartpole(ckpt, env_options: dict, num: int, psi_beta: float, phi_be
   return report
 
 
+def report_dir(f: EvaluateOptions) -> str:
+  """Where the report goes: --out, else beside the checkpoint (CHECKPOINT.eval)."""
+  return f.out or (os.path.abspath(f.checkpoint) + '.eval')
+
+
 def check_flags(f):
   """Every argument that can be judged on its own, in one place: a bad one is a one-line
   EvaluateError before the checkpoint is loaded or any transition collected."""
@@ -557,7 +562,7 @@ def check_flags(f):
     if value is not None and not 0.0 <= value <= 1.0:   # also refuses nan
       raise EvaluateError(f'--{name} is a probability threshold and must lie in [0, 1], '
                           f'got {value}')
-  outputs = (('out', f.out or (os.path.abspath(f.checkpoint) + '.eval')),
+  outputs = (('out', report_dir(f)),
              ('labels_cache', f.labels_cache))
   for name, path in outputs:   # directories: something must be creatable inside them
     problem = path and dataset.unwritable_reason(os.path.join(path, 'report.json'))
@@ -593,12 +598,12 @@ def run(f: EvaluateOptions) -> Dict[str, Any]:
     print(f'warning: the checkpoint was trained on {trained_on!r}, evaluating on {f.env!r}',
           file=sys.stderr)
   psi_beta, phi_beta = default_betas(f.env, f.beta, f.phi_beta)
-  out_dir = f.out or (os.path.abspath(f.checkpoint) + '.eval')
+  out = report_dir(f)
   if f.env == 'cartpole':
-    report = evaluate_cartpole(ckpt, options, f.transitions, psi_beta, phi_beta, out_dir,
+    report = evaluate_cartpole(ckpt, options, f.transitions, psi_beta, phi_beta, out,
                                seed=f.seed, batch=f.batch)
   else:
-    report = evaluate_discrete(ckpt, f.env, options, f.transitions, psi_beta, phi_beta, out_dir,
+    report = evaluate_discrete(ckpt, f.env, options, f.transitions, psi_beta, phi_beta, out,
                                max_expansions=f.max_expansions, seed=f.seed,
                                num_bins=f.num_bins, batch=f.batch, labels_cache=f.labels_cache,
                                phi_betas=parse_betas(f.phi_betas))
@@ -606,7 +611,7 @@ def run(f: EvaluateOptions) -> Dict[str, Any]:
   report['checkpoint_metadata'] = {k: ckpt.metadata.get(k) for k in (
       'env_name', 'window', 'num_pairs', 'psi_accuracy', 'phi_trained')}
   report = _clean(report)
-  path = os.path.join(out_dir, 'report.json')
+  path = os.path.join(out, 'report.json')
   paths.write_json(path, report)
   report['report_json'] = path
   return report
