@@ -157,7 +157,7 @@ def _loop(cfg: DQNRunConfig, env, agent, evaluation, logs, tally: _Tally,
       _evaluate(agent, evaluation, logs[EVAL_LOG], tally)
     if time.time() - last_progress >= progress_every_s:
       last_progress = time.time()
-      _report(cfg, tally, start)
+      _progress_line(cfg, tally, start)
 
 
 def _evaluate(agent, evaluation, eval_log, tally: _Tally) -> None:
@@ -170,7 +170,7 @@ def _evaluate(agent, evaluation, eval_log, tally: _Tally) -> None:
                   'eval_length': tally.eval_lengths[-1], 'unix_time': time.time()})
 
 
-def _report(cfg: DQNRunConfig, tally: _Tally, start: float) -> None:
+def _progress_line(cfg: DQNRunConfig, tally: _Tally, start: float) -> None:
   """The progress line, and the counts saved so far."""
   from launch.runtime import run_state
   best = max(tally.eval_returns) if tally.eval_returns else float('nan')
