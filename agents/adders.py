@@ -30,7 +30,7 @@ steps}. The readers turn them back into the Acme `Trajectory` (same fields, dtyp
 Acme's items) with `unpack_impala` / `unpack_precedence`; the layout lives only here.
 
 Rows and items go straight to the writer's C++ half (`reverb.pybind.TrajectoryWriter`, which
-reverb.TrajectoryWriter wraps): the Python half flattens every row with paths (dm-tree in
+reverb.TrajectoryWriter wraps; agents.reverb_internals): the Python half flattens every row with paths (dm-tree in
 Python) and rebuilds its history structure for each item: over half of the calling thread's time
 per step (BUILD_NOTES.md, "Rows of three columns"). Flush and close still go through the Python
 half.
@@ -44,9 +44,8 @@ import tensorflow as tf
 import tree
 from acme import adders, specs
 from acme.adders import reverb as reverb_adders
-from reverb import pybind
 
-from agents import self_imitation
+from agents import reverb_internals, self_imitation
 
 IMPALA_TABLE = 'impala'
 PRECEDENCE_TABLE = 'precedence'
@@ -194,10 +193,7 @@ class TrajectoryAdder(adders.Adder):
     self._window = window
     keep = max(impala_sequence or 0, 2 * (window or 0)) + 1
     self._writer = client.trajectory_writer(num_keep_alive_refs=keep)
-    self._cc_writer = getattr(self._writer, '_writer', None)   # its C++ half (see the docstring)
-    if not isinstance(self._cc_writer, pybind.TrajectoryWriter):
-      raise RuntimeError('reverb.TrajectoryWriter no longer keeps its pybind.TrajectoryWriter as '
-                         '_writer (Reverb is pinned to 0.7.3): agents/adders.py appends through it')
+    self._cc_writer = reverb_internals.cc_writer(self._writer)   # its C++ half (the docstring)
     columns = IMPALA_COLUMNS if impala_sequence else PRECEDENCE_COLUMNS
     # References to the last `keep` cells of each column, as the C++ writer keeps them alive.
     self._refs = [collections.deque(maxlen=keep) for _ in columns]

@@ -28,6 +28,7 @@ import numpy as np
 import optax
 
 from agents import losses, shield
+from envs import jax_internals
 from estimators import updates as update_guard
 
 SKIPPED = update_guard.SKIPPED
@@ -238,16 +239,10 @@ def with_host_devices(xla_flags: str, n: int) -> str:
   return ' '.join(kept + [f'{HOST_DEVICE_FLAG}={n}'])
 
 
-def backend_started() -> bool:
-  """Whether this process's jax has created its backends (XLA has read XLA_FLAGS)."""
-  from jax._src import xla_bridge
-  return bool(getattr(xla_bridge, '_backends', None))
-
-
 def request_host_devices(n: int) -> None:
   """Asks XLA for n CPU devices in this process; must come before jax's first computation.
   A backend already started with another count is a RuntimeError (one line)."""
-  if backend_started():
+  if jax_internals.backends_started():
     have = len(jax.devices('cpu'))
     if have != n:
       raise RuntimeError(f'jax already started with {have} CPU devices; {n} must be asked for '

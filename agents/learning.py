@@ -20,7 +20,7 @@ from acme.agents.jax.impala import networks as impala_networks
 from acme.jax import networks as networks_lib
 from acme.utils import counting, loggers
 
-from agents import impala_step
+from agents import acme_internals, impala_step
 from estimators import updates as update_guard
 
 POLICY_VERSION = 'policy_version'
@@ -138,8 +138,7 @@ class IMPALALearner(acme.Learner):
   def flush_counts(self) -> None:
     """Sends the counts not yet passed to the parent counter (it syncs at most every
     `time_delta`; at a run's end the last ones must reach the counter node)."""
-    if hasattr(self._counter, '_last_sync_time'):   # Acme's Counter: sync on the next read
-      self._counter._last_sync_time = float('-inf')
+    acme_internals.sync_on_next_read(self._counter)
     self._counter.get_counts()
 
   def imitate(self, observations, actions, returns) -> dict:

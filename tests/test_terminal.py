@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from envs import quiet
+from envs import jax_internals, quiet
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 NOISE = ('Gym has been unmaintained', 'Unable to initialize backend', 'No GPU/TPU found')
@@ -50,7 +50,7 @@ def test_train_prints_no_library_noise(env):
 
 def test_other_jax_warnings_pass():
   import logging
-  record = logging.LogRecord('jax._src.xla_bridge', logging.WARNING, __file__, 1,
+  record = logging.LogRecord(jax_internals.XLA_BRIDGE_LOGGER, logging.WARNING, __file__, 1,
                              'An NVIDIA GPU may be present on this machine', None, None)
   quiet.quiet_startup()
-  assert all(f.filter(record) for f in logging.getLogger('jax._src.xla_bridge').filters)
+  assert all(f.filter(record) for f in logging.getLogger(jax_internals.XLA_BRIDGE_LOGGER).filters)

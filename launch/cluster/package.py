@@ -70,10 +70,12 @@ def bind_program(program, stopper) -> Dict[str, int]:
   """Prepares a built program for CLUSTER_SPEC: Launchpad's Vertex AI addressing (each node's
   address is cluster[group][index]) with our program stopper. Returns group -> replicas."""
   from launchpad import context as lp_context
+
+  from launch.runtime import launchpad_internals
   vertex = lp_context.LaunchType.VERTEX_AI
   for label, nodes in program.groups.items():
     for node in nodes:
-      node._initialize_context(vertex, launch_config=None)  # pylint: disable=protected-access
+      launchpad_internals.initialize_context(node, vertex)
       for n in _cluster_nodes(node):
         n.launch_context.initialize(vertex, None, stopper)
   for label, nodes in program.groups.items():

@@ -50,7 +50,7 @@ class Counter(counting.Counter):
     super().__init__()
     supervisor.write_pid(run_dir, 'counter')
     self._run_dir = run_dir
-    self._counts.update(run_state.load_counts(run_dir))
+    self.restore({'counts': run_state.load_counts(run_dir), 'cache': {}})   # no parent: no cache
     self._save_lock = threading.Lock()
     self._stop_acting = False
 

@@ -23,11 +23,9 @@ import launchpad as lp
 import reverb
 from absl import logging
 from launchpad import address as lp_address
-from launchpad.launch import worker_manager
-from reverb.platform import checkpointers_lib
 
 from agents import adders
-from launch.runtime import run_state
+from launch.runtime import launchpad_internals, run_state
 
 RECORDS = run_state.REPLAY_LOG
 DROPPED_ON_RESTORE = (adders.IMPALA_TABLE,)
@@ -80,7 +78,7 @@ def serve(tables: Sequence[reverb.Table], port: Optional[int], run_dir: str,
   start = time.time()
   found = latest_checkpoint(run_dir)
   server = reverb.Server(tables=tables, port=port,
-                         checkpointer=checkpointers_lib.DefaultCheckpointer(checkpoint_dir(run_dir)))
+                         checkpointer=reverb.checkpointers.DefaultCheckpointer(checkpoint_dir(run_dir)))
   client = server.localhost_client()
   restored = table_sizes(client) if found else {}
   dropped = {}
@@ -109,10 +107,10 @@ class ReplayNode(lp.ReverbNode):
     self._dropped = tuple(dropped_on_restore)
 
   def run(self):
-    self._server = serve(self._priority_tables_fn(),
-                         lp_address.get_port_from_address(self._address.resolve()),
+    self._server = serve(launchpad_internals.reverb_node_tables(self),
+                         lp_address.get_port_from_address(self.reverb_address.resolve()),
                          self._run_dir, self._dropped)
-    worker_manager.wait_for_stop()
+    launchpad_internals.wait_for_stop()
 
 
 class Checkpoints:

@@ -27,16 +27,15 @@ import sys
 import tempfile
 import threading
 import time
-from typing import List, Optional
+from typing import List
 
 import cloudpickle
 import launchpad as lp
 from launchpad import address as lp_address
-from launchpad.launch import worker_manager
 from launchpad.nodes.python import node as python
 
 from envs import paths
-from launch.runtime import disk, hangs, run_state
+from launch.runtime import disk, hangs, launchpad_internals, run_state
 from launch.runtime.processes import (  # noqa: F401 (re-exported)
   die_with_parent,
   last_error_line,
@@ -97,7 +96,7 @@ def _run_node(node_bytes: bytes, addresses: List[str]):
   on the addresses the supervisor resolved (the same ones after every restart)."""
   node = cloudpickle.loads(node_bytes)
   for address, resolved in zip(node.addresses, addresses):
-    address._address_builder = _Resolved(resolved)
+    address.bind(_Resolved(resolved))
   return node.function()
 
 
@@ -124,9 +123,9 @@ class SupervisedNode(python.PyNode):
       return self._node.input_handles
     return self.__dict__.get('_input_handles', [])  # unpickled: the node itself stays bytes
 
-  def _initialize_context(self, launch_type, launch_config):
-    super()._initialize_context(launch_type, launch_config)
-    self._node._initialize_context(launch_type, launch_config)
+  def _initialize_context(self, launch_type, launch_config):   # launchpad_internals.CONTEXT_HOOK
+    launchpad_internals.initialize_context(self, launch_type, launch_config, cls=python.PyNode)
+    launchpad_internals.initialize_context(self._node, launch_type, launch_config)
 
   def _wait(self, child: subprocess.Popen, stopping: threading.Event):
     """(exit code, None) when the child exits; (kill's exit code, verdict) when it hung and was
@@ -169,30 +168,11 @@ class SupervisedNode(python.PyNode):
     return state
 
   def _supervise(self):
-    resolved = [address.resolve() for address in self.addresses]  # same ports after a restart
-    node_bytes = self.__dict__.get('_node_bytes') or cloudpickle.dumps(self._node)
-    fd, fn_path = tempfile.mkstemp(prefix=f'lp-{self._name}-', suffix='.pkl')
-    with os.fdopen(fd, 'wb') as f:
-      cloudpickle.dump([functools.partial(_run_node, node_bytes, resolved)], f)
-    entry = os.path.join(os.path.dirname(python.__file__), 'process_entry.py')
-    log_dir = os.path.join(self._run_dir, 'node_logs')
-    os.makedirs(log_dir, exist_ok=True)
-    log_path = os.path.join(log_dir, f'{self._name}.log')
+    fn_path, log_path = self._write_child_task()
+    entry = launchpad_internals.PROCESS_ENTRY
     stopping = threading.Event()
-    child: Optional[subprocess.Popen] = None
-
-    # Launchpad's worker manager is per thread: take it here (the node's thread), wait on it in
-    # the helper thread (lp.wait_for_stop() there raises, and the child then got SIGKILLed by
-    # the manager's 10 s grace instead of terminated).
-    manager = worker_manager.get_worker_manager()
-
-    def stop_child_on_program_stop():
-      manager.wait_for_stop()
-      stopping.set()
-      if child is not None and child.poll() is None:
-        child.terminate()
-    threading.Thread(target=stop_child_on_program_stop, daemon=True).start()
-
+    running: List[subprocess.Popen] = []   # the current child, once started
+    self._stop_child_on_program_stop(stopping, running)
     failures, hangs_seen = [], []
     try:
       while not stopping.is_set():
@@ -201,56 +181,98 @@ class SupervisedNode(python.PyNode):
               [sys.executable, entry, '--lp_task_id', '0', '--data_file', fn_path],
               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
               preexec_fn=die_with_parent)
+        running[:] = [child]
         append_event(self._run_dir, {'node': self._name, 'event': 'start', 'pid': child.pid,
                                      'attempt': len(failures) + 1})
         code, hung = self._wait(child, stopping)
         if hung:
           hangs_seen.append(hung)
-          append_event(self._run_dir, {'node': self._name, 'event': 'hung', 'reason': hung})
-          if len(hangs_seen) >= MAX_HANGS:
-            reason = f'{hung}; it hung {len(hangs_seen)} times, so the run stops'
-            run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
-                                 {'node': self._name, 'reason': reason, 'time': time.time()})
-            append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})
-            lp.stop()
+          if self._gave_up_on_hang(hung, len(hangs_seen)):
             return
-          print(f'{hung}: restarted', file=sys.stderr, flush=True)
           continue
         # The program stopping kills nodes too (the signal may reach the child before this
         # process hears of the stop): an exit then is no failure.
         if code == 0 or stopping.wait(STOP_GRACE_S) or _run_ending(self._run_dir):
           return
-        now = time.time()
-        failures.append(now)
-        error = last_error_line(log_path)
-        append_event(self._run_dir, {'node': self._name, 'event': 'failure', 'exit_code': code,
-                                     'error': error})
-        recent = [t for t in failures if now - t <= self._window_s]
-        # A node may fail on a full disk with another error than ENOSPC (a peer that died of it,
-        # a write that failed in a library): the disk itself is asked too.
-        disk_full = disk.is_disk_full(error) or disk.is_full(self._run_dir)
-        fatal = is_fatal(error) or disk_full
-        if fatal or len(recent) >= self._max_failures:
-          how = f'exit code {code}'
-          if code < 0:
-            how += f', killed by {signal.Signals(-code).name}'
-          if disk_full:
-            reason = disk.disk_full_reason(self._run_dir, self._name)
-          elif fatal:
-            reason = f'node {self._name} failed ({how}), not restarted: {error}'
-          else:
-            reason = (f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
-                      f'({how}); last output line: {error or "none"}')
-          run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
-                               {'node': self._name, 'reason': reason, 'time': now})
-          append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})
-          lp.stop()
+        failures.append(time.time())
+        if self._gave_up_on_failure(code, failures, log_path):
           return
         time.sleep(1.0)  # let the port be released before the node binds it again
     finally:
-      if child is not None and child.poll() is None:
-        child.terminate()
+      if running and running[0].poll() is None:
+        running[0].terminate()
       try:
         os.remove(fn_path)
       except OSError:
         pass
+
+  def _write_child_task(self):
+    """(the file holding the node's child task, the node's log file): the node, pickled, run on
+    the addresses resolved now (the same ports after a restart)."""
+    resolved = [address.resolve() for address in self.addresses]  # same ports after a restart
+    node_bytes = self.__dict__.get('_node_bytes') or cloudpickle.dumps(self._node)
+    fd, fn_path = tempfile.mkstemp(prefix=f'lp-{self._name}-', suffix='.pkl')
+    with os.fdopen(fd, 'wb') as f:
+      cloudpickle.dump([functools.partial(_run_node, node_bytes, resolved)], f)
+    log_dir = os.path.join(self._run_dir, 'node_logs')
+    os.makedirs(log_dir, exist_ok=True)
+    return fn_path, os.path.join(log_dir, f'{self._name}.log')
+
+  @staticmethod
+  def _stop_child_on_program_stop(stopping: threading.Event,
+                                  running: List[subprocess.Popen]) -> None:
+    """Sets `stopping` and terminates the running child when the program stops."""
+    # Launchpad's worker manager is per thread: take it here (the node's thread), wait on it in
+    # the helper thread (lp.wait_for_stop() there raises, and the child then got SIGKILLed by
+    # the manager's 10 s grace instead of terminated).
+    manager = launchpad_internals.worker_manager()
+
+    def stop_child():
+      manager.wait_for_stop()
+      stopping.set()
+      if running and running[0].poll() is None:
+        running[0].terminate()
+    threading.Thread(target=stop_child, daemon=True).start()
+
+  def _give_up(self, reason: str, when: float) -> None:
+    """Records why the run stops (failure.json, a gave_up event) and stops the program."""
+    run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
+                         {'node': self._name, 'reason': reason, 'time': when})
+    append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})
+    lp.stop()
+
+  def _gave_up_on_hang(self, hung: str, times: int) -> bool:
+    """Records a hang (the child was killed); the run stops at the MAX_HANGS-th."""
+    append_event(self._run_dir, {'node': self._name, 'event': 'hung', 'reason': hung})
+    if times >= MAX_HANGS:
+      self._give_up(f'{hung}; it hung {times} times, so the run stops', time.time())
+      return True
+    print(f'{hung}: restarted', file=sys.stderr, flush=True)
+    return False
+
+  def _gave_up_on_failure(self, code: int, failures: List[float], log_path: str) -> bool:
+    """Records a failure (an abnormal exit, the last of `failures`); the run stops at a fatal
+    one, a full disk, or `max_failures` within `window_s`."""
+    now = failures[-1]
+    error = last_error_line(log_path)
+    append_event(self._run_dir, {'node': self._name, 'event': 'failure', 'exit_code': code,
+                                 'error': error})
+    recent = [t for t in failures if now - t <= self._window_s]
+    # A node may fail on a full disk with another error than ENOSPC (a peer that died of it,
+    # a write that failed in a library): the disk itself is asked too.
+    disk_full = disk.is_disk_full(error) or disk.is_full(self._run_dir)
+    fatal = is_fatal(error) or disk_full
+    if not (fatal or len(recent) >= self._max_failures):
+      return False
+    how = f'exit code {code}'
+    if code < 0:
+      how += f', killed by {signal.Signals(-code).name}'
+    if disk_full:
+      reason = disk.disk_full_reason(self._run_dir, self._name)
+    elif fatal:
+      reason = f'node {self._name} failed ({how}), not restarted: {error}'
+    else:
+      reason = (f'node {self._name} failed {len(recent)} times in {self._window_s:.0f} s '
+                f'({how}); last output line: {error or "none"}')
+    self._give_up(reason, now)
+    return True
