@@ -22,6 +22,7 @@ to (psi(x', x) of the checkpoint's psi, estimators.train). Writes JSON (and a ma
 beside it, same name with .md).
 """
 import collections
+import dataclasses
 import os
 import sys
 import time
@@ -32,6 +33,26 @@ from absl import flags
 
 from envs import cli
 from launch.runtime import run_state
+
+
+@dataclasses.dataclass
+class _Tally:
+  """What the probe counts over its episodes (the module docstring); the per-kind figures only
+  for an environment with transition kinds."""
+  steps: int = 0
+  rejected: int = 0
+  forced: int = 0
+  done: int = 0
+  ruined_episodes: int = 0
+  goal_episodes: int = 0
+  ruined_total: int = 0
+  returns: list = dataclasses.field(default_factory=list)
+  lengths: list = dataclasses.field(default_factory=list)
+  taken: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  fallback: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  phi_sum: Dict[str, float] = dataclasses.field(
+      default_factory=lambda: collections.defaultdict(float))
+  entered_from: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
 
 def probe(ckpt, beta: float, episodes: int, num_envs: int = 64, mode: str = 'rejection',
@@ -54,64 +75,86 @@ def probe(ckpt, beta: float, episodes: int, num_envs: int = 64, mode: str = 'rej
                                                                        ckpt.phi_params)))
   # phi of the actions taken (Turf's per-kind figures) and of the clean map's cells.
   predictor = predict.Predictor(ckpt, batch=max(num_envs, 256)) if with_kinds else None
-  obs = np.stack([np.asarray(e.reset().observation) for e in pool])
-  taken = collections.Counter()
-  fallback = collections.Counter()
-  phi_sum = collections.defaultdict(float)
-  entered_from = collections.Counter()
-  done, ruined_episodes, goal_episodes, ruined_total = 0, 0, 0, 0
-  returns, lengths = [], []
-  ep_return = np.zeros(num_envs)
-  ep_length = np.zeros(num_envs, np.int64)
-  steps = rejected = forced = 0
   # Each environment plays the same number of whole episodes: stopping at the first `episodes`
   # to end, whichever env they come from, would over-count short episodes.
-  quota = -(-episodes // num_envs)
+  t = _play(actor, pool, predictor, quota=-(-episodes // num_envs))
+  result = {
+      'env': env_name, 'env_options': env_options, 'beta': beta, 'mode': mode, 'episodes': t.done,
+      'mean_return': float(np.mean(t.returns)), 'mean_length': float(np.mean(t.lengths)),
+      'return_se': float(np.std(t.returns) / np.sqrt(len(t.returns))),
+      'steps': t.steps, 'rejected_fraction': t.rejected / t.steps,
+      'fallback_fraction': t.forced / t.steps,
+  }
+  if not with_kinds:
+    return result
+  kinds = [k for k in kind_names if t.taken[k]] + [k for k in t.taken if k not in kind_names]
+  cells = _entered_cells(envs.make(env_name, **env_options), predictor, num_actions,
+                         t.entered_from)
+  result.update({
+      'episodes_with_ruin': int(t.ruined_episodes),
+      'ruined_grass_total': int(t.ruined_total), 'episodes_reaching_goal': int(t.goal_episodes),
+      'by_kind': {k: {'taken': t.taken[k], 'fallback': t.fallback[k],
+                      'mean_phi_taken': t.phi_sum[k] / t.taken[k]} for k in kinds},
+      'fresh_grass_entered_from': cells, 'phi_target': predictor.phi_target_name,
+  })
+  return result
+
+
+def _play(actor, pool, predictor, quota: int) -> _Tally:
+  """Steps every environment of `pool` with the shielded actor (one fused call per step) until
+  each has played `quota` whole episodes; `predictor` (None: no transition kinds) gives phi of
+  the actions taken."""
+  num_envs = len(pool)
+  t = _Tally()
+  obs = np.stack([np.asarray(e.reset().observation) for e in pool])
+  ep_return = np.zeros(num_envs)
+  ep_length = np.zeros(num_envs, np.int64)
   finished = np.zeros(num_envs, np.int64)
   while finished.min() < quota:
     out = actor.step(obs, obs, obs)
-    phi = predictor.phi(obs) if with_kinds else None
+    phi = predictor.phi(obs) if predictor is not None else None
     for i, env in enumerate(pool):
       if finished[i] >= quota:
         continue
       a = int(out.action[i])
-      steps += 1
-      rejected += bool(out.rejected[i])
-      forced += bool(out.fallback[i])
-      before = env.get_state() if with_kinds else None
+      t.steps += 1
+      t.rejected += bool(out.rejected[i])
+      t.forced += bool(out.fallback[i])
+      before = env.get_state() if predictor is not None else None
       ts = env.step(a)
       ep_return[i] += float(ts.reward or 0.0)
       ep_length[i] += 1
-      if with_kinds:
+      if predictor is not None:
         kind = env.transition_kind(before, env.get_state())
-        taken[kind] += 1
-        fallback[kind] += bool(out.fallback[i])
-        phi_sum[kind] += float(phi[i, a])
+        t.taken[kind] += 1
+        t.fallback[kind] += bool(out.fallback[i])
+        t.phi_sum[kind] += float(phi[i, a])
         if kind == 'enter_fresh_grass':
-          entered_from[(before[0], before[1], a, before[2] == 0)] += 1
+          t.entered_from[(before[0], before[1], a, before[2] == 0)] += 1
       if ts.last():
         finished[i] += 1
-        done += 1
-        returns.append(ep_return[i])
-        lengths.append(ep_length[i])
-        info = env.episode_info() if callable(getattr(env, 'episode_info', None)) else {}
-        ruined = int(info.get('ruined_grass', 0))
-        ruined_total += ruined
-        ruined_episodes += ruined > 0
-        goal_episodes += float(ts.reward) > 0
+        _end_episode(t, env, ts, ep_return[i], ep_length[i])
         ep_return[i], ep_length[i] = 0.0, 0
         ts = env.reset()
       obs[i] = np.asarray(ts.observation)
-  result = {
-      'env': env_name, 'env_options': env_options, 'beta': beta, 'mode': mode, 'episodes': done,
-      'mean_return': float(np.mean(returns)), 'mean_length': float(np.mean(lengths)),
-      'return_se': float(np.std(returns) / np.sqrt(len(returns))),
-      'steps': steps, 'rejected_fraction': rejected / steps, 'fallback_fraction': forced / steps,
-  }
-  if not with_kinds:
-    return result
-  kinds = [k for k in kind_names if taken[k]] + [k for k in taken if k not in kind_names]
-  clean_env = envs.make(env_name, **env_options)
+  return t
+
+
+def _end_episode(t: _Tally, env, ts, ep_return: float, ep_length: int) -> None:
+  t.done += 1
+  t.returns.append(ep_return)
+  t.lengths.append(ep_length)
+  info = env.episode_info() if callable(getattr(env, 'episode_info', None)) else {}
+  ruined = int(info.get('ruined_grass', 0))
+  t.ruined_total += ruined
+  t.ruined_episodes += ruined > 0
+  t.goal_episodes += float(ts.reward) > 0
+
+
+def _entered_cells(clean_env, predictor, num_actions: int,
+                   entered_from: collections.Counter) -> list:
+  """The 12 (cell, action) pairs that entered fresh grass most often, with phi of every action
+  there on the clean map and the target phi was trained to."""
   cells = []
   for (r, c, a, clean), n in entered_from.most_common(12):
     clean_env.set_state((r, c, 0))
@@ -126,14 +169,7 @@ def probe(ckpt, beta: float, episodes: int, num_envs: int = 64, mode: str = 'rej
     cells.append({'cell': [r, c], 'action': a, 'map_clean_before': bool(clean), 'count': n,
                   'phi_clean_map': [float(v) for v in phi_here],
                   'target_clean_map': [float(v) for v in target]})
-  result.update({
-      'episodes_with_ruin': int(ruined_episodes),
-      'ruined_grass_total': int(ruined_total), 'episodes_reaching_goal': int(goal_episodes),
-      'by_kind': {k: {'taken': taken[k], 'fallback': fallback[k],
-                      'mean_phi_taken': phi_sum[k] / taken[k]} for k in kinds},
-      'fresh_grass_entered_from': cells, 'phi_target': predictor.phi_target_name,
-  })
-  return result
+  return cells
 
 
 def markdown(results: Sequence[Dict[str, Any]], checkpoint: str) -> str:
