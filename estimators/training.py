@@ -235,10 +235,16 @@ def make_update(est: nets.Estimators, config: TrainConfig, steps_per_call: int =
     new_state = TrainState(psi_params, psi_opt_state, phi_params, phi_opt_state, key, state.steps + 1)
     return new_state, metrics
 
+  return _repeated(one_step, steps_per_call, est.config.torso == 'conv')
+
+
+def _repeated(one_step, steps_per_call: int, conv: bool):
+  """`update(state, batch)`: `steps_per_call` of `one_step` (jitted) per call, their metrics'
+  means; one lax.scan, except for conv nets on CPU (a Python loop over the jitted step)."""
   if steps_per_call == 1:
     return jax.jit(one_step)
 
-  if est.config.torso == 'conv' and jax.default_backend() == 'cpu':
+  if conv and jax.default_backend() == 'cpu':
     # XLA:CPU (jaxlib 0.4.13) runs convolutions inside a while loop (lax.scan) far slower than
     # at top level (Turf CNN: gradient 3.3K pairs/s at top level, 44 pairs/s inside a scan), so
     # conv nets loop in Python over the jitted step (dispatch ~0.1 ms against ~30 ms a step).
