@@ -13,11 +13,12 @@ ratios, and a per-step time breakdown (the batched environment step, the fused c
 the loop).
 """
 import json
+import sys
 import time
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import flags
 from acme import specs
 from acme.utils import loggers
 
@@ -25,21 +26,22 @@ from agents import acting
 from agents import loop as loop_lib
 from agents import networks as agent_networks
 from bench import common
+from envs import cli
 
-FLAGS = flags.FLAGS
 
-
-def define_flags():
-  """Only when run as a script: bench.throughput imports `measure` beside launch.train's flags."""
-  flags.DEFINE_string('env', 'cartpole', 'Environment.')
-  flags.DEFINE_list('envs', ['1', '8', '32'], 'Environments per actor (K) to measure.')
-  flags.DEFINE_list('policies', ['impala', 'random'], 'Policies to measure.')
-  flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.')
-  flags.DEFINE_integer('repeats', 2, 'Measurements per setting (best is kept).')
+def define_flags(fv: flags.FlagValues) -> None:
+  """--env is the run configuration's field; the rest are this bench's own knobs."""
+  from launch.program.config import RunConfig
+  cli.define_field_flags(fv, (cli.Section('', RunConfig, only=('env',)),))
+  flags.DEFINE_list('envs', ['1', '8', '32'], 'Environments per actor (K) to measure.',
+                    flag_values=fv)
+  flags.DEFINE_list('policies', ['impala', 'random'], 'Policies to measure.', flag_values=fv)
+  flags.DEFINE_integer('steps', 20_000, 'Environment steps per measurement.', flag_values=fv)
+  flags.DEFINE_integer('repeats', 2, 'Measurements per setting (best is kept).', flag_values=fv)
   flags.DEFINE_list('steppers', ['vectorised'], "How the K environments are stepped: 'vectorised' "
                     "(the environment's batch where it has one, as actor nodes do) and/or "
-                    "'one_by_one' (K single environments).")
-  flags.DEFINE_string('out', 'results/actor_bench.json', 'JSON output.')
+                    "'one_by_one' (K single environments).", flag_values=fv)
+  flags.DEFINE_string('out', 'results/actor_bench.json', 'JSON output.', flag_values=fv)
 
 
 class _Timed:
@@ -138,14 +140,21 @@ def measure(env_name: str, ks, policies, steps: int, repeats: int,
   return out
 
 
-def main(argv):
-  del argv
-  out = measure(FLAGS.env, [int(k) for k in FLAGS.envs], FLAGS.policies, FLAGS.steps, FLAGS.repeats,
-                FLAGS.steppers)
-  common.write_json(FLAGS.out, out)
+def main(argv=None) -> int:
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.actor_bench',
+                      description=__doc__.split('\n\n')[0])
+  try:
+    ks = [int(k) for k in args.envs]
+  except ValueError:
+    cli.fail(f'--envs expects comma-separated integers, got {",".join(args.envs)}')
+  unknown = sorted(set(args.steppers) - set(STEPPERS))
+  if unknown:
+    cli.fail(f'--steppers: unknown {", ".join(unknown)}; expected some of {", ".join(STEPPERS)}')
+  out = measure(args.env, ks, args.policies, args.steps, args.repeats, args.steppers)
+  common.write_json(args.out, out)
   print(json.dumps(out, indent=2))
+  return 0
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  sys.exit(main())

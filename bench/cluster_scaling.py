@@ -22,26 +22,29 @@ import time
 
 import numpy as np
 import psutil
-from absl import app, flags
+from absl import flags
 
 from bench import common
+from envs import cli
 from launch.cluster import netns_hosts
 
-FLAGS = flags.FLAGS
 
-
-def define_flags():
-  """Only when run as a script (the tests import the loopback measurements)."""
-  flags.DEFINE_list('actors', ['1', '2', '4', '8'], 'Actor counts to run.')
-  flags.DEFINE_integer('actor_hosts', 4, 'Namespaces the actors are spread over (round-robin).')
-  flags.DEFINE_float('warmup_s', 20.0, 'Seconds after the first actor steps left out.')
-  flags.DEFINE_float('window_s', 90.0, 'Seconds measured per run.')
-  flags.DEFINE_float('start_timeout_s', 1200.0, 'Longest wait for the first actor steps.')
-  flags.DEFINE_integer('fetches', 300, 'Parameter fetches timed per payload.')
+def define_flags(fv: flags.FlagValues) -> None:
+  """This bench's own knobs (the job it runs is fixed: JOB)."""
+  flags.DEFINE_list('actors', ['1', '2', '4', '8'], 'Actor counts to run.', flag_values=fv)
+  flags.DEFINE_integer('actor_hosts', 4, 'Namespaces the actors are spread over (round-robin).',
+                       flag_values=fv)
+  flags.DEFINE_float('warmup_s', 20.0, 'Seconds after the first actor steps left out.',
+                     flag_values=fv)
+  flags.DEFINE_float('window_s', 90.0, 'Seconds measured per run.', flag_values=fv)
+  flags.DEFINE_float('start_timeout_s', 1200.0, 'Longest wait for the first actor steps.',
+                     flag_values=fv)
+  flags.DEFINE_integer('fetches', 300, 'Parameter fetches timed per payload.', flag_values=fv)
   flags.DEFINE_integer('insert_steps', 20_000,
-                       'Environment steps written in the insert measurement.')
-  flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
-  flags.DEFINE_string('out', 'results/cluster_scaling.json', 'JSON output.')
+                       'Environment steps written in the insert measurement.', flag_values=fv)
+  flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).', flag_values=fv)
+  flags.DEFINE_string('out', 'results/cluster_scaling.json', 'JSON output.', flag_values=fv)
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = ['--env', 'cartpole', '--reward_free', '--mode', 'rae',
@@ -73,8 +76,10 @@ def _cpu(proc):
     return None
 
 
-def run_one(num_actors: int, workdir: str) -> dict:
-  actor_hosts = [f'c{i}' for i in range(min(FLAGS.actor_hosts, num_actors))]
+def run_one(num_actors: int, workdir: str, args) -> dict:
+  """The job with `num_actors` actors across namespaces, measured as `args` (the parsed flags:
+  actor_hosts, start_timeout_s, warmup_s, window_s) say."""
+  actor_hosts = [f'c{i}' for i in range(min(args.actor_hosts, num_actors))]
   with netns_hosts.NetnsHosts(['a', 'b'] + actor_hosts, subnet=num_actors % 250) as hosts:
     run_dir = os.path.join(workdir, f'actors-{num_actors}')
     desc_path = os.path.join(workdir, f'cluster-{num_actors}.json')
@@ -103,16 +108,16 @@ def run_one(num_actors: int, workdir: str) -> dict:
           counts = {}
         if first is None and counts.get('actor_steps', 0) > 0:
           first = now
-        if first is None and now - start > FLAGS.start_timeout_s:
-          raise RuntimeError(f'{num_actors} actors: no actor step within {FLAGS.start_timeout_s} s')
-        if first is not None and now - first >= FLAGS.warmup_s:
+        if first is None and now - start > args.start_timeout_s:
+          raise RuntimeError(f'{num_actors} actors: no actor step within {args.start_timeout_s} s')
+        if first is not None and now - first >= args.warmup_s:
           samples.append((os.path.getmtime(counts_path), counts))
           for node in ('replay', 'learner', 'precedence_learner'):
             p = _pid(run_dir, node)
             c = _cpu(p) if p else None
             if c is not None:
               cpu.setdefault(node, []).append((now, c, counts))
-          if now - first >= FLAGS.warmup_s + FLAGS.window_s:
+          if now - first >= args.warmup_s + args.window_s:
             break
         time.sleep(2.0)
     finally:
@@ -258,27 +263,32 @@ def fetch_cost(fetches: int) -> dict:
   return out
 
 
-def main(argv):
-  del argv
-  workdir = FLAGS.workdir or tempfile.mkdtemp(prefix='bench-cluster-')
+def main(argv=None) -> int:
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.cluster_scaling',
+                      description=__doc__.split('\n\n')[0])
+  try:
+    actor_counts = [int(a) for a in args.actors]
+  except ValueError:
+    cli.fail(f'--actors expects comma-separated integers, got {",".join(args.actors)}')
+  workdir = args.workdir or tempfile.mkdtemp(prefix='bench-cluster-')
   why = netns_hosts.unavailable_reason()
   if why:
     sys.exit(f'error: {why}')
   results = {'job': ' '.join(JOB), 'cores': os.cpu_count(),
              'load_average_at_start': os.getloadavg(), 'runs': []}
-  for n in [int(a) for a in FLAGS.actors]:
+  for n in actor_counts:
     print(f'--- {n} actor(s)', flush=True)
-    r = run_one(n, workdir)
+    r = run_one(n, workdir, args)
     r['load_average_after'] = os.getloadavg()
     print(json.dumps(r, indent=2), flush=True)
     results['runs'].append(r)
-    common.write_json(FLAGS.out, results)
-  results['insert_cost'] = insert_cost(FLAGS.insert_steps)
-  results['fetch_cost'] = fetch_cost(FLAGS.fetches)
-  common.write_json(FLAGS.out, results)
+    common.write_json(args.out, results)
+  results['insert_cost'] = insert_cost(args.insert_steps)
+  results['fetch_cost'] = fetch_cost(args.fetches)
+  common.write_json(args.out, results)
   print(json.dumps({k: results[k] for k in ('insert_cost', 'fetch_cost')}, indent=2))
+  return 0
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  sys.exit(main())

@@ -17,11 +17,10 @@ from itertools import islice
 from typing import Any, Dict
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from bench import common
-
-FLAGS = flags.FLAGS
+from envs import cli
 
 # Pairs/s reported elsewhere for the same networks, for the JSON's reader.
 PEER_REFERENCE = {'authors_pytorch_cartpole_mlp_b256_pairs_per_s': 370_000,
@@ -29,15 +28,20 @@ PEER_REFERENCE = {'authors_pytorch_cartpole_mlp_b256_pairs_per_s': 370_000,
                   'jitted_haiku_turf_cnn_pairs_per_s': [2_800, 3_200]}
 
 
-def define_flags():
-  """Only when run as a script (a test imports `measure` beside other modules' flags)."""
-  flags.DEFINE_string('out', 'results/estimators_bench.json', 'JSON output.')
-  flags.DEFINE_float('seconds', 6.0, 'Target measuring time per configuration.')
-  flags.DEFINE_integer('mlp_steps_per_call', 200, 'steps_per_call for the MLP measurements.')
-  flags.DEFINE_integer('conv_steps_per_call', 10, 'steps_per_call for the CNN measurements.')
-  flags.DEFINE_integer('cartpole_episodes', 20_000, 'Random Cartpole episodes of the dataset.')
-  flags.DEFINE_integer('turf_episodes', 300, 'Random Turf episodes of the dataset.')
-  flags.DEFINE_string('note', None, 'Free text stored with the results (e.g. provenance).')
+def define_flags(fv: flags.FlagValues) -> None:
+  """This bench's own knobs (the networks and batches it times are fixed, see `measure`)."""
+  flags.DEFINE_string('out', 'results/estimators_bench.json', 'JSON output.', flag_values=fv)
+  flags.DEFINE_float('seconds', 6.0, 'Target measuring time per configuration.', flag_values=fv)
+  flags.DEFINE_integer('mlp_steps_per_call', 200, 'steps_per_call for the MLP measurements.',
+                       flag_values=fv)
+  flags.DEFINE_integer('conv_steps_per_call', 10, 'steps_per_call for the CNN measurements.',
+                       flag_values=fv)
+  flags.DEFINE_integer('cartpole_episodes', 20_000, 'Random Cartpole episodes of the dataset.',
+                       flag_values=fv)
+  flags.DEFINE_integer('turf_episodes', 300, 'Random Turf episodes of the dataset.',
+                       flag_values=fv)
+  flags.DEFINE_string('note', None, 'Free text stored with the results (e.g. provenance).',
+                      flag_values=fv)
 
 
 def _load() -> float:
@@ -173,23 +177,23 @@ def _jsonable(o):
   return o
 
 
-def main(argv):
-  del argv
+def main(argv=None) -> int:
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.estimators_bench',
+                      description=__doc__.split('\n\n')[0])
   import jax
   t0 = time.time()
-  results = measure(FLAGS.seconds, FLAGS.mlp_steps_per_call, FLAGS.conv_steps_per_call,
-                    FLAGS.cartpole_episodes, FLAGS.turf_episodes)
+  results = measure(args.seconds, args.mlp_steps_per_call, args.conv_steps_per_call,
+                    args.cartpole_episodes, args.turf_episodes)
   results.update(machine={'cpus': os.cpu_count(), 'jax': jax.__version__,
                           'backend': jax.default_backend(), 'device': str(jax.devices()[0])},
                  seconds=time.time() - t0, measured_at=time.strftime('%Y-%m-%dT%H:%M:%S%z'))
-  if FLAGS.note:
-    results['note'] = FLAGS.note
-  common.write_json(FLAGS.out, _jsonable(results))
-  print(f'wrote {FLAGS.out}', file=sys.stderr)
+  if args.note:
+    results['note'] = args.note
+  common.write_json(args.out, _jsonable(results))
+  print(f'wrote {args.out}', file=sys.stderr)
   return 0
 
 
 if __name__ == '__main__':
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  define_flags()
-  app.run(main)
+  sys.exit(main())

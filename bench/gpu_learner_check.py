@@ -29,7 +29,7 @@ import optax
 from absl import flags
 
 from agents import impala_step, policy_net
-from envs import presets
+from envs import cli, presets
 from estimators import networks as estimator_nets
 from estimators import training as estimator_training
 from launch.runtime import host_preset
@@ -151,7 +151,9 @@ def measure_psi(pairs: int, window: int, windows: int, seconds: float, device):
           'loss_finite': bool(np.isfinite(metrics['psi_loss']))}
 
 
-def _define_flags(fv: flags.FlagValues) -> None:
+def define_flags(fv: flags.FlagValues) -> None:
+  """This check's own knobs: the shapes it times and the projection's figures (the run
+  configuration's dataclasses are not imported here: they need Acme)."""
   flags.DEFINE_list('batch_sizes', ['16', '64', '256', '1024', '4096'],
                     "Sequences per update, the preset's (16) first.", flag_values=fv)
   flags.DEFINE_integer('sequence_length', 20, 'Steps per sequence.', flag_values=fv)
@@ -183,16 +185,8 @@ def _define_flags(fv: flags.FlagValues) -> None:
 
 
 def main(argv=None):
-  # absl's flags on a fresh FlagValues, without the project's CLI helper (envs.cli): the GPU
-  # host this runs on has no gym, so nothing under envs/ may be imported here.
-  args = flags.FlagValues()
-  _define_flags(args)
-  try:
-    rest = args(['gpu_learner_check'] + list(sys.argv[1:] if argv is None else argv))
-  except flags.Error as e:
-    sys.exit(f'error: {e}')
-  if len(rest) > 1:
-    sys.exit(f'error: unexpected arguments: {" ".join(rest[1:])}')
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.gpu_learner_check',
+                      description=__doc__.split('\n\n')[0])
   start = time.perf_counter()
   devices = jax.devices()[:1]
   cores = args.cores or impala_step.cores_available()

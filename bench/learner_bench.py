@@ -23,7 +23,7 @@ import types
 import jax
 import numpy as np
 import optax
-from absl import app, flags
+from absl import flags
 from acme import specs, wrappers
 from acme.adders.reverb.base import Trajectory
 from acme.utils import loggers
@@ -31,25 +31,39 @@ from acme.utils import loggers
 from agents import impala_step, learning
 from agents import networks as agent_networks
 from bench import common
+from envs import cli
 
-FLAGS = flags.FLAGS
+# The fields of the run configuration this bench takes, with its own defaults: the paper's
+# Sokoban batch, and no self-imitation timing unless asked for.
+CONFIG_DEFAULTS = {'env': 'sokoban', 'batch_size': 256, 'self_imitation_batch': 0}
+CONFIG_NOTES = {'env': ' Its network preset is timed.',
+                'self_imitation_batch': ' Timed only when > 0 (0, the default here: not '
+                                        'measured).'}
 
 
-def define_flags():
-  """Only when run as a script (a test imports `measure` beside other modules' flags)."""
-  flags.DEFINE_string('env', 'sokoban', 'Environment (its network preset).')
-  flags.DEFINE_integer('batch_size', 256, 'Sequences per update.')
-  flags.DEFINE_integer('sequence_length', 20, 'Unroll length.')
-  flags.DEFINE_integer('updates', 10, 'Timed updates (after one compiling update).')
-  flags.DEFINE_integer('self_imitation_batch', 0, 'Also time self-imitation updates on this many '
-                       'steps (0: not measured).')
+def _sections():
+  from launch.program.config import ImpalaConfig, RunConfig
+  return (cli.Section('', RunConfig, only=('env',)),
+          cli.Section('', ImpalaConfig,
+                      only=('batch_size', 'sequence_length', 'self_imitation_batch')))
+
+
+def define_flags(fv: flags.FlagValues) -> None:
+  """The run configuration's fields this bench varies, then its own knobs."""
+  cli.define_field_flags(fv, _sections(), lambda ff: CONFIG_DEFAULTS.get(ff.field, ff.default),
+                         lambda ff: CONFIG_NOTES.get(ff.field, ''))
+  flags.DEFINE_integer('updates', 10, 'Timed updates (after one compiling update).',
+                       flag_values=fv)
   flags.DEFINE_list('canvas_sizes', [], "Policies centred on the agent (sokoban): time each of "
-                    "these canvas sides in one invocation (0: 2H-1); default: the preset's.")
+                    "these canvas sides in one invocation (0: 2H-1); default: the preset's.",
+                    flag_values=fv)
   flags.DEFINE_list('devices', ['1'], 'Split each batch over this many XLA host devices (CPU), '
-                    'one process per count, each timed in this invocation: e.g. 1,2.')
+                    'one process per count, each timed in this invocation: e.g. 1,2.',
+                    flag_values=fv)
   flags.DEFINE_integer('repeats', 1, 'With several --devices: rounds, each timing every count '
-                       'once in turn (a busy machine shifts them alike); the median is kept.')
-  flags.DEFINE_string('out', 'results/learner_bench.json', 'JSON output.')
+                       'once in turn (a busy machine shifts them alike); the median is kept.',
+                       flag_values=fv)
+  flags.DEFINE_string('out', 'results/learner_bench.json', 'JSON output.', flag_values=fv)
 
 
 def fixed_batch(spec, batch, length, rng):
@@ -124,28 +138,32 @@ def measure(env_name, batch, length, updates, self_imitation_batch=0, canvas_siz
   return out
 
 
-def _child(argv, devices: int) -> dict:
+def _child(args, devices: int) -> dict:
   """One measurement in a fresh process with `devices` host devices: XLA reads the count once,
-  when jax starts, which importing the agents' modules may already do."""
+  when jax starts, which importing the agents' modules may already do. The child gets this
+  invocation's settings, as parsed, but for the device counts, rounds and output."""
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, 'out.json')
-    args = [a for a in argv[1:] if not a.startswith(('--devices', '--repeats', '--out'))]
+    settings = [f'--{name}={",".join(value) if isinstance(value, list) else value}'
+                for name, value in vars(args).items()
+                if name not in ('devices', 'repeats', 'out') and value is not None]
     env = dict(os.environ, XLA_FLAGS=impala_step.with_host_devices(
         os.environ.get('XLA_FLAGS', ''), devices))
-    subprocess.run([sys.executable, '-m', 'bench.learner_bench', *args, f'--devices={devices}',
-                    f'--out={out}'], check=True, stdout=subprocess.DEVNULL, env=env)
+    subprocess.run([sys.executable, '-m', 'bench.learner_bench', *settings,
+                    f'--devices={devices}', f'--out={out}'],
+                   check=True, stdout=subprocess.DEVNULL, env=env)
     with open(out) as f:
       return json.load(f)
 
 
-def device_scaling(argv, counts, repeats: int) -> dict:
+def device_scaling(args, counts, repeats: int) -> dict:
   """frames/s per device count (median over rounds), and against one device's: the speed-up
   and the efficiency (speed-up / count; host sizing assumes 0.7:
   launch.runtime.host_preset.LEARNER_CORE_EFFICIENCY)."""
   runs = {n: [] for n in counts}
   for _ in range(repeats):
     for n in counts:
-      runs[n].append(_child(argv, n))
+      runs[n].append(_child(args, n))
   out = {'device_counts': counts, 'repeats': repeats, 'runs': {str(n): r for n, r in runs.items()}}
   median = {n: float(np.median([r['frames_per_s'] for r in rs])) for n, rs in runs.items()}
   out['frames_per_s'] = {str(n): v for n, v in median.items()}
@@ -155,30 +173,34 @@ def device_scaling(argv, counts, repeats: int) -> dict:
   return out
 
 
-def main(argv):
-  del argv
-  counts = [int(c) for c in FLAGS.devices]
-  if len(counts) > 1 or FLAGS.repeats > 1:
-    out = device_scaling(sys.argv, counts, FLAGS.repeats)
+def main(argv=None) -> int:
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.learner_bench',
+                      description=__doc__.split('\n\n')[0])
+  try:
+    counts = [int(c) for c in args.devices]
+    canvas_sizes = [int(c) for c in args.canvas_sizes]
+  except ValueError:
+    cli.fail('--devices and --canvas_sizes expect comma-separated integers')
+  if len(counts) > 1 or args.repeats > 1:
+    out = device_scaling(args, counts, args.repeats)
     out['cores_available'] = impala_step.cores_available()
-    common.write_json(FLAGS.out, out)
+    common.write_json(args.out, out)
     print(json.dumps({k: v for k, v in out.items() if k != 'runs'}, indent=2))
-    return
+    return 0
   devices = counts[0]
   if devices > 1:
     impala_step.request_host_devices(devices)
-  if FLAGS.canvas_sizes:
-    out = {'canvas_size_' + c: measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length,
-                                        FLAGS.updates, FLAGS.self_imitation_batch, int(c),
-                                        devices)
-           for c in FLAGS.canvas_sizes}
+  if canvas_sizes:
+    out = {f'canvas_size_{c}': measure(args.env, args.batch_size, args.sequence_length,
+                                       args.updates, args.self_imitation_batch, c, devices)
+           for c in canvas_sizes}
   else:
-    out = measure(FLAGS.env, FLAGS.batch_size, FLAGS.sequence_length, FLAGS.updates,
-                  FLAGS.self_imitation_batch, devices=devices)
-  common.write_json(FLAGS.out, out)
+    out = measure(args.env, args.batch_size, args.sequence_length, args.updates,
+                  args.self_imitation_batch, devices=devices)
+  common.write_json(args.out, out)
   print(json.dumps(out, indent=2))
+  return 0
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  sys.exit(main())

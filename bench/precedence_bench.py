@@ -16,32 +16,39 @@ much of a 2-core machine the node takes at a given `--precedence_env_steps_per_u
 """
 import json
 import os
+import sys
 import time
 
 import jax
 import numpy as np
 import reverb
-from absl import app, flags
+from absl import flags
 from acme import specs, wrappers
 
 from agents import adders
 from bench import common
+from envs import cli
 from estimators import networks as est_nets
 from estimators import recipes, training
 from launch.program import precedence_learner
+from launch.program.config import RunConfig
 
-FLAGS = flags.FLAGS
 
-
-def define_flags():
-  """Only when run as a script (tests import `fill_table` beside other modules' flags)."""
-  flags.DEFINE_string('env', 'sokoban', 'Environment (its estimator network and window).')
-  flags.DEFINE_integer('episodes', 200, 'Random-policy episodes written to the table.')
+def define_flags(fv: flags.FlagValues) -> None:
+  """--env is the run configuration's field; the rest are this bench's own knobs (a setting
+  pairs the precedence learner's window_batch and updates_per_sample; --phi is what --mode rac
+  makes of the estimator's train_phi)."""
+  cli.define_field_flags(fv, (cli.Section('', RunConfig, only=('env',)),),
+                         lambda ff: 'sokoban', lambda ff: ' Its estimator network and window.')
+  flags.DEFINE_integer('episodes', 200, 'Random-policy episodes written to the table.',
+                       flag_values=fv)
   flags.DEFINE_list('settings', ['16x1', '64x4'],
-                    'WINDOWSxUPDATES: windows per Reverb sample, psi updates per sample.')
-  flags.DEFINE_integer('updates', 40, 'Timed psi updates per setting (after a compiling one).')
-  flags.DEFINE_bool('phi', False, 'Train phi too (RAC).')
-  flags.DEFINE_string('out', 'results/bench/precedence.json', 'JSON output.')
+                    'WINDOWSxUPDATES: windows per Reverb sample, psi updates per sample.',
+                    flag_values=fv)
+  flags.DEFINE_integer('updates', 40, 'Timed psi updates per setting (after a compiling one).',
+                       flag_values=fv)
+  flags.DEFINE_bool('phi', False, 'Train phi too (RAC).', flag_values=fv)
+  flags.DEFINE_string('out', 'results/bench/precedence.json', 'JSON output.', flag_values=fv)
 
 
 def parse_setting(text: str):
@@ -139,25 +146,29 @@ def measure(client, spec, env_name: str, windows: int, updates_per_sample: int, 
           'publish_cpu_ms': 1e3 * publish.cpu['publish'] / 10}
 
 
-def main(argv):
-  del argv
-  settings = [parse_setting(s) for s in FLAGS.settings]
-  window = recipes.recipe(FLAGS.env).window
-  server, client, spec, steps = fill_table(FLAGS.env, FLAGS.episodes, window)
+def main(argv=None) -> int:
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.precedence_bench',
+                      description=__doc__.split('\n\n')[0])
+  try:
+    settings = [parse_setting(s) for s in args.settings]
+  except ValueError as e:
+    cli.fail(f'--settings: {e}')
+  window = recipes.recipe(args.env).window
+  server, client, spec, steps = fill_table(args.env, args.episodes, window)
   results = []
   for windows, per_sample in settings:
-    r = measure(client, spec, FLAGS.env, windows, per_sample, FLAGS.updates, FLAGS.phi)
+    r = measure(client, spec, args.env, windows, per_sample, args.updates, args.phi)
     print(json.dumps(r))
     results.append(r)
-  out = {'env': FLAGS.env, 'window': window, 'table_steps': steps, 'phi': FLAGS.phi,
+  out = {'env': args.env, 'window': window, 'table_steps': steps, 'phi': args.phi,
          'backend': jax.default_backend(),
          'load_average_at_end': list(os.getloadavg()),
          'settings': results}
-  common.write_json(FLAGS.out, out)
+  common.write_json(args.out, out)
   server.stop()
   print(json.dumps(out, indent=2))
+  return 0
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  sys.exit(main())

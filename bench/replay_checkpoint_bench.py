@@ -13,6 +13,7 @@ restored by a second server on the same checkpoint directory, as a restarted rep
 import dataclasses
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -20,28 +21,31 @@ from typing import Optional
 
 import numpy as np
 import reverb
-from absl import app, flags
+from absl import flags
 from reverb.platform import checkpointers_lib
 
 from agents import adders
 from agents.acting import ReversibilityConfig
 from bench import common
+from envs import cli
 from estimators import recipes
 from estimators.training import TrainConfig
 from launch.program import builder as build
 from launch.program import replay
 from launch.program.config import RunConfig
 
-FLAGS = flags.FLAGS
 
-
-def define_flags():
-  """Only when run as a script (the tests import `measure`)."""
-  flags.DEFINE_string('env', 'sokoban', 'Environment (its window and observation).')
-  flags.DEFINE_integer('envs', 16, 'Environments written side by side (each its own writer).')
-  flags.DEFINE_float('fill', 1.2, 'Windows written, as a multiple of the table size.')
-  flags.DEFINE_integer('saves', 3, 'Checkpoints timed.')
-  flags.DEFINE_string('out', 'results/bench/replay_checkpoint.json', 'JSON output.')
+def define_flags(fv: flags.FlagValues) -> None:
+  """--env is the run configuration's field; the rest are this bench's own knobs."""
+  cli.define_field_flags(fv, (cli.Section('', RunConfig, only=('env',)),),
+                         lambda ff: 'sokoban', lambda ff: ' Its window and observation.')
+  flags.DEFINE_integer('envs', 16, 'Environments written side by side (each its own writer).',
+                       flag_values=fv)
+  flags.DEFINE_float('fill', 1.2, 'Windows written, as a multiple of the table size.',
+                     flag_values=fv)
+  flags.DEFINE_integer('saves', 3, 'Checkpoints timed.', flag_values=fv)
+  flags.DEFINE_string('out', 'results/bench/replay_checkpoint.json', 'JSON output.',
+                      flag_values=fv)
 
 
 def fill(client: reverb.Client, cfg: RunConfig, windows: int, num_envs: int) -> int:
@@ -143,13 +147,14 @@ def measure(env_name: str, num_envs: int, fill_factor: float, saves: int,
     shutil.rmtree(root, ignore_errors=True)
 
 
-def main(argv):
-  del argv
-  result = measure(FLAGS.env, FLAGS.envs, FLAGS.fill, FLAGS.saves)
+def main(argv=None) -> int:
+  args, _ = cli.parse(define_flags, argv, prog='python -m bench.replay_checkpoint_bench',
+                      description=__doc__.split('\n\n')[0])
+  result = measure(args.env, args.envs, args.fill, args.saves)
   print(result)
-  common.write_json(FLAGS.out, result)
+  common.write_json(args.out, result)
+  return 0
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  sys.exit(main())

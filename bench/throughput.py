@@ -20,30 +20,37 @@ Reverb, no learner.
 """
 import json
 import os
+import sys
 import tempfile
 import time
 
-from absl import app, flags
+from absl import flags
 
 from bench import common
+from envs import cli
 from launch import train  # defines the run flags (--env, --num_actors, --max_steps, ...)
 from launch.runtime import lifecycle, summary
 
 FLAGS = flags.FLAGS
 
 
-def define_flags():
-  """Only when run as a script: bench.sokoban_speed and the tests import the readers below
-  beside other modules' flags."""
-  flags.DEFINE_integer('warmup_steps', 10_000, 'Steps excluded from the measurement.')
-  flags.DEFINE_list('modes', ['none', 'rae', 'rac'], 'Modes to compare (first is the baseline).')
+def define_flags(fv: flags.FlagValues) -> None:
+  """This bench's own knobs, beside launch.train's run flags on the same FlagValues (the global
+  FLAGS, which launch.train's config_from_flags reads); only when run as a script:
+  bench.sokoban_speed and the tests import the readers below beside other modules' flags."""
+  flags.DEFINE_integer('warmup_steps', 10_000, 'Steps excluded from the measurement.',
+                       flag_values=fv)
+  flags.DEFINE_list('modes', ['none', 'rae', 'rac'], 'Modes to compare (first is the baseline).',
+                    flag_values=fv)
   flags.DEFINE_list('estimator_sources', ['frozen', 'online'],
                     "For rae/rac: 'frozen' (an untrained checkpoint: same cost as a trained one) "
-                    "and/or 'online' (the precedence-learner node).")
-  flags.DEFINE_bool('ceiling', True, 'Also measure the single-process ceiling (bench.actor_bench).')
-  flags.DEFINE_integer('ceiling_steps', 20_000, 'Environment steps of the ceiling measurement.')
-  flags.DEFINE_string('out', 'results/throughput.json', 'JSON output.')
-  flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).')
+                    "and/or 'online' (the precedence-learner node).", flag_values=fv)
+  flags.DEFINE_bool('ceiling', True, 'Also measure the single-process ceiling (bench.actor_bench).',
+                    flag_values=fv)
+  flags.DEFINE_integer('ceiling_steps', 20_000, 'Environment steps of the ceiling measurement.',
+                       flag_values=fv)
+  flags.DEFINE_string('out', 'results/throughput.json', 'JSON output.', flag_values=fv)
+  flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).', flag_values=fv)
 
 
 def timed_episodes(run_dir: str):
@@ -106,8 +113,9 @@ def run_one(mode: str, source: str, run_dir: str, ckpt: str) -> dict:
   return out
 
 
-def main(argv):
-  del argv
+def main(argv=None) -> int:
+  cli.parse(define_flags, argv, prog='python -m bench.throughput',
+            description=__doc__.split('\n\n')[0], flag_values=FLAGS)
   workdir = FLAGS.workdir or tempfile.mkdtemp(prefix='bench-throughput-')
   ckpt = frozen_checkpoint(os.path.join(workdir, 'untrained.ckpt'))
   results = {'env': FLAGS.env, 'num_actors': FLAGS.num_actors, 'envs_per_actor': FLAGS.envs_per_actor,
@@ -139,8 +147,8 @@ def main(argv):
         for name, r in results['runs'].items()}
   common.write_json(FLAGS.out, results)
   print(json.dumps(results, indent=2))
+  return 0
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  sys.exit(main())

@@ -59,12 +59,17 @@ def _usage(prog: str, positional: str) -> str:
 
 def parse(define: Callable[[flags.FlagValues], None], argv: Optional[Sequence[str]] = None, *,
           prog: str, description: str = '', positional: str = '',
-          required: Sequence[str] = ()) -> Tuple[types.SimpleNamespace, List[str]]:
+          required: Sequence[str] = (),
+          flag_values: Optional[flags.FlagValues] = None,
+          ) -> Tuple[types.SimpleNamespace, List[str]]:
   """The flags that `define(fv)` defines, parsed from `argv` (default: sys.argv[1:]), as a
   namespace of values, and the positional arguments (only where `positional`, their usage,
-  is given: a tool without one refuses them). `required` flags must be given a value."""
+  is given: a tool without one refuses them). `required` flags must be given a value.
+  `flag_values`: the FlagValues to define them on and parse into, for a tool that drives a
+  library reading flags other modules defined there (bench.throughput: launch.train's run
+  flags on the global FLAGS); default a fresh one."""
   argv = list(sys.argv[1:] if argv is None else argv)
-  fv = flags.FlagValues()
+  fv = flags.FlagValues() if flag_values is None else flag_values
   define(fv)
   head = argv[:argv.index('--')] if '--' in argv else argv
   if any(a in HELP for a in head):

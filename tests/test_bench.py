@@ -142,14 +142,33 @@ def test_cluster_scaling_loopback_costs():
 
 
 def test_the_make_targets_parse_their_flags():
-  # `make bench` and `make bench-cluster`: their flags are defined when run as scripts.
+  # `make bench` and `make bench-cluster`: their flags are defined when run as scripts, and
+  # their help (envs.cli.parse) exits 0.
   for module in ('bench.throughput', 'bench.cluster_scaling'):
     r = subprocess.run([sys.executable, '-m', module, '--helpshort'], cwd=ROOT,
                        capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, PYTHONPATH=ROOT))
-    # absl's help exits with 1 once it has printed the module's flags.
-    assert r.returncode == 1 and '--out' in r.stdout and '--workdir' in r.stdout, (
+    assert r.returncode == 0 and '--out' in r.stdout and '--workdir' in r.stdout, (
         r.stdout[-2000:] + r.stderr[-2000:])
+
+
+@pytest.mark.parametrize('module,flag', [
+    ('actor_bench', 'steppers'), ('learner_bench', 'canvas_sizes'),
+    ('precedence_bench', 'settings'), ('replay_checkpoint_bench', 'fill'),
+    ('estimators_bench', 'mlp_steps_per_call'), ('cluster_scaling', 'actors'),
+    ('envs_bench', 'batch_envs'), ('gpu_learner_check', 'psi_batch_sizes')])
+def test_bench_command_lines(module, flag, capsys):
+  """Each bench parses its command line with envs.cli: --help lists its flags and exits 0, a
+  bad command line is one line and exit 2, before any measurement."""
+  import importlib
+  main = importlib.import_module(f'bench.{module}').main
+  with pytest.raises(SystemExit) as e:
+    main(['--help'])
+  assert e.value.code == 0 and f'--{flag}' in capsys.readouterr().out
+  with pytest.raises(SystemExit) as e:
+    main([f'--{flag}_typo=1'])
+  err = capsys.readouterr().err
+  assert e.value.code == 2 and err.startswith('error: ') and err.count('\n') == 1, err
 
 
 @pytest.mark.slow
