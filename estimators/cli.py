@@ -1,5 +1,4 @@
 """Shared command-line plumbing of the estimator tools (train, evaluate, predict)."""
-import dataclasses
 import sys
 
 
@@ -24,10 +23,9 @@ def unexpected_arguments(argv) -> bool:
 
 
 def options_from_flags(options_class, flag_values):
-  """The typed options of a tool from its parsed flags: one field per flag of the same name
-  (lists become tuples, so the options stay immutable)."""
-  values = {}
-  for field in dataclasses.fields(options_class):
-    value = getattr(flag_values, field.name)
-    values[field.name] = tuple(value) if isinstance(value, list) else value
-  return options_class(**values)
+  """The typed options of a tool whose flags are its options dataclass's field flags
+  (envs.cli.define_field_flags), from the parsed flags: lists become tuples, so the options
+  stay immutable."""
+  from envs import cli as envs_cli
+  section = envs_cli.Section('', options_class)
+  return options_class(**envs_cli.field_values(flag_values, (section,))[''])

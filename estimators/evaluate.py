@@ -641,7 +641,7 @@ def main(argv):
   from estimators.checkpoint import CheckpointError
   from estimators.predict import PredictError
   try:
-    report = run(EvaluateOptions(**envs_cli.field_values(FLAGS, SECTIONS)['']))
+    report = run(cli.options_from_flags(EvaluateOptions, FLAGS))
   except (EvaluateError, CheckpointError, PredictError, envs.EnvError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

@@ -185,7 +185,7 @@ def main(argv):
   if cli.unexpected_arguments(argv):
     return 2
   from estimators.checkpoint import CheckpointError
-  p = Prediction(**envs_cli.field_values(FLAGS, SECTIONS)[''])
+  p = cli.options_from_flags(Prediction, FLAGS)
   for name in ('checkpoint', 'input', 'output'):
     if not getattr(p, name):
       print(f'error: --{name} is required', file=sys.stderr)
