@@ -172,8 +172,39 @@ def main(argv):
   termination.stop_like_ctrl_c_on_termination()
   from launch.program import devices
   devices.keep_launcher_on_cpu()
+  from launch.runtime import lifecycle, run_state
+  cfg, placement = _checked_config()
+  if FLAGS.show_config:
+    print(json.dumps({**lifecycle.jsonable(cfg), 'placement': placement}, indent=2))
+    return
+  from launch.runtime import disk, run_lock
+  if FLAGS.resume:
+    nothing_to_do = lifecycle.already_done(cfg)
+    if nothing_to_do:
+      lifecycle.rebuild_lost_summary(cfg.run_dir)
+      print(nothing_to_do)
+      return
+  try:
+    run_lock.acquire(cfg.run_dir)   # held until this process ends: one launch per run directory
+  except run_lock.RunDirInUse as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  low_space = disk.low_space_warning(cfg.run_dir, cfg.max_steps)
+  if low_space:
+    print(low_space, file=sys.stderr, flush=True)
+  if not FLAGS.resume:
+    run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE), _train_flags())
+  summary = _launch(cfg)
+  if summary is not None and summary.get('status') == run_state.STOPPED:
+    print(f'stopped; continue with: python -m launch.train --run_dir {cfg.run_dir} --resume')
+    sys.exit(130)
+
+
+def _checked_config():
+  """(the run's config, where its nodes run) from the flags (a resumed run's saved ones under
+  those given), checked before anything starts: a bad request exits 2 with one line."""
+  from launch.program import devices
   from launch.runtime import lifecycle, run_config, run_state
-  from launch.runtime.processes import RunFailed
   try:
     if not FLAGS.show_config:   # printing the configuration touches no run
       run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
@@ -201,38 +232,26 @@ def main(argv):
   except KeyboardInterrupt:
     print('interrupted before launch; nothing was started', file=sys.stderr)
     sys.exit(130)
-  if FLAGS.show_config:
-    print(json.dumps({**lifecycle.jsonable(cfg), 'placement': placement}, indent=2))
-    return
-  from launch.runtime import disk, run_lock
-  if FLAGS.resume:
-    nothing_to_do = lifecycle.already_done(cfg)
-    if nothing_to_do:
-      lifecycle.rebuild_lost_summary(cfg.run_dir)
-      print(nothing_to_do)
-      return
-  try:
-    run_lock.acquire(cfg.run_dir)   # held until this process ends: one launch per run directory
-  except run_lock.RunDirInUse as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
-  low_space = disk.low_space_warning(cfg.run_dir, cfg.max_steps)
-  if low_space:
-    print(low_space, file=sys.stderr, flush=True)
-  if not FLAGS.resume:
-    run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE), _train_flags())
+  return cfg, placement
+
+
+def _launch(cfg):
+  """Runs the program where --launch_type says and returns the run's summary (None for Vertex
+  AI, which runs it elsewhere); a failed run exits 1, a description that does not fit the
+  program 2, Ctrl-C 130."""
+  from launch.runtime import disk, lifecycle
+  from launch.runtime.processes import RunFailed
   try:
     if cfg.launch_type == 'cluster':
       from launch.cluster import start
-      summary = start.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume,
-                          goal_mean_length=goal_mean_length(), show_progress=FLAGS.progress)
-    elif cfg.launch_type == 'vertex_ai':
+      return start.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume,
+                       goal_mean_length=goal_mean_length(), show_progress=FLAGS.progress)
+    if cfg.launch_type == 'vertex_ai':
       from launch.cluster import vertex_ai
       vertex_ai.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
-      return
-    else:
-      summary = lifecycle.run_local(cfg, resume=FLAGS.resume, goal_mean_length=goal_mean_length(),
-                                    show_progress=FLAGS.progress)
+      return None
+    return lifecycle.run_local(cfg, resume=FLAGS.resume, goal_mean_length=goal_mean_length(),
+                               show_progress=FLAGS.progress)
   except ValueError as e:   # a description that does not fit the program (placement, ports)
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -248,10 +267,6 @@ def main(argv):
     sys.exit(1)
   except KeyboardInterrupt:
     sys.exit(130)
-  if summary.get('status') == run_state.STOPPED:
-    print(f'stopped; continue with: python -m launch.train --run_dir {cfg.run_dir} --resume')
-    sys.exit(130)
-
 
 if __name__ == '__main__':
   app.run(main)
