@@ -17,6 +17,8 @@ import numpy as np
 
 from agents import rewards, shield
 from agents.networks import DUMMY_CORE_STATE
+from agents.policy_inference import PolicyInference
+from estimators import folding
 from estimators import networks as est_nets
 from estimators import training as est_training
 
@@ -107,7 +109,12 @@ class BatchedActor:
                policy_forward=None,   # IMPALANetworks.forward_fn (one observation); None = random
                policy_source=None,    # .params / .update(): Acme VariableClient or FixedParams
                estimators: Optional[est_nets.Estimators] = None,
-               estimator_source=None):  # .params = (psi, phi): VariableClient or FixedParams
+               estimator_source=None,  # .params = (psi, phi): VariableClient or FixedParams
+               policy_inference: Optional[PolicyInference] = None,
+               psi_inference: Optional[folding.PsiInference] = None):
+    """policy_inference / psi_inference: the networks' folded forms (agents.policy_inference,
+    estimators.folding), used in place of policy_forward / the estimators' psi where given:
+    the same values, about half the multiply-adds per step."""
     if rev.uses_estimators and (estimators is None or estimator_source is None):
       raise ValueError(f'mode {rev.mode!r} needs estimator networks and a parameter source')
     if policy_forward is not None and policy_source is None:
@@ -117,13 +124,18 @@ class BatchedActor:
     self._policy_source = policy_source
     self._estimator_source = estimator_source
     self._keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+    self._policy_params = _Folded(policy_inference.fold if policy_inference else None)
+    self._psi_params = _Folded(psi_inference.fold if psi_inference else None)
 
-    def select_one(policy_params, phi_params, key, obs):
-      key, sub = jax.random.split(key)
+    def policy_logits(policy_params, obs):
       if policy_forward is None:
-        logits = jnp.zeros((num_actions,), jnp.float32)
-      else:
-        (logits, _), _ = policy_forward(policy_params, obs, DUMMY_CORE_STATE)
+        return jnp.zeros((obs.shape[0], num_actions), jnp.float32)
+      if policy_inference is not None:
+        return policy_inference.forward(policy_params, obs)[0]
+      return jax.vmap(lambda o: policy_forward(policy_params, o, DUMMY_CORE_STATE)[0][0])(obs)
+
+    def select_one(phi_params, key, obs, logits):
+      key, sub = jax.random.split(key)
       if rev.mode == 'rac':
         phi = est_training.phi_prob(estimators, phi_params, obs[None])[0]
         out = shield.shield(sub, logits, phi, rev.beta, rev.shield_mode)
@@ -132,11 +144,17 @@ class BatchedActor:
       action = jax.random.categorical(sub, logits).astype(jnp.int32)
       return action, logits, jnp.bool_(False), jnp.bool_(False), key
 
+    def psi_prob(psi_params, psi_from, psi_to):
+      if psi_inference is not None:
+        return jax.nn.sigmoid(psi_inference.logits(psi_params, psi_from, psi_to))
+      return est_training.psi_prob(estimators, psi_params, psi_from, psi_to)
+
     def step(policy_params, psi_params, phi_params, keys, obs, psi_from, psi_to):
       action, logits, rejected, fallback, keys = jax.vmap(
-          select_one, in_axes=(None, None, 0, 0))(policy_params, phi_params, keys, obs)
+          select_one, in_axes=(None, 0, 0, 0))(phi_params, keys, obs,
+                                               policy_logits(policy_params, obs))
       if rev.mode == 'rae':
-        p = est_training.psi_prob(estimators, psi_params, psi_from, psi_to)
+        p = psi_prob(psi_params, psi_from, psi_to)
         r = rewards.rae_reward(p, rev.beta, rev.lam, rev.reward_form)
       else:
         p = r = jnp.zeros(obs.shape[:1], jnp.float32)
@@ -164,6 +182,7 @@ class BatchedActor:
     already the next episode's first observation); rows with no transition are ignored."""
     policy = self._policy_source.params if self._policy_source is not None else None
     psi, phi = self.estimator_params()
+    policy, psi = self._policy_params(policy), self._psi_params(psi)
     out, self._keys = self._step(policy, psi, phi, self._keys, obs, psi_from, psi_to)
     return StepOutput(*jax.device_get(out))
 
@@ -173,6 +192,22 @@ class BatchedActor:
       self._policy_source.update(wait)
     if self._estimator_source is not None:
       self._estimator_source.update(wait)
+
+
+class _Folded:
+  """A network's parameters in its folded form, composed again only when the source hands out
+  new ones (a parameter client returns the same object until it fetches); `fold` None: as given."""
+
+  def __init__(self, fold):
+    self._fold = fold
+    self._params = self._folded = None
+
+  def __call__(self, params):
+    if self._fold is None or params is None:
+      return params
+    if params is not self._params:
+      self._params, self._folded = params, self._fold(params)
+    return self._folded
 
 
 class ParamChangeTracker:

@@ -15,11 +15,12 @@ from acme.jax import variable_utils
 from acme.utils import counting, loggers
 
 import envs
-from agents import acting, adders, impala_step, learning, self_imitation
+from agents import acting, adders, impala_step, learning, policy_inference, self_imitation
 from agents import loop as loop_lib
 from agents import networks as agent_networks
 from envs import batch as env_batch
 from estimators import checkpoint as est_checkpoint
+from estimators import folding
 from estimators import networks as est_nets
 from launch.program.config import RunConfig
 from launch.program.precedence_learner import PrecedenceLearner, make_window_iterator
@@ -55,10 +56,15 @@ def actor_seeds(cfg: RunConfig, actor_id: int) -> List[int]:
 
 # Networks and optimiser ------------------------------------------------------------------------
 
+def policy_config(cfg: RunConfig, spec: specs.EnvironmentSpec) -> agent_networks.PolicyNetConfig:
+  """The run's policy network: its recorded one, else the env's default."""
+  return cfg.policy_network or agent_networks.default_policy_config(
+      cfg.env, agent_networks.is_image_spec(spec))
+
+
 def policy_networks(cfg: RunConfig, spec: specs.EnvironmentSpec):
-  """The IMPALA networks of the run: its recorded policy network, else the env's default."""
-  return agent_networks.make_networks(spec, cfg.policy_network or agent_networks.default_policy_config(
-      cfg.env, agent_networks.is_image_spec(spec)))
+  """The IMPALA networks of the run."""
+  return agent_networks.make_networks(spec, policy_config(cfg, spec))
 
 
 def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Estimators:
@@ -236,9 +242,11 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
   spec = specs.make_environment_spec(environments)
   # Acme's VariableClient counts update() calls; the loop calls it once per K env steps.
   calls = lambda period: max(1, period // cfg.envs_per_actor)
-  forward, policy_source = None, None
+  forward, policy_source, folded_policy = None, None, None
   if cfg.agent == 'impala':
     forward = policy_networks(cfg, spec).forward_fn
+    folded_policy = policy_inference.policy_inference(policy_config(cfg, spec),
+                                                      spec.observations.shape)
     policy_source = acting.VersionedPolicy(variable_utils.VariableClient(
         learner, key=['policy', learning.POLICY_VERSION],
         update_period=calls(cfg.impala.policy_update_period), device='cpu'))
@@ -256,9 +264,12 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
   env_adders = None
   if replay is not None:
     env_adders = make_actor_adders(cfg, replay, environments.num_envs)
+  folded_psi = (folding.psi_inference(estimators.config, spec.observations.shape)
+                if cfg.reversibility.mode == 'rae' else None)
   actor = acting.BatchedActor(
       spec.actions.num_values, cfg.reversibility, seeds, policy_forward=forward,
-      policy_source=policy_source, estimators=estimators, estimator_source=estimator_source)
+      policy_source=policy_source, estimators=estimators, estimator_source=estimator_source,
+      policy_inference=folded_policy, psi_inference=folded_psi)
   return loop_lib.BatchedEnvironmentLoop(
       environments, actor, cfg.reversibility.mode, env_adders, counter, logger,
       track_estimators=cfg.online_estimators, total_steps_limit=cfg.max_steps,
