@@ -129,3 +129,22 @@ def test_the_actor_acts_the_same_folded_and_folds_once_per_parameter_set():
   source.params = jax.tree_util.tree_map(lambda w: w * 0.5, policy)
   folded.step(frames[1:5], frames[:4], frames[1:5])
   assert counting_fold.calls == 2            # new parameters: folded again
+
+
+def test_the_trained_sokoban_psi_folded_penalises_the_same_transitions():
+  """The psi every Sokoban RAE run uses (committed): over 1,000 transitions of random play, the
+  folded form's probabilities within 1e-5 of the layered ones, and the RAE penalty (psi > 0.9)
+  given to exactly the same transitions."""
+  import os
+
+  from estimators import checkpoint, training
+  ckpt = checkpoint.load(os.path.join(os.path.dirname(__file__), '..', 'results', 'sokoban_30m',
+                                      'psi.ckpt'))
+  frames = np.concatenate([sokoban_frames(501, seed=s) for s in range(2)])
+  x, y = frames[:-1], frames[1:]
+  inference = folding.psi_inference(ckpt.network, frames.shape[1:])
+  layered = np.asarray(training.psi_prob(ckpt.estimators, ckpt.psi_params, x, y))
+  folded = np.asarray(jax.nn.sigmoid(inference.logits(inference.fold(ckpt.psi_params), x, y)))
+  np.testing.assert_allclose(folded, layered, atol=1e-5)
+  np.testing.assert_array_equal(folded > 0.9, layered > 0.9)
+  assert np.sum(layered > 0.9) > 0      # some transitions penalised (28 of these 1,001)
