@@ -103,6 +103,21 @@ def batch_loss_fn(unroll_fn: Callable, cfg: LossConfig) -> Callable:
   return batch_loss
 
 
+def apply_gradients(optimizer: optax.GradientTransformation, state: TrainingState, loss, metrics,
+                    grads):
+  """(state, metrics): the optimiser's step on `grads`, dropped when not finite."""
+  updates, opt_state = optimizer.update(grads, state.opt_state)
+  params = optax.apply_updates(state.params, updates)
+  grad_norm = optax.global_norm(grads)
+  metrics = dict(metrics, loss=loss, grad_norm=grad_norm, param_norm=optax.global_norm(params),
+                 param_updates_norm=optax.global_norm(updates))
+  # The gradient's norm too: finite gradients whose squares overflow float32 clip to zero
+  # updates, a learner that has stopped learning without a NaN anywhere.
+  new_state, finite = update_guard.keep_if_finite(TrainingState(params, opt_state), state,
+                                                  loss, grads, grad_norm)
+  return new_state, {**metrics, SKIPPED: 1.0 - finite.astype(jnp.float32)}
+
+
 def sgd_step_fn(unroll_fn: Callable, optimizer: optax.GradientTransformation,
                 cfg: LossConfig) -> Callable:
   """(state, data) -> (state, metrics): one V-trace update, dropped when not finite."""
@@ -110,18 +125,31 @@ def sgd_step_fn(unroll_fn: Callable, optimizer: optax.GradientTransformation,
 
   def sgd_step(state: TrainingState, data):
     (loss, metrics), grads = jax.value_and_grad(batch_loss, has_aux=True)(state.params, data)
-    updates, opt_state = optimizer.update(grads, state.opt_state)
-    params = optax.apply_updates(state.params, updates)
-    grad_norm = optax.global_norm(grads)
-    metrics.update(loss=loss, grad_norm=grad_norm, param_norm=optax.global_norm(params),
-                   param_updates_norm=optax.global_norm(updates))
-    # The gradient's norm too: finite gradients whose squares overflow float32 clip to zero
-    # updates, a learner that has stopped learning without a NaN anywhere.
-    new_state, finite = update_guard.keep_if_finite(TrainingState(params, opt_state), state,
-                                                    loss, grads, grad_norm)
-    return new_state, {**metrics, SKIPPED: 1.0 - finite.astype(jnp.float32)}
+    return apply_gradients(optimizer, state, loss, metrics, grads)
 
   return sgd_step
+
+
+def chunk_gradients_fn(unroll_fn: Callable, cfg: LossConfig) -> Callable:
+  """(params, chunk, weight) -> (loss, metrics, grads) of a chunk of a batch's sequences, each
+  times `weight` (the chunk's share of the batch) but the maxima: summed over the chunks (maxima
+  maxed, `combine`), the batch's mean loss, its metrics and their gradients."""
+  batch_loss = batch_loss_fn(unroll_fn, cfg)
+
+  def chunk_gradients(params, chunk, weight):
+    (loss, metrics), grads = jax.value_and_grad(batch_loss, has_aux=True)(params, chunk)
+    metrics = {k: v if k.endswith('_max') else v * weight for k, v in metrics.items()}
+    return loss * weight, metrics, jax.tree_util.tree_map(lambda g: g * weight, grads)
+
+  return chunk_gradients
+
+
+def combine(a, b):
+  """Two chunks' (loss, metrics, grads) summed, the metrics' maxima maxed."""
+  loss = a[0] + b[0]
+  metrics = {k: jnp.maximum(v, b[1][k]) if k.endswith('_max') else v + b[1][k]
+             for k, v in a[1].items()}
+  return loss, metrics, jax.tree_util.tree_map(jnp.add, a[2], b[2])
 
 
 def imitation_step_fn(unroll_fn: Callable, optimizer: optax.GradientTransformation,
@@ -150,9 +178,24 @@ class Update:
 
   def __init__(self, unroll_fn: Callable, optimizer: optax.GradientTransformation,
                cfg: LossConfig = LossConfig(), initial_core=None,
-               devices: Optional[Sequence[Any]] = None):
+               devices: Optional[Sequence[Any]] = None, chunk_sequences: int = 0):
+    """chunk_sequences: on one device, the batch's gradient taken over chunks of this many
+    sequences, one call each, and summed (0: the whole batch in one call). The same update up
+    to float rounding; on a CPU a chunk's activations stay in the core's cache."""
     self.optimizer = optimizer
     self.devices = list(devices) if devices else jax.devices()[:1]
+    if chunk_sequences < 0:
+      raise ValueError(f'chunk_sequences must be >= 0 (0: the whole batch), got {chunk_sequences}')
+    if chunk_sequences and cfg.normalize_advantages:
+      raise ValueError('advantage normalisation takes moments over the whole batch: it cannot '
+                       'be taken in chunks (chunk_sequences 0)')
+    if chunk_sequences and len(self.devices) > 1:
+      raise ValueError(f'a batch split over {len(self.devices)} devices is not also chunked')
+    self.chunk_sequences = chunk_sequences
+    self._chunk_gradients = jax.jit(chunk_gradients_fn(unroll_fn, cfg))
+    self._combine = jax.jit(combine)
+    self._apply = jax.jit(lambda state, loss, metrics, grads: apply_gradients(
+        optimizer, state, loss, metrics, grads))
     sgd = sgd_step_fn(unroll_fn, optimizer, cfg)
     imitate = imitation_step_fn(unroll_fn, optimizer, initial_core, cfg.self_imitation_value_cost)
     # k updates in one call, on k batches stacked along a new leading axis: the same updates in
@@ -190,8 +233,17 @@ class Update:
                        f'{what} {size} is not a multiple of {self.num_devices}')
 
   def sgd(self, state: TrainingState, data):
-    self.check_batch(data.action.shape[0])
-    return self._sgd(state, data)
+    size = data.action.shape[0]
+    self.check_batch(size)
+    if not self.chunk_sequences or self.chunk_sequences >= size:
+      return self._sgd(state, data)
+    total = None
+    for start in range(0, size, self.chunk_sequences):
+      chunk = jax.tree_util.tree_map(lambda x: x[start:start + self.chunk_sequences], data)
+      part = self._chunk_gradients(state.params, chunk,
+                                   np.float32(chunk.action.shape[0] / size))
+      total = part if total is None else self._combine(total, part)
+    return self._apply(state, *total)
 
   def sgd_many(self, state: TrainingState, stacked):
     """len(stacked) updates, one per batch of `stacked` (batches stacked on a leading axis),

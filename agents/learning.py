@@ -66,7 +66,7 @@ class IMPALALearner(acme.Learner):
                counter: Optional[counting.Counter] = None,
                logger: Optional[loggers.Logger] = None,
                max_consecutive_skips: int = 100, devices: Optional[Sequence] = None,
-               updates_per_call: int = 1):
+               updates_per_call: int = 1, chunk_sequences: int = 0):
     self._iterator = iterator
     self._updates_per_call = updates_per_call
     # A skipped update leaves the parameters as they were; this many in a row means the
@@ -82,7 +82,7 @@ class IMPALALearner(acme.Learner):
                                normalize_advantages=normalize_advantages,
                                self_imitation_value_cost=self_imitation_value_cost,
                                shield_mask=shield_mask),
-        initial_core=initial_core, devices=devices)
+        initial_core=initial_core, devices=devices, chunk_sequences=chunk_sequences)
 
     if updates_per_call > 1 and self._update.num_devices > 1:
       raise ValueError(f'updates_per_call {updates_per_call} needs one learner device, not '

@@ -137,6 +137,45 @@ def test_several_updates_in_one_call_are_the_updates_one_by_one():
     np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
 
 
+def test_a_batch_taken_in_chunks_gives_the_whole_batch_update():
+  import jax
+  import numpy as np
+  import optax
+
+  from agents import policy_net
+  config = policy_net.PolicyNetConfig(
+      torso='conv', conv_channels=(4, 4), conv_strides=(2, 1), conv_paddings=('SAME', 'SAME'),
+      relu_after_last_conv=False, shared_hidden=(8,), head_hidden=(8,), init='orthogonal')
+  net = policy_net.make_unroll(3, config)
+  rng = np.random.default_rng(2)
+  b, t = 7, 4          # chunks of 3: two of 3 and one of 1, weighted by their sizes
+  start = np.zeros((b, t), bool)
+  start[1, 2] = start[5, 1] = True
+  data = impala_step.Sequences(
+      observation=rng.integers(0, 255, size=(b, t, 5, 5, 3)).astype(np.uint8),
+      action=rng.integers(0, 3, size=(b, t)).astype(np.int32),
+      reward=rng.normal(size=(b, t)).astype(np.float32),
+      discount=np.ones((b, t), np.float32), start_of_episode=start,
+      extras={'logits': rng.normal(size=(b, t, 3)).astype(np.float32),
+              'core_state': np.zeros((b, t), np.float32)})
+  params = net.init(jax.random.PRNGKey(0), data.observation[0], policy_net.DUMMY_CORE_STATE)
+  results = {}
+  for chunk in (0, 3):
+    update = impala_step.Update(net.apply, optax.adam(1e-2), impala_step.LossConfig(),
+                                initial_core=policy_net.DUMMY_CORE_STATE, chunk_sequences=chunk)
+    state, metrics = update.sgd(update.init(params), data)
+    results[chunk] = (state, jax.device_get(metrics))
+  (whole, m_whole), (chunked, m_chunked) = results[0], results[3]
+  assert set(m_chunked) == set(m_whole)
+  for key, value in m_whole.items():
+    assert float(m_chunked[key]) == pytest.approx(float(value), rel=1e-5, abs=1e-6), key
+  for x, y in zip(jax.tree_util.tree_leaves(whole.params), jax.tree_util.tree_leaves(chunked.params)):
+    np.testing.assert_allclose(np.asarray(y), np.asarray(x), rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match='whole batch'):
+    impala_step.Update(net.apply, optax.adam(1e-2), impala_step.LossConfig(normalize_advantages=True),
+                       chunk_sequences=3)
+
+
 def test_default_host_devices_divides_every_batch():
   assert impala_step.default_host_devices([16], cores=2) == 2
   assert impala_step.default_host_devices([16], cores=1) == 1

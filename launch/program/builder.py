@@ -204,6 +204,8 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
     imitation_ready = _throttled(
         lambda: replay.server_info()[adders.SELF_IMITATION_TABLE].current_size > 0, 5.0)
     imitation = imitation_batches(replay, cfg.impala.self_imitation_batch)
+  devices = impala_step.learner_devices(cfg.learner_batch_sizes)
+  one_cpu = len(devices) == 1 and devices[0].platform == 'cpu'
   return learning.IMPALALearner(
       networks, impala_batches(replay, cfg.impala.batch_size), make_optimizer(cfg.impala),
       random_key, discount=cfg.impala.discount,
@@ -213,8 +215,8 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
       imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
       imitation_ready=imitation_ready, counter=counter, logger=logger,
       max_consecutive_skips=cfg.max_skipped_updates,
-      devices=impala_step.learner_devices(cfg.learner_batch_sizes),
-      updates_per_call=cfg.impala.updates_per_call)
+      devices=devices, updates_per_call=cfg.impala.updates_per_call,
+      chunk_sequences=cfg.learner_chunk_sequences if one_cpu else 0)
 
 
 def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter: counting.Counter,

@@ -203,6 +203,10 @@ class RunConfig:
       0, 'On the CPU, the XLA host devices the learner splits each batch over (one per core '
       "it uses); 0: its share of the host's cores beside the actors "
       '(launch.runtime.host_preset), a count that divides its batch sizes.')
+  learner_chunk_sequences: int = documented(
+      16, 'On a CPU learner of one device: the gradient of each batch taken over chunks of this '
+      'many sequences, one call each, and summed (the same update up to rounding; a chunk\'s '
+      'activations stay in the core\'s cache); 0: the whole batch in one call.')
   precedence_device: str = documented(
       'cpu', 'Where the precedence (psi/phi) learner runs: cpu, gpu or auto.')
 
@@ -226,6 +230,9 @@ class RunConfig:
     for name in ('learner_device', 'precedence_device'):
       if getattr(self, name) not in ('auto', 'cpu', 'gpu'):
         raise ValueError(f'{name} must be auto, cpu or gpu, got {getattr(self, name)!r}')
+    if self.learner_chunk_sequences < 0:
+      raise ValueError('learner_chunk_sequences must be >= 0 (0: the whole batch at once), got '
+                       f'{self.learner_chunk_sequences}')
     if self.learner_host_devices < 0:
       raise ValueError(f'learner_host_devices must be >= 0 (0: auto), got {self.learner_host_devices}')
     if self.learner_host_devices and any(
