@@ -168,6 +168,8 @@ def main(argv=None):
                if k.startswith(f'{version}/{mode}/')]
       result['env_steps_per_s'][f'{version}/{mode}'] = float(np.mean(rates))
   rate = result['env_steps_per_s']
+  # What a user waits for: a run of the comparison's length at each measured speed.
+  result['hours_for_50m_env_steps'] = {k: 50e6 / v / 3600 for k, v in rate.items()}
   for mode in args.modes.split(','):
     result['ratios'][f'after/before, {mode}'] = rate[f'after/{mode}'] / rate[f'before/{mode}']
   for version in trees:
@@ -181,7 +183,8 @@ def main(argv=None):
         m['wall_s_at_measured_speed'] = (m['env_steps_mean'] / speed
                                          if speed and m['env_steps_mean'] else None)
   common.write_json(args.out, result)
-  print(json.dumps({k: result[k] for k in ('env_steps_per_s', 'ratios')}, indent=2))
+  print(json.dumps({k: result[k] for k in ('env_steps_per_s', 'ratios', 'hours_for_50m_env_steps')},
+                   indent=2))
 
 
 if __name__ == '__main__':
