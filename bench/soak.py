@@ -115,7 +115,7 @@ class Soak:
     for d in [self.mount] + self.outside:
       os.makedirs(d, exist_ok=True)
     self.tmpfs = os.geteuid() == 0
-    self.tmpfs_mb = tmpfs_mb
+    self.tmpfs_mb = self.first_tmpfs_mb = tmpfs_mb
     if self.tmpfs:
       subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={tmpfs_mb}m', 'tmpfs', self.mount],
                      check=True)
@@ -281,24 +281,36 @@ class Soak:
     if not self.tmpfs or self.filler is not None:
       fault.detail = 'not root: no tmpfs' if not self.tmpfs else 'the disk is full already'
       return
-    st = os.statvfs(self.mount)
-    free = st.f_bavail * st.f_frsize
+    free = self._free_bytes()
     self.filler = os.path.join(self.mount, 'filler')
     with open(self.filler, 'wb') as f:
       try:
         os.posix_fallocate(f.fileno(), 0, max(free - 4096, 1))
-      except OSError:
-        pass
+      except OSError as e:
+        fault.detail = f'not filled: {e}'
+    left = self._free_bytes()
+    if left > 2 ** 20:   # the fill failed: the fault did not happen, and is not counted
+      os.remove(self.filler)
+      self.filler = None
+      fault.detail = (fault.detail or 'not filled') + f' ({left / 2**20:.0f} MB still free)'
+      return
     fault.target, fault.applied = 'disk', True
     fault.detail = f'{free / 2**20:.0f} MB filled'
 
+  def _free_bytes(self) -> int:
+    st = os.statvfs(self.mount)
+    return st.f_bavail * st.f_frsize
+
   def free_disk(self) -> None:
-    """Grows the full disk again: the filler goes and the tmpfs doubles."""
+    """Grows the full disk again: the filler goes and the tmpfs gets its first size again beyond
+    what the run holds (never more: the tmpfs is memory, and the next fill takes all it has)."""
     if self.filler is None:
       return
     os.remove(self.filler)
     self.filler = None
-    self.tmpfs_mb *= 2
+    st = os.statvfs(self.mount)
+    used_mb = (st.f_blocks - st.f_bfree) * st.f_frsize // 2 ** 20
+    self.tmpfs_mb = max(self.tmpfs_mb, used_mb + self.first_tmpfs_mb)
     subprocess.run(['mount', '-o', f'remount,size={self.tmpfs_mb}m', self.mount], check=False)
 
   def _truncate_checkpoint(self, fault: Fault):

@@ -36,6 +36,23 @@ def test_logs_that_go_back_or_repeat_a_row_are_caught(tmp_path):
   assert soak_check.logs_never_go_back(str(tmp_path), 1000)['duplicate_rows'] == 1
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason='the full disk needs a tmpfs (root)')
+def test_a_full_disk_is_full_and_grown_back_to_its_first_size_beyond_the_run(tmp_path):
+  s = soak.Soak(str(tmp_path), 'cartpole', 20.0, 20.0, tmpfs_mb=16, seed=0)
+  try:
+    os.makedirs(s.run_dir)
+    with open(os.path.join(s.run_dir, 'held'), 'wb') as f:
+      f.write(b'x' * 6 * 2 ** 20)
+    for _ in range(3):       # a fill every time, and the tmpfs never doubling away
+      fault = soak.Fault(1.0, 'disk_full')
+      s._disk_full(fault)
+      assert fault.applied and s._free_bytes() < 2 ** 20, fault.detail
+      s.free_disk()
+      assert s.tmpfs_mb == 16 + 6 and s._free_bytes() > 15 * 2 ** 20
+  finally:
+    s.close()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason='the full disk needs a tmpfs (root)')
 def test_ten_minutes_of_faults_leave_every_invariant_holding(tmp_path):
