@@ -144,17 +144,20 @@ class BatchedEnvironmentLoop:
         actor.update()
         t2 = time.perf_counter()
         log_s = 0.0
+        # RAE's figures as Python floats in one call each, not one numpy scalar per environment.
+        intrinsic, psi = ((out.intrinsic.tolist(), out.psi.tolist()) if self._mode == 'rae'
+                          else (None, None))
 
         for k, ts in enumerate(timesteps):
           ep = episodes[k]
           ep.length += 1
           ep.extrinsic += float(ts.reward)
-          if self._mode == 'rae':
-            r_int = float(out.intrinsic[k])
+          if intrinsic is not None:
+            r_int = intrinsic[k]
             ep.intrinsic += r_int
-            ep.penalised += int(r_int < 0)
-            ep.max_psi = max(ep.max_psi, float(out.psi[k]))
-            ts = ts._replace(reward=np.asarray(ts.reward + r_int, dtype=np.float32))
+            ep.penalised += r_int < 0
+            ep.max_psi = max(ep.max_psi, psi[k])
+            ts = ts._replace(reward=np.float32(ts.reward + r_int))
           self._adders[k].add(actions[k], ts,
                               extras={'logits': logits[k], 'core_state': _CORE_STATE,
                                       'policy_version': acting_version})
