@@ -310,8 +310,10 @@ def main(argv=None):
   ckpt = sokoban_speed.untrained_psi(os.path.join(workdir, 'untrained_psi.ckpt'))
   for mode in args.arms:
     print(f'--- profiling {mode}', flush=True)
+    arm_dir = os.path.join(workdir, mode)
+    os.makedirs(arm_dir, exist_ok=True)
     profile = program_profile.profile(_arm_flags(mode, ckpt), args.warmup_steps, args.window_s,
-                                      os.path.join(workdir, mode))
+                                      arm_dir)
     result['arms'][mode] = {'model': model(parts, profile, mode), 'profile': profile}
     common.write_json(args.out, result)
   arms = result['arms']

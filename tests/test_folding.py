@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 import envs
-from agents import acting
+from agents import acting, policy_inference
 from agents import networks as agent_networks
-from agents import policy_inference
 from agents.policy_net import PolicyValueNet
 from estimators import folding
 from estimators import networks as est_nets
