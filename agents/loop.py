@@ -171,10 +171,7 @@ class BatchedEnvironmentLoop:
             self._adders[k].add_first(first_ts)
         steps_taken += num_envs
         self._count_shield(episodes, out)
-        now = time.monotonic()
-        if self._should_stop is not None and now - self._last_stop_check >= STOP_CHECK_S:
-          self._last_stop_check = now
-          self._limit_reached |= bool(self._should_stop())
+        self._check_stop()
         t3 = time.perf_counter()
         self._steps += num_envs
         for name, dt in (('env', t1 - t0), ('inference', t2 - t1), ('write', t3 - t2 - log_s),
@@ -194,6 +191,13 @@ class BatchedEnvironmentLoop:
           # coordinator would wait for them forever.
           self._counter.get_counts()
     return steps_taken
+
+  def _check_stop(self):
+    """Asks `should_stop` (another process's answer) at most every STOP_CHECK_S."""
+    now = time.monotonic()
+    if self._should_stop is not None and now - self._last_stop_check >= STOP_CHECK_S:
+      self._last_stop_check = now
+      self._limit_reached |= bool(self._should_stop())
 
   def _count_shield(self, episodes: List[_Episode], out):
     """RAC statistics of the actions just selected, and the psi parameters in use."""

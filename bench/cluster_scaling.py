@@ -76,6 +76,16 @@ def _cpu(proc):
     return None
 
 
+def _distinct_snapshots(samples):
+  """The counter snapshots with distinct times only (counts.json is rewritten every 2 s)."""
+  seen, uniq = set(), []
+  for t, c in samples:
+    if t not in seen:
+      seen.add(t)
+      uniq.append((t, c))
+  return uniq
+
+
 def run_one(num_actors: int, workdir: str, args) -> dict:
   """The job with `num_actors` actors across namespaces, measured as `args` (the parsed flags:
   actor_hosts, start_timeout_s, warmup_s, window_s) say."""
@@ -130,12 +140,7 @@ def run_one(num_actors: int, workdir: str, args) -> dict:
         except subprocess.TimeoutExpired:
           proc.kill()
       log.close()
-    # Distinct counter snapshots only (counts.json is rewritten every 2 s).
-    seen, uniq = set(), []
-    for t, c in samples:
-      if t not in seen:
-        seen.add(t)
-        uniq.append((t, c))
+    uniq = _distinct_snapshots(samples)
     out = {'num_actors': num_actors, 'actor_hosts': len(actor_hosts),
            'startup_s': (first - start) if first else None,
            'measured_s': (uniq[-1][0] - uniq[0][0]) if len(uniq) > 1 else 0.0,
