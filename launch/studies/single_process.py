@@ -217,7 +217,7 @@ def main(argv=None):
   from acme import specs
   from acme.utils import counting, loggers
 
-  from agents import acting, adders, learning
+  from agents import acting, adders, learning, policy_inference
   from agents import loop as loop_lib
   from launch.program import builder
 
@@ -251,11 +251,14 @@ def main(argv=None):
       self_imitation_value_cost=impala.self_imitation_value_cost, logger=learner_log,
       **imitation)
 
-  # 4. The actor, acting with the learner's parameters once the learner has had its turn, and
-  # its loop, writing through the run's adders (each item in the queue before the next row).
+  # 4. The actor, acting with the learner's parameters once the learner has had its turn (its
+  # policy folded for inference, as a run's actors have it), and its loop, writing through the
+  # run's adders (each item in the queue before the next row).
   actor = acting.BatchedActor(
       spec.actions.num_values, cfg.reversibility, seeds, policy_forward=networks.forward_fn,
-      policy_source=LearnerTurn(learner, replay, impala.batch_size, args.reuse))
+      policy_source=LearnerTurn(learner, replay, impala.batch_size, args.reuse),
+      policy_inference=policy_inference.policy_inference(builder.policy_config(cfg, spec),
+                                                         spec.observations.shape))
   records = Records(args, cfg, learner_log)
   loop = loop_lib.BatchedEnvironmentLoop(
       environments, actor, cfg.reversibility.mode,
