@@ -143,10 +143,7 @@ def measure(env_name: str, ks, policies, steps: int, repeats: int,
 def main(argv=None) -> int:
   args, _ = cli.parse(define_flags, argv, prog='python -m bench.actor_bench',
                       description=__doc__.split('\n\n')[0])
-  try:
-    ks = [int(k) for k in args.envs]
-  except ValueError:
-    cli.fail(f'--envs expects comma-separated integers, got {",".join(args.envs)}')
+  ks = cli.int_list(args.envs, 'envs')
   unknown = sorted(set(args.steppers) - set(STEPPERS))
   if unknown:
     cli.fail(f'--steppers: unknown {", ".join(unknown)}; expected some of {", ".join(STEPPERS)}')

@@ -271,10 +271,7 @@ def fetch_cost(fetches: int) -> dict:
 def main(argv=None) -> int:
   args, _ = cli.parse(define_flags, argv, prog='python -m bench.cluster_scaling',
                       description=__doc__.split('\n\n')[0])
-  try:
-    actor_counts = [int(a) for a in args.actors]
-  except ValueError:
-    cli.fail(f'--actors expects comma-separated integers, got {",".join(args.actors)}')
+  actor_counts = cli.int_list(args.actors, 'actors')
   workdir = args.workdir or tempfile.mkdtemp(prefix='bench-cluster-')
   why = netns_hosts.unavailable_reason()
   if why:

@@ -53,6 +53,15 @@ def fail(message: str) -> None:
   sys.exit(2)
 
 
+def int_list(values: Sequence[str], flag: str) -> List[int]:
+  """A list flag's values as integers; one that is not is the one-line usage error naming
+  `--flag`."""
+  try:
+    return [int(v) for v in values]
+  except ValueError:
+    fail(f'--{flag} expects comma-separated integers, got {",".join(values)}')
+
+
 def _usage(prog: str, positional: str) -> str:
   return f'usage: {prog} [flags]' + (f' {positional}' if positional else '')
 
