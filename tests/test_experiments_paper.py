@@ -139,6 +139,22 @@ def test_turf_paper_as_released_scale_trains_as_the_release_with_the_stone_mixtu
   assert all(('--learner_mask' in s.flags) == s.name.startswith('impala_rac_mask-') for s in runs)
 
 
+def test_turf_released_small_scale_is_the_release_at_a_small_budget_with_phi_onto_the_reverse():
+  steps = turf.turf_steps('released_small', 1)
+  by_name = {s.name: s for s in steps}
+  out = '/x/learner_mask_replace'
+  psi = by_name['train_psi'].argv(out)
+  assert psi[psi.index('--num_pairs') + 1] == '500000' and '--embedding_relu' in psi
+  phi = by_name['train_phi'].argv(out)
+  assert phi[phi.index('--phi_transitions') + 1] == '500000'   # 3,907 steps of 128
+  assert phi[phi.index('--phi_target') + 1] == 'reverse' and '--phi_save_steps' not in phi
+  assert phi[phi.index('--phi_draw') + 1] == '1024' and '--exclude_terminal' in phi
+  runs = [s for s in steps if s.is_training]
+  assert all(s.flags[s.flags.index('--shield_mode') + 1] == 'replace' for s in runs)
+  assert [s.name for s in runs[:2]] == ['impala_rac-b0.2-s0', 'impala_rac_mask-b0.2-s0']
+  assert all(s.max_steps == 500_000 for s in runs)
+
+
 def test_turf_comparison_puts_each_beta_of_the_base_beside_this_scale():
   run = lambda total, goal: {'ruined_total': total, 'goal_last': goal}  # noqa: E731
   base = {turf.rac_group(0.2): [run(9593.0, 0.99), run(9916.0, 0.95)],

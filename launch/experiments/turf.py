@@ -16,6 +16,10 @@ Scale `paper_as_released`: the authors' released recipe with psi and phi also on
 episodes (`launch.experiments.turf_estimators`), the `replace` shield, RAC at beta 0.2 over
 `--seeds` >= 3 and the sweep 0-0.5.
 
+Scale `released_small`: `paper_as_released` at a small budget (psi 500k pairs, phi 3,907 steps)
+with phi regressed onto psi(x', x), the case where RAC behind the `replace` shield does not learn
+the goal; each RAC run beside the same run with the learner's mask (`--learner_mask`).
+
 Scale `paper_phi_coverage` (after `paper_estimators`): that scale's psi kept, phi
 retrained (500k transitions) on its 100k random episodes mixed half and half
 (`estimators.train --dataset_weights`)
@@ -74,6 +78,17 @@ TURF_SCALES = {
                                             phi_target='one_minus_forward',
                                             phi_save_steps=(3_907, 25_000),
                                             phi_resume_every=2_500)),
+    # paper_as_released at a small budget (psi 500k pairs, phi 3,907 steps) with phi onto psi(x',
+    # x), the release's other options kept: its estimators leak at the goal's corner as that
+    # scale's do, and behind the `replace` shield RAC at beta 0.2 does not learn the goal. The
+    # case in which to measure the learner's mask (every RAC run beside it with --learner_mask).
+    'released_small': dict(episodes=4_300, pairs=500_000, phi_transitions=500_000,
+                           eval_transitions=10_000, min_seeds=3, sweep_seeds=1,
+                           betas=TURF_BETAS, max_steps=500_000, actors=2, envs_per_actor=8,
+                           run_seconds=1_200, rac_only=True, shield='replace',
+                           released=dict(stone_episodes=20_000, stone_steps=20, share=0.5,
+                                         phi_draw=1024, phi_loss='bce', phi_target='reverse',
+                                         phi_save_steps=(), phi_resume_every=2_500)),
 }
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)   # "phi < beta" in the per-kind split (Fig. 7's range)
 

@@ -13,6 +13,9 @@ every 2,500 steps (`--phi_resume_every`), so that rerunning the scale continues 
 training where a stopped session left them. Both psi and phi also
 see 20,000 random episodes of 20 steps started on a random stone cell, half of their draws, so
 that they see the goal's corner with the grass fresh (random walks from the start never do).
+
+`released_small` is the same recipe at a small budget, psi on 500k pairs and phi for 3,907 steps,
+with phi onto psi(x', x) (`--phi_target reverse`).
 """
 import os
 from typing import List
@@ -48,8 +51,9 @@ def _collect_stone(max_steps: int, episodes: int) -> Step:
 
 
 def released_steps(s: dict) -> List[Step]:
-  """Scale paper_as_released: the release's random data and start=stone episodes; psi on
-  both, then phi on both with that psi (the authors' options, `estimators.train --help`)."""
+  """Scales paper_as_released and released_small: the release's random data and start=stone
+  episodes; psi on both, then phi on both with that psi (the authors' options, `estimators.train
+  --help`; phi's target and the budgets are the scale's)."""
   rel = s['released']
   stone = f'data/stone{rel["stone_steps"]}'
   data = ('--dataset', '{out}/data/random', '--dataset', f'{{out}}/{stone}', '--dataset_weights',
@@ -68,10 +72,10 @@ def released_steps(s: dict) -> List[Step]:
       Step('train_phi', 'estimators.train',
            data + authors + ('--psi_checkpoint', '{out}/psi.ckpt', '--phi', '--phi_transitions',
                              str(s['phi_transitions']), '--phi_draw', str(rel['phi_draw']),
-                             '--phi_loss', rel['phi_loss'], '--phi_target', rel['phi_target'],
-                             '--phi_save_steps',
-                             ','.join(map(str, rel['phi_save_steps'])),
-                             '--phi_resume_every', str(rel['phi_resume_every']),
-                             '--out', '{out}/estimators.ckpt', '--noprogress'),
+                             '--phi_loss', rel['phi_loss'], '--phi_target', rel['phi_target'])
+           + (('--phi_save_steps', ','.join(map(str, rel['phi_save_steps'])))
+              if rel['phi_save_steps'] else ())
+           + ('--phi_resume_every', str(rel['phi_resume_every']), '--out',
+              '{out}/estimators.ckpt', '--noprogress'),
            done='estimators.ckpt', est_seconds=s['phi_transitions'] / 1_500),
   ]
