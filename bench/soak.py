@@ -15,6 +15,8 @@ Faults come at random times from a schedule drawn from `--seed` (gaps exponentia
   stop_node            SIGSTOP of a random node: found hung after --hang_timeout_s, restarted
   sigterm_cli          SIGTERM of the CLI (a clean stop), then --resume with the same command
   kill_cli             kill -9 of the CLI (the nodes die with it), then --resume
+  kill_launcher        kill -9 of the CLI and its launcher at once (as the OOM killer takes
+                       both): every node ends on its own; then --resume
   second_launch        a second launch.train --resume on the same run directory: refused
   disk_full            the tmpfs filled: the run stops in one line; grown again, then --resume
   truncate_checkpoint  the run stopped (SIGTERM), its newest learner checkpoint cut in half,
@@ -46,8 +48,8 @@ from absl import app, flags
 
 from bench import common, soak_check
 
-KINDS = ('kill_node', 'stop_node', 'sigterm_cli', 'kill_cli', 'second_launch', 'disk_full',
-         'truncate_checkpoint')
+KINDS = ('kill_node', 'stop_node', 'sigterm_cli', 'kill_cli', 'kill_launcher', 'second_launch',
+         'disk_full', 'truncate_checkpoint')
 NODES = ('actor_0', 'actor_1', 'learner', 'precedence_learner', 'replay', 'counter',
          'coordinator')
 RECOVERY_S = 60.0      # a fault within this long of the last one overlaps it
@@ -162,6 +164,8 @@ class Soak:
       return
     if sid not in self.sessions:
       self.sessions.append(sid)
+      if self.proc is not None:
+        self.launches[-1]['launcher'] = sid
 
   def ended(self) -> Optional[int]:
     """The exit code of the launch in flight once it has ended (recorded once), else None."""
@@ -255,6 +259,22 @@ class Soak:
     code = self.stop_launch(signal.SIGKILL)
     fault.detail = f'exit {code}'
     self.stopped(code)   # a stop in progress (and its truncation) ends here too
+
+  def _kill_launcher(self, fault: Fault):
+    launcher = self._launcher_pid()
+    if self.proc is None or launcher is None:
+      fault.detail = 'no launch in flight' if self.proc is None else 'no launcher yet'
+      return
+    fault.target, fault.applied = 'cli+launcher', True
+    os.kill(launcher, signal.SIGKILL)
+    code = self.stop_launch(signal.SIGKILL)
+    fault.detail = f'launcher pid {launcher}; exit {code}'
+    self.stopped(code)
+
+  def _launcher_pid(self) -> Optional[int]:
+    """The launch in flight's launcher (its pid leads the nodes' session), once it has one."""
+    self.note_session()
+    return None if self.proc is None else self.launches[-1].get('launcher')
 
   def _second_launch(self, fault: Fault):
     if self.second is not None or self.proc is None:

@@ -26,7 +26,7 @@ from launch.runtime import processes, run_state, summary
 
 # Faults after which the counter may miss what actors logged (or the reverse): a process killed
 # without warning that holds or receives counts.
-COUNT_LOSING = ('kill_node', 'kill_cli', 'stop_node')
+COUNT_LOSING = ('kill_node', 'kill_cli', 'kill_launcher', 'stop_node')
 
 
 def steps_bound(config: Dict, faults: List[Dict]) -> int:

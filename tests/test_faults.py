@@ -179,6 +179,21 @@ def test_cli_death_leaves_no_process(tmp_path, sig):
     assert json.loads((run_dir / 'final_state.json').read_text())['status'] == 'stopped by user'
 
 
+@pytest.mark.parametrize('with_cli', [True, False])
+def test_launcher_killed_leaves_no_process(tmp_path, with_cli):
+  """kill -9 of the launcher, alone (the CLI then stops what is left) or with the CLI (as the
+  OOM killer does): every node's supervisor sees its session's leader gone and ends the node."""
+  run_dir = tmp_path / 'run'
+  proc = _start(run_dir, 1_000_000)
+  _wait(lambda: _counts(run_dir).get('actor_steps', 0) > 2000, 240, proc, 'first steps')
+  launcher_pid = int((run_dir / 'launcher_session.txt').read_text())
+  if with_cli:
+    proc.kill()
+  os.kill(launcher_pid, signal.SIGKILL)
+  proc.communicate(timeout=200)
+  assert _session_empty_within(run_dir, 40), 'node processes left behind'
+
+
 def test_a_node_that_keeps_dying_stops_the_run_naming_it(tmp_path):
   run_dir = tmp_path / 'run'
   proc = _start(run_dir, 1_000_000)

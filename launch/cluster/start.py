@@ -73,7 +73,7 @@ def start_and_supervise(cfg, pkg: Package, progress=None,
     procs[h] = subprocess.Popen(cmd + (['--job', job] if job else []), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=pkg.code_dir, start_new_session=True,
                                 preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
-  with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
+  with open(os.path.join(cfg.run_dir, run_state.LAUNCHER_SESSION), 'w') as f:
     f.write(' '.join(str(p.pid) for p in procs.values()))  # session ids of the host launchers
 
   def wait_all(timeout_s):

@@ -65,7 +65,7 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
                            start_new_session=True, cwd=os.getcwd(), env=env,
                            # SIGTERM: the child then stops the program as on Ctrl-C of Launchpad.
                            preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
-  with open(os.path.join(cfg.run_dir, 'launcher_session.txt'), 'w') as f:
+  with open(os.path.join(cfg.run_dir, run_state.LAUNCHER_SESSION), 'w') as f:
     f.write(str(child.pid))   # the session id of every node process of this run
   failure, interrupted = None, False
   try:

@@ -4,8 +4,9 @@ import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import psutil
 
@@ -28,6 +29,37 @@ def die_with_parent(sig=signal.SIGKILL):
     ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
   except OSError:
     pass
+
+
+def session_leader_in(pids) -> Optional[psutil.Process]:
+  """The leader of this process's session when it is one of `pids` (a run's launchers) and
+  alive, else None."""
+  sid = os.getsid(0)
+  if sid not in pids:
+    return None
+  try:
+    leader = psutil.Process(sid)
+    return None if leader.status() == psutil.STATUS_ZOMBIE else leader
+  except psutil.Error:
+    return None
+
+
+def call_when_gone(process: psutil.Process, callback: Callable[[], None],
+                   poll_s: float = 2.0) -> threading.Thread:
+  """Calls `callback` (once, in a daemon thread) when `process` has ended: exited, killed, or a
+  zombie its parent has not reaped. psutil tells a reused pid from the process itself."""
+  def poll():
+    while True:
+      try:
+        if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
+          break   # is_running() is False for a pid another process has taken since
+      except psutil.Error:
+        break
+      time.sleep(poll_s)
+    callback()
+  thread = threading.Thread(target=poll, daemon=True)
+  thread.start()
+  return thread
 
 
 def _is_exception_line(line: str) -> bool:

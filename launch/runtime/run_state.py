@@ -39,6 +39,7 @@ SUPERVISOR_LOG = 'supervisor.jsonl'  # the supervisors' starts and failures of n
 REPLAY_LOG = 'replay.jsonl'         # the replay's starts (what it restored) and checkpoints
 REPLAY_CHECKPOINTS = os.path.join('checkpoints', 'replay')   # the replay's table checkpoints
 RUN_TMP = 'tmp'                      # the program's temporary files (TMPDIR of its processes)
+LAUNCHER_SESSION = 'launcher_session.txt'   # the launchers' pids: each leads its nodes' session
 
 # What --resume may change: how much longer and on how many workers, not what is learned.
 RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',

@@ -37,13 +37,16 @@ from launchpad.nodes.python import node as python
 from envs import paths
 from launch.runtime import disk, hangs, launchpad_internals, run_state
 from launch.runtime.processes import (  # noqa: F401 (re-exported)
+  call_when_gone,
   die_with_parent,
   last_error_line,
+  session_leader_in,
 )
 
 SUPERVISOR_LOG = run_state.SUPERVISOR_LOG
 STOP_GRACE_S = 2.0   # after a node exits: time for a program stop to become visible
 HANG_POLL_S = 5.0    # how often a supervised node's process is sampled for a hang
+ORPHAN_STOP_S = 10.0  # its launcher gone: time for the node's child to act on SIGTERM
 MAX_HANGS = 2        # a node that hangs again after its restart stops the run
 
 
@@ -173,6 +176,7 @@ class SupervisedNode(python.PyNode):
     stopping = threading.Event()
     running: List[subprocess.Popen] = []   # the current child, once started
     self._stop_child_on_program_stop(stopping, running)
+    self._stop_with_launcher(stopping, running)
     failures, hangs_seen = [], []
     try:
       while not stopping.is_set():
@@ -233,6 +237,34 @@ class SupervisedNode(python.PyNode):
       if running and running[0].poll() is None:
         running[0].terminate()
     threading.Thread(target=stop_child, daemon=True).start()
+
+  def _stop_with_launcher(self, stopping: threading.Event,
+                          running: List[subprocess.Popen]) -> None:
+    """Ends this node (its child, then this process) when the run's launcher has died without
+    stopping the program: killed together with the CLI (kill -9, the OOM killer), nothing else
+    would. This process's parent is Launchpad's output decorator, which outlives the launcher, so
+    PR_SET_PDEATHSIG cannot do it; the launcher leads this process's session."""
+    try:
+      with open(os.path.join(self._run_dir, run_state.LAUNCHER_SESSION)) as f:
+        launchers = [int(word) for word in f.read().split()]
+    except (OSError, ValueError):
+      return
+    launcher = session_leader_in(launchers)
+    if launcher is None:
+      return
+
+    def end_node():
+      stopping.set()
+      print(f'node {self._name}: the run\'s launcher (pid {launcher.pid}) is gone: stopping',
+            file=sys.stderr, flush=True)
+      if running and running[0].poll() is None:
+        running[0].terminate()
+        try:
+          running[0].wait(timeout=ORPHAN_STOP_S)
+        except subprocess.TimeoutExpired:
+          running[0].kill()
+      os._exit(1)
+    call_when_gone(launcher, end_node)
 
   def _give_up(self, reason: str, when: float) -> None:
     """Records why the run stops (failure.json, a gave_up event) and stops the program."""
