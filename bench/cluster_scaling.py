@@ -1,5 +1,5 @@
 r"""Scaling of the cluster launch: the same reward-free Cartpole RAE job with 1, 2, 4 and 8 actor
-processes, each run across network namespaces (launch.cluster.netns_hosts: replay, counter and
+processes, each run across network namespaces (bench.netns_hosts: replay, counter and
 coordinator on one host, the two learners on another, the actors spread over four more), started
 by `launch.train --launch_type cluster --cluster_start`. Needs root.
 
@@ -24,9 +24,8 @@ import numpy as np
 import psutil
 from absl import flags
 
-from bench import common
+from bench import common, netns_hosts
 from envs import cli
-from launch.cluster import netns_hosts
 
 
 def define_flags(fv: flags.FlagValues) -> None:

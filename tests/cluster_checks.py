@@ -6,7 +6,7 @@ import json
 import time
 from typing import Callable, Dict, Iterable, List
 
-from launch.cluster import netns_hosts
+from bench import netns_hosts
 from launch.program import checkpointing
 from launch.runtime import summary
 

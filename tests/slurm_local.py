@@ -1,6 +1,6 @@
 """A throwaway Slurm cluster on this machine, for running the generated Slurm job for real.
 
-Every Slurm node is a network namespace (launch.cluster.netns_hosts) with its own address and its
+Every Slurm node is a network namespace (bench.netns_hosts) with its own address and its
 own slurmd; one more namespace holds munged and slurmctld. The daemons share nothing with the
 machine's own Slurm or munge (if any): their key, sockets, state, spool, logs and slurm.conf all
 live in one temporary directory, and client commands are run with SLURM_CONF pointing there, in
@@ -12,7 +12,7 @@ the controller's namespace (the only network that reaches slurmctld).
       slurm.wait(job, timeout_s=1800)          # final state, e.g. 'COMPLETED'
 
 Needs root (namespaces; the daemons run as root and so do the jobs) and Debian's `slurm-wlm` and
-`munge` (`make test-slurm` installs them). `python -m launch.cluster.slurm_local a b c` starts
+`munge` (`make test-slurm` installs them). `python -m tests.slurm_local a b c` starts
 one and keeps it up until Ctrl-C, printing how to use it.
 
 Choices for this container (BUILD_NOTES "Slurm on one machine"): proctrack/linuxproc and
@@ -33,8 +33,8 @@ from typing import Dict, List, Optional, Sequence
 
 from absl import flags
 
+from bench import netns_hosts
 from envs import cli
-from launch.cluster import netns_hosts
 
 DAEMONS = ('munged', 'slurmctld', 'slurmd')
 CONTROLLER = 'ctl'               # the controller's namespace (not a Slurm node)
@@ -65,7 +65,7 @@ def slurm_conf(directory: str, controller: str, controller_address: str,
   """slurm.conf of a cluster whose nodes are {name: address}; every path under `directory`."""
   names = ','.join(nodes)
   lines = [
-      '# A throwaway cluster (launch.cluster.slurm_local); every path is in this directory.',
+      '# A throwaway cluster (tests/slurm_local.py); every path is in this directory.',
       'ClusterName=ntblocal',
       f'SlurmctldHost={controller}({controller_address})',
       'SlurmUser=root',
@@ -265,7 +265,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 def main(argv=None) -> int:
   args, nodes = cli.parse(
-      define_flags, argv, prog='python -m launch.cluster.slurm_local',
+      define_flags, argv, prog='python -m tests.slurm_local',
       description='Start a throwaway Slurm cluster (nodes in network namespaces) until Ctrl-C.',
       positional='NODE [NODE ...] (node names, e.g. a b c)')
   if not nodes:

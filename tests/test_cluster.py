@@ -1,4 +1,4 @@
-"""The program across hosts: network namespaces stand in for machines (launch.cluster.netns_hosts), the
+"""The program across hosts: network namespaces stand in for machines (bench.netns_hosts), the
 run directory on the one filesystem stands in for shared storage. Replay, counter and
 coordinator on host A, the two learners on host B, two actors on host C; the launch is
 `launch.train --launch_type cluster --cluster_start`, which starts each host's replicas through
@@ -12,7 +12,7 @@ import sys
 import cluster_checks
 import pytest
 
-from launch.cluster import netns_hosts
+from bench import netns_hosts
 from launch.runtime import launcher, run_lock
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

@@ -1,5 +1,5 @@
 """The generated Slurm job under a real Slurm (`make test-slurm`): a throwaway cluster on this
-machine (launch.cluster.slurm_local: munged and slurmctld in one network namespace, a slurmd per
+machine (tests/slurm_local.py: munged and slurmctld in one network namespace, a slurmd per
 node namespace a, b, c), the run packaged by `launch.train --launch_type cluster` and submitted
 with `sbatch RUN_DIR/cluster/slurm/job.sbatch`, as a user would. Checks what the namespace test
 checks (tests/cluster_checks.py), that the job ended COMPLETED, and that nothing is left: no
@@ -14,8 +14,7 @@ import time
 
 import cluster_checks
 import pytest
-
-from launch.cluster import slurm_local
+import slurm_local
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow

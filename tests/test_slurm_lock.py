@@ -1,5 +1,5 @@
 """One launch per run directory under a real Slurm (`make test-slurm`'s throwaway cluster,
-launch.cluster.slurm_local, here with a fourth node d): job A, packaged by `launch.train
+tests/slurm_local.py, here with a fourth node d): job A, packaged by `launch.train
 --launch_type cluster` for nodes a, b, c, runs; job B, the same package submitted on node d
 (its own copy of the job script: a user resubmitting a run that seemed stuck), is a second job on
 the same run directory. B's coordinator is refused in one line naming A's coordinator (pid,
@@ -16,9 +16,10 @@ import time
 
 import cluster_checks
 import pytest
+import slurm_local
 from test_slurm import _alive, _ended, _print_summary, _running
 
-from launch.cluster import replica, slurm_local
+from launch.cluster import replica
 from launch.runtime import run_lock, run_state
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))

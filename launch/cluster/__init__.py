@@ -18,6 +18,6 @@ replica of host H.
 Modules: description (the hosts file and CLUSTER_SPEC), placement (replicas onto hosts and
 ports), files (task/host scripts, Slurm, Kubernetes), package (RUN_DIR/cluster/ and the program
 stopper), replica (the per-replica and per-host wrappers; `python -m launch.cluster`), start
-(the CLI's part), vertex_ai, netns_hosts (network-namespace hosts for tests and benchmarks),
-slurm_local (a throwaway Slurm cluster on those hosts, to run the generated Slurm job for real).
+(the CLI's part), vertex_ai. The hosts the tests and the cluster benchmark run on are
+bench/netns_hosts.py (network namespaces) and tests/slurm_local.py (a throwaway Slurm cluster).
 """
