@@ -22,11 +22,10 @@ CARTPOLE_PLUS_SCALES = {
     'tiny': dict(episodes=50, pairs=20_000, phi_transitions=2_000, eval_transitions=500,
                  min_rac_seeds=1, rac_steps=3_000, random_steps=2_000, envs_per_actor=1,
                  rac_seconds=40, dqn_steps=3_000, dqn_seconds=40, eval_every=1_000),
-    # small: random + RAC gets 400k steps a seed over 4 environments (up to 2 capped episodes
-    # each; ~2 min a run at the README's ~5k steps/s); DQN / M-DQN 200k steps (a tenth of the
-    # paper's; ~1.5-2.5 ms per step in one process here, so 5-8 min a run) and a greedy
-    # evaluation every 5,000 steps: a policy that holds the pole plays 50k steps per evaluation
-    # (~25-45 s here), so one every 1,000 steps would cost more than the training.
+    # small: random + RAC 400k steps a seed over 4 environments (up to 2 capped episodes each);
+    # DQN / M-DQN 200k steps (a tenth of the paper's) with a greedy evaluation every 5,000: a
+    # policy that holds the pole plays 50k steps per evaluation, so one every 1,000 steps would
+    # cost more than the training.
     'small': dict(episodes=20_000, pairs=3_000_000, phi_transitions=100_000,
                   eval_transitions=20_000, min_rac_seeds=10, rac_steps=400_000,
                   random_steps=20_000, envs_per_actor=4, rac_seconds=130, dqn_steps=200_000,

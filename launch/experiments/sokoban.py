@@ -6,20 +6,13 @@ from typing import List
 from envs import presets
 from launch.experiments.spec import Step, scale_settings, train_step
 
-# --------------------------------------------------------------------------------------------- #
-# Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline
-# --------------------------------------------------------------------------------------------- #
-
 # Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, the agent's
 # changes to the comparison's agent (`agent`, ImpalaConfig fields) and the evaluation sizes.
 #
-# The comparison's agent is the Sokoban preset's (envs.presets) without self-imitation: it is
-# what single trap levels needed (level 1 of the gate), but on the 1k set one process with it
-# learned less (boxes on target over 500k-850k env steps: 0.52 against 0.64 without;
-# BUILD_NOTES.md), it costs learner time (the runs are learner-bound), and the comparison had 11M
-# steps done without it. Its IMPALA batch, sequence reuse (samples_per_insert; 0 = the paper's
-# queue, each sequence used once), gradient clip and self-imitation are written out on every
-# run's command line, so that a run keeps the agent it started with if the preset changes.
+# The comparison's agent is the Sokoban preset's (envs.presets) without self-imitation, which
+# learned less on the 1k set and costs learner time (BUILD_NOTES.md). Its batch, sequence reuse,
+# gradient clip and self-imitation are written on every run's command line, so that a run keeps
+# the agent it started with if the preset changes.
 SOKOBAN_AGENT = dict(self_imitation_updates=0)
 SOKOBAN_AGENT_FLAGS = ('batch_size', 'samples_per_insert', 'max_gradient_norm',
                        'self_imitation_updates')
@@ -28,42 +21,32 @@ SOKOBAN_SCALES = {
                  run_seconds=90,
                  eval_transitions=100,
                  eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
-    # small: this 2-core machine runs the Sokoban preset learner-bound at ~2.2k env steps/s
-    # (bench.throughput, quiet), ~40 min per run; 12 runs are reached over several launches
-    # (rerun the same command). 5M steps: by then IMPALA has clearly left random play (1k set,
-    # seed 0: 1.34 boxes on target and 2.0% solved at 5M against a random policy's 0.51 and
-    # 0.1%; RESULTS.md), where 20M per run would take ~30 h of this machine for 12 runs.
-    # Batch 16 x replay 4, the Sokoban preset: batch 256 used once played like a random policy
-    # after 3M steps (BUILD_NOTES.md, "Sokoban learning").
+    # small: 5M steps, where IMPALA has clearly left random play (RESULTS.md), reached over
+    # several launches of the same command; the preset's batch 16 x replay 4 (BUILD_NOTES.md,
+    # "Sokoban learning").
     'small': dict(episodes=20_000, pairs=5_000_000, max_steps=5_000_000, actors=2,
                   envs_per_actor=16, run_seconds=2400,
                   eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                   eval_oracle_levels=100),
-    # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
-    # long: where the paper's curves separate (Fig. 5b: flat to ~15M, apart by 25-30M), with the
-    # 15x15 canvas (bench.sokoban_speed). Two arms: IMPALA and IMPALA + RAE with the preset psi.
-    # ~3.3 h a run here (BUILD_NOTES.md, "Sokoban's long scale"), reached over several launches;
-    # a shorter budget first (--max_steps 10000000, then 20M, 30M) keeps the arms level.
+    # long: to where the paper's curves separate (Fig. 5b, 25-30M); two arms, IMPALA and IMPALA
+    # + RAE with the preset psi (BUILD_NOTES.md, "Sokoban's long scale"). A shorter budget first
+    # (--max_steps 10000000, then 20M, 30M) keeps the arms level over several launches.
     'long': dict(episodes=20_000, pairs=5_000_000, max_steps=30_000_000, actors=2,
                  envs_per_actor=16, run_seconds=12_000, rae_arms=('impala_rae',),
                  eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                  eval_oracle_levels=100),
-    # authors: App. C.3's agent as the authors ran it, Acme's distributed IMPALA at its defaults:
-    # batch 256, each sequence trained on once (samples_per_insert 0, the queue), gradient-norm
-    # clip 40, no self-imitation; Adam, entropy, value cost and unroll are the preset's (C.3's).
-    # 64 rooms in all, as the authors' 64 actors: 2 actor processes x 32 rooms here (a cluster
-    # takes --num_actors 64 --envs_per_actor 1). The preset's centred policy net. 50M env steps:
-    # the authors' curves are flat to ~15M and rise between 17M and 25M (Fig. 5b); ~8.7k env
-    # steps/s for IMPALA and ~5.9k for RAE here, reached over several launches in rungs
-    # (scripts/sokoban_benchmark.sh).
+    # authors: App. C.3's agent as the authors ran it, Acme's distributed IMPALA at its defaults
+    # (batch 256, the queue, gradient-norm clip 40, no self-imitation), 64 rooms in all as their
+    # 64 actors (a cluster takes --num_actors 64 --envs_per_actor 1), 50M env steps reached over
+    # several launches in rungs (scripts/sokoban_benchmark.sh).
     'authors': dict(episodes=20_000, pairs=5_000_000, max_steps=50_000_000, actors=2,
                     envs_per_actor=32, run_seconds=7_000, rae_arms=('impala_rae',),
                     agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
                     eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                     eval_oracle_levels=100),
-    # host: 'long' on the host it runs on, its actors, rooms per actor and learner placement
-    # sized by launch.runtime.host_preset (the rule is in its docstring and BUILD_NOTES.md).
+    # host: 'long' sized for the host it runs on by launch.runtime.host_preset.
     'host': lambda: _host_scale(),
+    # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
                   envs_per_actor=1, run_seconds=0,
                   agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),

@@ -130,8 +130,8 @@ def make_adder(cfg: RunConfig, replay: reverb.Client,
   max_in_flight_items: items the writer may have sent but not yet seen accepted (None: the
   run's choice below; 0: each item is in its table before the next row is written)."""
   # With the replay, each environment's writer holds at most one item not yet accepted by the
-  # rate limiter: at 4, up to 4 x (number of environments) items queue in the actors and each
-  # sequence reaches the table ~20 updates late (measured: policy lag ~35 updates, |log rho| ~1).
+  # rate limiter: at 4, items queue in the actors and each sequence reaches the table late (a
+  # policy lag of tens of updates).
   if max_in_flight_items is None:
     max_in_flight_items = 1 if cfg.agent == 'impala' and cfg.impala.uses_replay else 4
   return adders.TrajectoryAdder(

@@ -111,8 +111,7 @@ class ImpalaConfig:
 class PrecedenceConfig:
   """The precedence-learner node: what it samples and how often it trains."""
   # Each Reverb sample of `window_batch` windows serves `updates_per_sample` updates, each
-  # drawing its own pairs: 64 x 4 reads a 4x larger pool per update than 16 x 1 at a lower
-  # reading cost per update (bench.precedence_bench, BUILD_NOTES.md "Precedence learner").
+  # drawing its own pairs (BUILD_NOTES.md, "Precedence learner").
   window_batch: int = documented(64, 'Windows the precedence learner samples from Reverb at once.')
   updates_per_sample: int = documented(
       4, 'psi (and phi) updates made on each sample of windows, each with its own pairs; 1: a '

@@ -21,15 +21,14 @@ from launch.program.coordinator import Coordinator
 from launch.program.loggers import make_logger
 from launch.runtime import run_state, supervisor
 
-# The IMPALA learner adds its updates to the counter node at most this often. Syncing at every
-# update made each update wait for an RPC round trip to the counter's process: 14% of the learner
-# thread's time on the busy 2-core machine (py-spy, BUILD_NOTES.md "Sokoban throughput"). Its log
-# rows then place themselves on env steps read up to this long ago.
+# The IMPALA learner adds its updates to the counter node at most this often: syncing at every
+# update made each one wait for an RPC round trip (BUILD_NOTES.md, "Sokoban throughput"). Its
+# log rows then place themselves on env steps read up to this long ago.
 LEARNER_COUNTS_SYNC_S = 0.5
 # An actor sends each finished episode's counts to the counter node before it logs the episode
 # (no sync period): a logged episode is then always counted (the counter node saves every
-# increment), and a process killed between the two loses at most the episode in flight. It costs
-# one call to the counter per episode end (~36 a second per Sokoban actor at 8,700 env steps/s).
+# increment), and a process killed between the two loses at most the episode in flight, for one
+# call to the counter per episode end.
 ACTOR_COUNTS_SYNC_S = 0.0
 
 

@@ -44,7 +44,7 @@ class PrecedenceLearner(acme.Learner):
     self._steps = 0
     self._allowed = 0
     # The parameters are copied out of JAX when an actor asks for them, at most once per update
-    # (a copy after every update cost ~0.25 ms, as much as a Cartpole psi update).
+    # (a copy after every update cost as much as a Cartpole psi update).
     self._lock = threading.Lock()
     self._published = None
 

@@ -1,12 +1,10 @@
 """How many threads each node's XLA may use, as environment variables per Launchpad group.
 
 XLA's CPU backend gives each process an Eigen pool of one thread per core. An actor's jitted
-call (16 rooms, well under a millisecond of work) needs no pool, and on a host where every
-node shares a few cores, `--actor_threads 1` keeps the actors to one XLA thread each. On this
-2-core machine it changed nothing measurable (Sokoban, 2,855 against 2,897 env steps/s; the
-actors' CPU fell from 145 to 136 us per env step and the learner took the difference;
-BUILD_NOTES.md, "Sokoban throughput"), so XLA's default stays the default. The learner always
-keeps the pool: it is the one node whose work a second core speeds up.
+call needs no pool, and on a host where every node shares a few cores, `--actor_threads 1` keeps
+the actors to one XLA thread each (XLA's default stays the default: on a 2-core host it changed
+nothing measurable; BUILD_NOTES.md, "Sokoban throughput"). The learner always keeps the pool:
+it is the one node whose work a second core speeds up.
 """
 from typing import Dict
 

@@ -8,16 +8,15 @@ F / S env steps/s for F frames/s of updates, and an actor core makes A env steps
 
   - GPU host with C cores: the learner on the GPU (one core for its Python thread and its
     batches), one core for replay, counter and coordinator, actors = C - 2. Its batch stays the
-    preset's (16 sequences x 20, x4 reuse), the one checked to learn per env step, with 4
-    updates per call (one dispatch for 4 batches: the same updates; on an H200 431K frames/s
-    against 190K at 1, bench/gpu_learner_check.py); larger batches are measured, not yet run.
+    preset's (16 sequences x 20, x4 reuse), the one checked to learn per env step, with
+    GPU_UPDATES_PER_CALL updates per call (one dispatch for several batches: the same updates).
   - CPU host with C cores: one core for replay, counter and coordinator, and the rest split so
     that the learner's cores L consume what the actors' make:
         L x F1 x E / S = (C - 1 - L) x A,
     L rounded down to a divisor of the batch (each device takes whole sequences), >= 1, and
     at least one actor. F1 is one core's learner frames/s, E the efficiency per added core.
   - Environments per actor: 16, the vectorised batch the Sokoban scales run (one fused
-    inference call per 16 rooms: 11x the env steps/s of one room per call, BUILD_NOTES.md).
+    inference call per 16 rooms).
 """
 import dataclasses
 import glob
@@ -59,16 +58,10 @@ def probe_host(gpus: Optional[Callable[[], int]] = None,
   return Host(gpus=n, cuda_plugin=plugin, cores=impala_step.cores_available())
 
 
-# Measured on the 2-core development machine (BUILD_NOTES.md, "Host-sized preset"):
-# the Sokoban learner (15x15 canvas, batch 16 x 20) takes 88 us of CPU per frame
-# (results/bench/learner_bench_sokoban_canvas.json): one core's F1 = 11,300 frames/s;
-ONE_CORE_LEARNER_FRAMES_PER_S = 11_300.0
-# the actors take 145 us of CPU per env step (K = 16 rooms, vectorised; "Sokoban throughput"):
-ACTOR_ENV_STEPS_PER_CORE = 6_900.0
-# frames/s with N host devices against N x one device's: a target, assumed. Not yet
-# measured where it means something: on the 2-core machine, shared by a running experiment and
-# other sessions (load ~30), 2 devices gave 0.25 (results/bench/learner_devices_sokoban_b16.json).
-LEARNER_CORE_EFFICIENCY = 0.7
+# Where these figures come from: BUILD_NOTES.md, "Host-sized preset".
+ONE_CORE_LEARNER_FRAMES_PER_S = 11_300.0   # F1: the Sokoban learner (15x15, batch 16 x 20)
+ACTOR_ENV_STEPS_PER_CORE = 6_900.0         # A: actors of 16 vectorised rooms
+LEARNER_CORE_EFFICIENCY = 0.7              # E: frames/s per added core, the target
 SAMPLES_PER_SEQUENCE = 4.0      # the Sokoban preset's samples_per_insert
 BATCH_SIZE = 16                 # the Sokoban preset's
 ENVS_PER_ACTOR = 16
@@ -87,8 +80,8 @@ class HostSizes:
   updates_per_call: int = 1     # learner updates per jitted call (GPU: GPU_UPDATES_PER_CALL)
 
 
-# The fewest updates per call that took the preset's 16 x 20 batch past 200K frames/s on an H200
-# (1: 190K, 4: 431K, 16: 396K; BUILD_NOTES.md, "On a GPU").
+# The fewest updates per call that took the preset's batch past 200K frames/s on an H200
+# (BUILD_NOTES.md, "On a GPU").
 GPU_UPDATES_PER_CALL = 4
 
 
