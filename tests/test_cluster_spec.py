@@ -27,7 +27,7 @@ def _desc(**overrides):
       'base_port': 7000,
       'groups': {'replay': {'host': 'a', 'port': 7000}, 'counter': 'a', 'coordinator': 'a',
                  'learner': 'b', 'precedence_learner': {'host': 'b'},
-                 'actors': {'hosts': ['c', 'b']}},
+                 'actor': {'hosts': ['c', 'b']}},
   }
   raw.update(overrides)
   return raw
@@ -73,7 +73,7 @@ def test_explicit_port_ranges_and_lists():
     (_desc(hosts={'a b': '10.0.0.1'}), "host name 'a b'"),
     (_desc(hosts={'a': ''}), 'host a address'),
     (_desc(groups={'replayer': 'a'}), "unknown node group 'replayer'"),
-    (_desc(groups={'actor': 'a', 'actors': 'a'}), 'described twice'),
+    (_desc(groups={'actors': 'a'}), "unknown node group 'actors'"),
     (_desc(groups={'learner': 'z'}), "node group learner: unknown host 'z'"),
     (_desc(groups={'learner': {'host': 'a', 'port': 70000}}), 'port must be an integer in 1..65535'),
     (_desc(groups={'learner': {'host': 'a', 'hosts': ['a']}}), 'exactly one of "host" or "hosts"'),

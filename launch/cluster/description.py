@@ -45,7 +45,6 @@ from typing import Any, Dict, Optional, Tuple
 
 # Node groups of launch.program.layout.build_program, in the order the program adds them.
 GROUPS = ('replay', 'counter', 'learner', 'precedence_learner', 'coordinator', 'actor')
-_ALIASES = {'actors': 'actor'}
 DEFAULT_BASE_PORT = 17100
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
 _TOP_KEYS = {'name', 'hosts', 'groups', 'base_port', 'code_dir', 'python', 'slurm', 'kubernetes'}
@@ -184,12 +183,9 @@ def parse_description(raw: Any) -> ClusterDescription:
   if not isinstance(raw_groups, dict) or not raw_groups:
     raise ClusterSpecError('the cluster description needs "groups": {group: {"host": ...}, ...}')
   groups = {}
-  for group_name, value in raw_groups.items():
-    group = _ALIASES.get(group_name, group_name)
+  for group, value in raw_groups.items():
     if group not in GROUPS:
-      raise ClusterSpecError(f'unknown node group {group_name!r}; expected one of {list(GROUPS)}')
-    if group in groups:
-      raise ClusterSpecError(f'node group {group} is described twice ({group_name!r})')
+      raise ClusterSpecError(f'unknown node group {group!r}; expected one of {list(GROUPS)}')
     if isinstance(value, str):
       value = {'host': value}
     if not isinstance(value, dict):
