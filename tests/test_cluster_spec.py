@@ -248,7 +248,9 @@ def test_kubernetes_manifests(tmp_path):
     assert names.index('TASK_INDEX') < names.index('CLUSTER_SPEC')  # $(VAR) needs it defined first
     assert 'job-completion-index' in env['TASK_INDEX']['valueFrom']['fieldRef']['fieldPath']
     for i in range(size):
-      spec = json.loads(cluster_launchers.expand_index(env['CLUSTER_SPEC']['value'], i))
+      # What Kubernetes makes of the value in pod i.
+      value = env['CLUSTER_SPEC']['value'].replace(f'$({cluster_launchers.INDEX_ENV})', str(i))
+      spec = json.loads(value)
       assert spec == {'cluster': expected_cluster, 'task': {'type': group, 'index': i}}
       host = spec['cluster'][group][i].split(':')[0]
       assert host == f'{job["metadata"]["name"]}-{i}.{service[0]["metadata"]["name"]}'

@@ -290,7 +290,7 @@ def test_gif_of_an_rae_run_shows_psi_per_step_beside_the_room(runs, tmp_path):
   spec = builder.environment_spec(cfg)
   (padded,) = ev.pad_levels(ev.evaluation_levels(runs['levels'], 1), spec.observations.shape[:2])
   level = sokoban.Sokoban(levels=[padded], max_steps=MAX_STEPS)
-  observations = policy_gif.replay_observations(level, str(RIGHT))
+  _, observations = policy_gif.replay(level, str(RIGHT))
   (psi,) = policy_gif.psi_of_episodes(ckpt, [observations])
   assert psi.shape == (1,) and 0 <= psi[0] <= 1
 

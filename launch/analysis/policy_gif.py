@@ -34,11 +34,6 @@ def replay(env, actions: str):
   return frames, np.stack(observations)
 
 
-def replay_observations(env, actions: str) -> np.ndarray:
-  """The observations x_0 .. x_T of a recorded episode."""
-  return replay(env, actions)[1]
-
-
 def _font():
   from PIL import ImageFont
   return ImageFont.load_default()

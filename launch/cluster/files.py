@@ -242,7 +242,3 @@ def kubernetes_manifests(desc: ClusterDescription, group_sizes: Mapping[str, int
 def _parent(path: str) -> str:
   return path.rstrip('/').rsplit('/', 1)[0] or '/'
 
-
-def expand_index(value: str, index: int) -> str:
-  """What Kubernetes makes of a CLUSTER_SPEC value in pod `index` (tests, docs)."""
-  return value.replace(f'$({INDEX_ENV})', str(index))
