@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from launch.analysis import aggregate, plot, reference_curves
 
@@ -72,14 +71,6 @@ def test_mean_ci_ignores_nan_and_needs_two_values():
   np.testing.assert_allclose(mean, [3.0, 2.0, np.nan])
   assert half[0] == pytest.approx(T975_DF2 * 2.0 / math.sqrt(3), rel=1e-6)
   assert np.isnan(half[1]) and np.isnan(half[2])
-
-
-def test_t_table_fallback_matches_scipy_and_is_never_narrower():
-  tabulated = aggregate._T975_DF
-  np.testing.assert_allclose(aggregate._t975_from_table(tabulated),
-                             stats.t.ppf(0.975, tabulated), atol=1e-4)
-  between = np.array([35, 50, 100, 1000])
-  assert np.all(aggregate._t975_from_table(between) >= stats.t.ppf(0.975, between))
 
 
 # --------------------------------------------------------------------------------- curve --- #

@@ -35,15 +35,6 @@ X_AXES = ('actor_steps', 'wall_time')
 NODE_LOGS = ('precedence', 'learner')
 DEFAULT_SMOOTH = 0.05
 
-# Student-t 0.975 quantiles, for 95% intervals without scipy. Between rows the smaller df's value
-# is used: a slightly wider, never narrower, band.
-_T975_DF = np.array(list(range(1, 31)) + [40, 60, 120])
-_T975 = np.array([
-    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
-    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
-    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
-    2.0211, 2.0003, 1.9799])
-
 
 class RunLogs(NamedTuple):
   """A run directory's logs, read once: functions below take this or the directory path."""
@@ -212,19 +203,10 @@ def curve(run: RunLike, metric: str, x: str = 'actor_steps', num_points: int = 1
 
 
 def _t_quantile(q: float, df) -> np.ndarray:
-  try:  # imported here: scipy.stats takes a while to import, and only intervals need it
-    from scipy import stats
-    return stats.t.ppf(q, df)
-  except ImportError:  # the table covers the 95% interval
-    pass
-  if abs(q - 0.975) > 1e-12:
-    raise ValueError(f'without scipy only 95% intervals are available, got q={q}')
-  return _t975_from_table(df)
-
-
-def _t975_from_table(df) -> np.ndarray:
-  idx = np.clip(np.searchsorted(_T975_DF, df, side='right') - 1, 0, len(_T975) - 1)
-  return _T975[idx]
+  # Imported here: scipy.stats takes a while to import, and only intervals need it (scipy is
+  # always installed: jax requires it).
+  from scipy import stats
+  return stats.t.ppf(q, df)
 
 
 def mean_ci(values, axis: int = 0, confidence: float = 0.95):

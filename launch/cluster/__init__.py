@@ -4,16 +4,9 @@ r"""Cluster launch: the program on many hosts through Launchpad's own CLUSTER_SP
 packages the run into R/cluster/ (R must be readable and writable from every host; the layout is
 in `package`'s docstring) and prints the per-host commands; with `--cluster_start` it also runs
 them (through each host's "start" prefix: ssh, `ip netns exec`, ...) and supervises the run to
-its end like a local run.
-
-Every replica is `python -m launch.cluster node --run_dir R` with CLUSTER_SPEC in its
-environment: a small wrapper around Launchpad's own entry point
-(`launchpad/nodes/python/process_entry.py --data_file R/cluster/program/<group>.pkl`, which picks
-its entry from CLUSTER_SPEC's task index; every address resolves through Launchpad's
-`VertextAiAddressBuilder`). What the wrapper adds that a scheduler does not give (binding only
-its host's address, program stop, graceful SIGTERM, failure records, the run record) is listed
-in `replica`'s docstring. `python -m launch.cluster host --run_dir R --host H` starts every
-replica of host H.
+its end like a local run. Every replica is `python -m launch.cluster node --run_dir R` with
+CLUSTER_SPEC in its environment, a small wrapper around Launchpad's own entry point; what the
+wrapper adds is in `replica`'s docstring.
 
 Modules: description (the hosts file and CLUSTER_SPEC), placement (replicas onto hosts and
 ports), files (task/host scripts, Slurm, Kubernetes), package (RUN_DIR/cluster/ and the program
