@@ -148,6 +148,7 @@ def test_turf_released_small_scale_is_the_release_at_a_small_budget_with_phi_ont
   phi = by_name['train_phi'].argv(out)
   assert phi[phi.index('--phi_transitions') + 1] == '500000'   # 3,907 steps of 128
   assert phi[phi.index('--phi_target') + 1] == 'reverse' and '--phi_save_steps' not in phi
+  assert phi[phi.index('--seed') + 1] == '1' and '--seed' not in psi
   assert phi[phi.index('--phi_draw') + 1] == '1024' and '--exclude_terminal' in phi
   runs = [s for s in steps if s.is_training]
   assert all(s.flags[s.flags.index('--shield_mode') + 1] == 'replace' for s in runs)

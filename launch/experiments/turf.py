@@ -82,13 +82,15 @@ TURF_SCALES = {
     # x), the release's other options kept: its estimators leak at the goal's corner as that
     # scale's do, and behind the `replace` shield RAC at beta 0.2 does not learn the goal. The
     # case in which to measure the learner's mask (every RAC run beside it with --learner_mask).
+    # phi from seed 1: seed 0's hidden ReLUs all died, one constant per action (turf_estimators).
     'released_small': dict(episodes=4_300, pairs=500_000, phi_transitions=500_000,
                            eval_transitions=10_000, min_seeds=3, sweep_seeds=1,
                            betas=TURF_BETAS, max_steps=500_000, actors=2, envs_per_actor=8,
                            run_seconds=1_200, rac_only=True, shield='replace',
                            released=dict(stone_episodes=20_000, stone_steps=20, share=0.5,
                                          phi_draw=1024, phi_loss='bce', phi_target='reverse',
-                                         phi_save_steps=(), phi_resume_every=2_500)),
+                                         phi_save_steps=(), phi_resume_every=2_500,
+                                         phi_seed=1)),
 }
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)   # "phi < beta" in the per-kind split (Fig. 7's range)
 

@@ -15,7 +15,10 @@ see 20,000 random episodes of 20 steps started on a random stone cell, half of t
 that they see the goal's corner with the grass fresh (random walks from the start never do).
 
 `released_small` is the same recipe at a small budget, psi on 500k pairs and phi for 3,907 steps,
-with phi onto psi(x', x) (`--phi_target reverse`).
+with phi onto psi(x', x) (`--phi_target reverse`), phi from seed 1 (`--seed`): seed 0's phi lost
+all 64 units of its hidden ReLU layer (none active on any observation of 30 random episodes) and
+came out one constant per action (0.40-0.47 everywhere, as the authors' own phi), a shield that
+refuses nothing at beta 0.2.
 """
 import os
 from typing import List
@@ -75,6 +78,7 @@ def released_steps(s: dict) -> List[Step]:
                              '--phi_loss', rel['phi_loss'], '--phi_target', rel['phi_target'])
            + (('--phi_save_steps', ','.join(map(str, rel['phi_save_steps'])))
               if rel['phi_save_steps'] else ())
+           + (('--seed', str(rel['phi_seed'])) if 'phi_seed' in rel else ())
            + ('--phi_resume_every', str(rel['phi_resume_every']), '--out',
               '{out}/estimators.ckpt', '--noprogress'),
            done='estimators.ckpt', est_seconds=s['phi_transitions'] / 1_500),
