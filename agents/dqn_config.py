@@ -1,34 +1,38 @@
 """The DQN / M-DQN baselines' settings (App. C.4) as a typed config, apart from `agents.dqn` so
-that reading and checking a configuration imports neither Acme nor jax."""
+that reading and checking a configuration imports neither Acme nor jax. Each field's help is its
+flag's in `launch.train_dqn` (envs.cli's field flags)."""
 import dataclasses
 from typing import Tuple
 
 ALGORITHMS = ('dqn', 'mdqn')
 
 
+def _field(default, help_text: str, **metadata):
+  return dataclasses.field(default=default, metadata={'help': help_text, **metadata})
+
+
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
   """One DQN / M-DQN agent. Defaults: App. C.4, except where marked 'ours'."""
-  algorithm: str = 'dqn'                  # 'dqn' (Mnih et al. 2015) or 'mdqn' (Vieillard et al.)
-  hidden_sizes: Tuple[int, ...] = (512, 512)
-  learning_rate: float = 1e-3
-  discount: float = 0.99
-  batch_size: int = 128
-  replay_size: int = 50_000
-  update_every: int = 4                   # env steps per gradient step
-  target_update_every: int = 400          # env steps between target network copies
-  munchausen_alpha: float = 0.9
-  munchausen_tau: float = 0.03
-  # The lower clip of the Munchausen term tau * log pi(a|s): Vieillard et al.'s l0 = -1. Acme
-  # 0.4.0's loss defaults to -1000; with it M-DQN diverged here (loss ~5e6 at 140k steps, NaN
-  # at 155k).
-  munchausen_clip: float = -1.0
-  # Ours (not in the paper): gradient steps start once this many transitions are stored, and
-  # epsilon-greedy exploration decays linearly from epsilon_start to epsilon_end.
-  min_replay_size: int = 1_000
-  epsilon_start: float = 1.0
-  epsilon_end: float = 0.01
-  epsilon_decay_steps: int = 50_000
+  algorithm: str = _field('dqn', 'DQN (Mnih et al. 2015) or M-DQN (Vieillard et al. 2020).',
+                          choices=ALGORITHMS)
+  hidden_sizes: Tuple[int, ...] = _field((512, 512), 'Q-network hidden layers (App. C.4).')
+  learning_rate: float = _field(1e-3, 'Adam learning rate (App. C.4).')
+  discount: float = _field(0.99, 'Discount gamma (App. C.4).')
+  batch_size: int = _field(128, 'Transitions per gradient step (App. C.4).')
+  replay_size: int = _field(50_000, 'Replay buffer size in transitions (App. C.4).')
+  update_every: int = _field(4, 'Env steps per gradient step (App. C.4).')
+  target_update_every: int = _field(400, 'Env steps between target copies (App. C.4).')
+  munchausen_alpha: float = _field(0.9, 'M-DQN alpha (App. C.4).')
+  munchausen_tau: float = _field(0.03, 'M-DQN tau (App. C.4).')
+  munchausen_clip: float = _field(
+      -1.0, "M-DQN's lower clip l0 of tau * log pi (Vieillard et al.: -1; with Acme 0.4.0's "
+      'default, -1000, M-DQN diverged).')
+  min_replay_size: int = _field(
+      1_000, 'Transitions stored before the first gradient step (ours; not in the paper).')
+  epsilon_start: float = _field(1.0, 'Exploration epsilon at step 0 (ours).')
+  epsilon_end: float = _field(0.01, 'Exploration epsilon after the decay (ours).')
+  epsilon_decay_steps: int = _field(50_000, 'Env steps of the linear epsilon decay (ours).')
 
   def __post_init__(self):
     if self.algorithm not in ALGORITHMS:

@@ -29,12 +29,15 @@ import time
 
 from absl import app, flags
 
-from envs import quiet
+from agents import dqn_config
+from envs import cli, quiet
 from launch.runtime import termination
 from launch.runtime.dqn import OUTPUTS, DQNRunConfig, train
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum('algorithm', 'dqn', ['dqn', 'mdqn'], 'DQN (Mnih et al. 2015) or M-DQN.')
+# The agent's flags: one per DQNConfig field, its help the field's.
+AGENT = cli.Section('', dqn_config.DQNConfig)
+cli.define_field_flags(FLAGS, (AGENT,))
 flags.DEFINE_string('env', 'cartpole', 'Environment name (envs.make); vector observations only.')
 flags.DEFINE_integer('episode_steps', 50_000, "Environment time limit (its 'max_steps' option): "
                      "50000 is the paper's Cartpole+.")
@@ -45,29 +48,12 @@ flags.DEFINE_integer('seed', 0, 'Random seed (network, exploration, environments
 flags.DEFINE_string('run_dir', None, 'Output directory (default: runs/<env>-<algorithm>-<time>).')
 flags.DEFINE_bool('resume', False, 'Continue the run in --run_dir: nothing to do when it '
                   'completed --max_steps, else it starts again from step 0.')
-flags.DEFINE_list('hidden_sizes', ['512', '512'], 'Q-network hidden layers (App. C.4: 512,512).')
-flags.DEFINE_float('learning_rate', 1e-3, 'Adam learning rate (App. C.4).')
-flags.DEFINE_float('discount', 0.99, 'Discount gamma (App. C.4).')
-flags.DEFINE_integer('batch_size', 128, 'Transitions per gradient step (App. C.4).')
-flags.DEFINE_integer('replay_size', 50_000, 'Replay buffer size in transitions (App. C.4).')
-flags.DEFINE_integer('update_every', 4, 'Env steps per gradient step (App. C.4).')
-flags.DEFINE_integer('target_update_every', 400, 'Env steps between target copies (App. C.4).')
-flags.DEFINE_float('munchausen_alpha', 0.9, 'M-DQN alpha (App. C.4).')
-flags.DEFINE_float('munchausen_tau', 0.03, 'M-DQN tau (App. C.4).')
-flags.DEFINE_float('munchausen_clip', -1.0, "M-DQN's lower clip l0 of tau * log pi (Vieillard et "
-                   "al.: -1; Acme 0.4.0's default -1000 diverged here).")
-flags.DEFINE_integer('min_replay_size', 1_000, 'Transitions stored before the first gradient '
-                     'step (ours; not in the paper).')
-flags.DEFINE_float('epsilon_start', 1.0, 'Exploration epsilon at step 0 (ours).')
-flags.DEFINE_float('epsilon_end', 0.01, 'Exploration epsilon after the decay (ours).')
-flags.DEFINE_integer('epsilon_decay_steps', 50_000, 'Env steps of the linear epsilon decay (ours).')
 flags.DEFINE_float('progress_every_s', 30.0, 'Seconds between progress lines.')
 
 
 def config_from_flags() -> DQNRunConfig:
   """Parses the flags into a typed config; raises ValueError with a one-line message."""
   import envs
-  from agents import dqn_config
   options = envs.parse_options(FLAGS.env_option)
   if FLAGS.episode_steps is not None:
     options['max_steps'] = FLAGS.episode_steps
@@ -75,18 +61,9 @@ def config_from_flags() -> DQNRunConfig:
   if len(env.observation_spec().shape) != 1:
     raise ValueError(f'--env {FLAGS.env}: DQN here takes vector observations, this environment '
                      f'gives {tuple(env.observation_spec().shape)}')
-  try:
-    hidden = tuple(int(h) for h in FLAGS.hidden_sizes)
-  except ValueError:
-    raise ValueError(f'--hidden_sizes must be integers, got {",".join(FLAGS.hidden_sizes)}') from None
-  agent = dqn_config.DQNConfig(
-      algorithm=FLAGS.algorithm, hidden_sizes=hidden, learning_rate=FLAGS.learning_rate,
-      discount=FLAGS.discount, batch_size=FLAGS.batch_size, replay_size=FLAGS.replay_size,
-      update_every=FLAGS.update_every, target_update_every=FLAGS.target_update_every,
-      munchausen_alpha=FLAGS.munchausen_alpha, munchausen_tau=FLAGS.munchausen_tau,
-      munchausen_clip=FLAGS.munchausen_clip,
-      min_replay_size=FLAGS.min_replay_size, epsilon_start=FLAGS.epsilon_start,
-      epsilon_end=FLAGS.epsilon_end, epsilon_decay_steps=FLAGS.epsilon_decay_steps)
+  fields = cli.field_values(FLAGS, (AGENT,))['']
+  fields['hidden_sizes'] = tuple(cli.int_list(fields['hidden_sizes'], 'hidden_sizes'))
+  agent = dqn_config.DQNConfig(**fields)
   run_dir = FLAGS.run_dir or os.path.join(
       'runs', f'{FLAGS.env}-{FLAGS.algorithm}-{time.strftime("%Y%m%d-%H%M%S")}')
   return DQNRunConfig(env=FLAGS.env, env_options=options, max_steps=FLAGS.max_steps,

@@ -69,7 +69,7 @@ def test_network_gives_one_q_value_per_action_and_refuses_images():
     (('--max_steps', '0'), '--max_steps must be >= 1'),
     (('--eval_every', '0'), '--eval_every must be >= 1'),
     (('--target_update_every', '402'), 'target_update_every (402) must be a multiple'),
-    (('--hidden_sizes', '64,x'), '--hidden_sizes must be integers'),
+    (('--hidden_sizes', '64,x'), '--hidden_sizes expects comma-separated integers'),
     (('--env', 'turf'), '--env turf: DQN here takes vector observations'),
     (('--env_option', 'wind=0.1'), "environment 'cartpole' has no option(s) wind"),
 ])
