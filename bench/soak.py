@@ -2,7 +2,7 @@
 wrote checked against invariants (bench.soak_check).
 
     python -m bench.soak --duration_s 7200 --seed 0      # the 2-hour soak (root: a tmpfs)
-    python -m bench.soak --duration_s 600 --mean_gap_s 45 # the 10-minute one (make test-slow)
+    python -m bench.soak --duration_s 600 --mean_gap_s 35 # the 10-minute one (make test-slow)
 
 The run is `launch.train` on reward-free Cartpole (2 actors, RAE with psi learned online) or on
 Sokoban with a frozen psi (`--workload sokoban`), with --hang_timeout_s on. Its run directory
@@ -24,7 +24,8 @@ Faults come at random times from a schedule drawn from `--seed` (gaps exponentia
 
 A fault may land while an earlier one is still being recovered (a node restarting, a launch
 starting): it is then marked `overlapped`. A fault with nothing to act on (no live node, no
-checkpoint yet) is recorded as not applied. When the time is up, the run is stopped and resumed
+checkpoint yet) is tried again RETRY_S later, up to RETRIES times (`put_off` says why each try did
+nothing), then recorded as not applied. When the time is up, the run is stopped and resumed
 to a few more env steps so that it ends "completed"; then the checker reads the files.
 
 The record (JSON, `--out`): the seed, every fault's time, kind, target, whether it overlapped
@@ -53,6 +54,7 @@ KINDS = ('kill_node', 'stop_node', 'sigterm_cli', 'kill_cli', 'kill_launcher', '
 NODES = ('actor_0', 'actor_1', 'learner', 'precedence_learner', 'replay', 'counter',
          'coordinator')
 RECOVERY_S = 60.0      # a fault within this long of the last one overlaps it
+RETRY_S, RETRIES = 10.0, 3   # a fault with nothing to act on is tried again, this often
 FINAL_STEPS = 5_000    # env steps the closing launch adds, to end "completed"
 # The SIGSTOP rule needs the timeout and a poll: a node still stopped after 3 timeouts and this
 # long was missed by its supervisor.
@@ -93,6 +95,22 @@ class Fault:
   applied: bool = False
   detail: str = ''
   refused: Optional[bool] = None   # second_launch: refused in one line, exit code 2
+  put_off: List[str] = dataclasses.field(default_factory=list)  # why each earlier try did nothing
+
+
+def fill(path: str, chunk: int = 64 * 2 ** 20) -> int:
+  """Fills the file system of `path` with the file `path`; returns the bytes it holds. In
+  chunks: one allocation of all the free space fails as a whole, and keeps nothing, when the run
+  writes a few bytes meanwhile (tmpfs undoes a failed fallocate)."""
+  size = 0
+  with open(path, 'wb') as f:
+    while chunk >= 4096:
+      try:
+        os.posix_fallocate(f.fileno(), size, chunk)
+        size += chunk
+      except OSError:   # ENOSPC: a smaller chunk may still fit
+        chunk //= 4
+  return size
 
 
 def schedule(seed: int, duration_s: float, mean_gap_s: float, kinds) -> List[Fault]:
@@ -303,11 +321,7 @@ class Soak:
       return
     free = self._free_bytes()
     self.filler = os.path.join(self.mount, 'filler')
-    with open(self.filler, 'wb') as f:
-      try:
-        os.posix_fallocate(f.fileno(), 0, max(free - 4096, 1))
-      except OSError as e:
-        fault.detail = f'not filled: {e}'
+    fill(self.filler)
     left = self._free_bytes()
     if left > 2 ** 20:   # the fill failed: the fault did not happen, and is not counted
       os.remove(self.filler)
@@ -432,10 +446,15 @@ def _drive(soak: Soak, faults: List[Fault], duration_s: float, hang_timeout_s: f
       fault.overlapped = (fault.time - last_fault_at < RECOVERY_S or soak.proc is None
                           or bool(soak.stopped_pids) or soak.stopping is not None)
       soak.inject(fault)
-      if fault.applied:
-        last_fault_at = fault.time
       print(f'[{fault.time:7.1f}s] {fault.kind} {fault.target or "-"} '
             f'{"(overlapping) " if fault.overlapped else ""}{fault.detail}', flush=True)
+      if fault.applied:
+        last_fault_at = fault.time
+      elif len(fault.put_off) < RETRIES and not fault.detail.startswith('not '):
+        # Nothing to act on yet (a node or a launch starting again): tried again a little later.
+        fault.put_off.append(fault.detail)
+        fault.time, fault.detail = fault.time + RETRY_S, ''
+        pending = sorted(pending + [fault], key=lambda f: f.time)
       if soak.proc is None:   # killed by the fault: resume
         soak.launch(10**9)
     time.sleep(0.5)

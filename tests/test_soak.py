@@ -1,6 +1,7 @@
 """The chaos soak (bench.soak): its schedule is its seed's, and (slow) ten minutes of random,
 overlapping faults against a real Cartpole run leave every invariant holding."""
 import os
+import threading
 
 import pytest
 
@@ -53,10 +54,42 @@ def test_a_full_disk_is_full_and_grown_back_to_its_first_size_beyond_the_run(tmp
     s.close()
 
 
+def test_a_disk_fill_holds_while_the_run_writes(tmp_path):
+  """The filler takes the space in chunks, so a run that writes while the disk is filled leaves
+  it full, not empty (one allocation of all the free space fails whole)."""
+  s = soak.Soak(str(tmp_path), 'cartpole', 20.0, 20.0, tmpfs_mb=64, seed=0)
+  if not s.tmpfs:
+    s.close()
+    pytest.skip('the tmpfs needs root')
+  try:
+    os.makedirs(s.run_dir)
+    stop = threading.Event()
+
+    def write():
+      with open(os.path.join(s.run_dir, 'log'), 'ab') as f:
+        while not stop.is_set():
+          try:
+            f.write(b'x' * 65536)
+            f.flush()
+          except OSError:
+            pass
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+      fault = soak.Fault(1.0, 'disk_full')
+      s._disk_full(fault)
+    finally:
+      stop.set()
+      writer.join()
+    assert fault.applied and s._free_bytes() < 2 ** 20, fault.detail
+  finally:
+    s.close()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason='the full disk needs a tmpfs (root)')
 def test_ten_minutes_of_faults_leave_every_invariant_holding(tmp_path):
-  record = soak.run(600.0, seed=0, mean_gap_s=45.0, workdir=str(tmp_path / 'soak'),
+  record = soak.run(600.0, seed=0, mean_gap_s=35.0, workdir=str(tmp_path / 'soak'),
                     out=str(tmp_path / 'soak.json'))
   assert 'aborted' not in record, record['aborted']
   failed = {k: v for k, v in record['invariants'].items() if not v['held']}
