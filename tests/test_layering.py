@@ -361,8 +361,6 @@ SHARED_NAMES = {
                      '(runtime.collection_program)',
     'all_finite': 'traced, inside a jitted update (estimators.updates); on host arrays before a '
                   'checkpoint is written (program.checkpointing)',
-    'first_reaching': 'episode length over a run directory (runtime.summary), any series given '
-                      'as arrays (analysis.aggregate)',
     'wall_time': 'one run\'s total (runtime.summary), elapsed at each time of a series '
                  '(analysis.aggregate)',
     '_write_atomically': 'bytes of a figure (estimators.psi_trace), an npz archive '

@@ -59,7 +59,7 @@ def cartpole_reward_free_steps(scale: str, seeds: int) -> List[Step]:
 def reward_free_markdown(table: dict, out: str) -> str:
   """Per seed: last-100 mean length against the target, what ended those episodes, the RAE
   penalties in them, and when the 100-episode mean first reached the target; Fig. 3b/3c."""
-  from launch.runtime import summary
+  from launch.analysis import aggregate
   groups = pages.runs_by_group(cartpole_reward_free_steps(table['scale'], table['seeds']), out)
   rows = []
   for group, run_dirs in groups.items():
@@ -69,8 +69,11 @@ def reward_free_markdown(table: dict, out: str) -> str:
           pages.episode_values(run_dir, 'fell_angle'),
           pages.episode_values(run_dir, 'fell_position'),
           pages.episode_values(run_dir, 'penalised_steps'))
-      reached, _ = summary.first_reaching(run_dir, REWARD_FREE_TARGET, window=100)
-      rows.append((group, os.path.basename(run_dir), record, reached))
+      try:
+        reached = aggregate.steps_to(run_dir, 'episode_length', REWARD_FREE_TARGET, 100)
+      except ValueError:   # no episode logged yet
+        reached = float('nan')
+      rows.append((group, os.path.basename(run_dir), record, None if reached != reached else reached))
   return seeds_markdown(rows) + _psi_section(out)
 
 

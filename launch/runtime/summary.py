@@ -138,16 +138,6 @@ def exists(run_dir: str) -> bool:
   return os.path.exists(os.path.join(run_dir, run_state.SUMMARY))
 
 
-def first_reaching(run_dir: str, threshold: float, window: int = 50):
-  """(actor_steps, walltime-ordinal) at which the moving mean episode length first >= threshold."""
-  episodes = actor_episodes(run_dir)
-  lengths = np.array([e.get('episode_length', 0.0) for e in episodes])
-  for i in range(window, len(lengths) + 1):
-    if lengths[i - window:i].mean() >= threshold:
-      return episodes[i - 1].get('actor_steps'), i
-  return None, None
-
-
 def format_summary(summary: Dict[str, float]) -> str:
   lines = ['=' * 60, 'run summary', '-' * 60]
   for k, v in summary.items():
