@@ -98,7 +98,7 @@ class Fault:
   put_off: List[str] = dataclasses.field(default_factory=list)  # why each earlier try did nothing
 
 
-def fill(path: str, chunk: int = 64 * 2 ** 20) -> int:
+def fill_disk(path: str, chunk: int = 64 * 2 ** 20) -> int:
   """Fills the file system of `path` with the file `path`; returns the bytes it holds. In
   chunks: one allocation of all the free space fails as a whole, and keeps nothing, when the run
   writes a few bytes meanwhile (tmpfs undoes a failed fallocate)."""
@@ -321,7 +321,7 @@ class Soak:
       return
     free = self._free_bytes()
     self.filler = os.path.join(self.mount, 'filler')
-    fill(self.filler)
+    fill_disk(self.filler)
     left = self._free_bytes()
     if left > 2 ** 20:   # the fill failed: the fault did not happen, and is not counted
       os.remove(self.filler)

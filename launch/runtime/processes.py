@@ -31,16 +31,17 @@ def die_with_parent(sig=signal.SIGKILL):
     pass
 
 
-def session_leader_in(pids) -> Optional[psutil.Process]:
-  """The leader of this process's session when it is one of `pids` (a run's launchers) and
-  alive, else None."""
-  sid = os.getsid(0)
-  if sid not in pids:
-    return None
+def session_launcher(sessions_file: str) -> Optional[psutil.Process]:
+  """The leader of this process's session when `sessions_file` (a run's launcher pids, as
+  written by its CLI) names it and it is alive, else None."""
   try:
-    leader = psutil.Process(sid)
+    with open(sessions_file) as f:
+      launchers = [int(word) for word in f.read().split()]
+    if os.getsid(0) not in launchers:
+      return None
+    leader = psutil.Process(os.getsid(0))
     return None if leader.status() == psutil.STATUS_ZOMBIE else leader
-  except psutil.Error:
+  except (OSError, ValueError, psutil.Error):
     return None
 
 

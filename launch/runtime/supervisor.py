@@ -35,13 +35,8 @@ from launchpad import address as lp_address
 from launchpad.nodes.python import node as python
 
 from envs import paths
-from launch.runtime import disk, hangs, launchpad_internals, run_state
-from launch.runtime.processes import (  # noqa: F401 (re-exported)
-  call_when_gone,
-  die_with_parent,
-  last_error_line,
-  session_leader_in,
-)
+from launch.runtime import disk, hangs, launchpad_internals, processes, run_state
+from launch.runtime.processes import die_with_parent, last_error_line
 
 SUPERVISOR_LOG = run_state.SUPERVISOR_LOG
 STOP_GRACE_S = 2.0   # after a node exits: time for a program stop to become visible
@@ -240,23 +235,15 @@ class SupervisedNode(python.PyNode):
 
   def _stop_with_launcher(self, stopping: threading.Event,
                           running: List[subprocess.Popen]) -> None:
-    """Ends this node (its child, then this process) when the run's launcher has died without
-    stopping the program: killed together with the CLI (kill -9, the OOM killer), nothing else
-    would. This process's parent is Launchpad's output decorator, which outlives the launcher, so
-    PR_SET_PDEATHSIG cannot do it; the launcher leads this process's session."""
-    try:
-      with open(os.path.join(self._run_dir, run_state.LAUNCHER_SESSION)) as f:
-        launchers = [int(word) for word in f.read().split()]
-    except (OSError, ValueError):
-      return
-    launcher = session_leader_in(launchers)
+    """Ends this node when the launcher (its session's leader) died with the CLI (kill -9, OOM):
+    its parent, Launchpad's output decorator, outlives the launcher (BUILD_NOTES, Pitfalls)."""
+    launcher = processes.session_launcher(os.path.join(self._run_dir, run_state.LAUNCHER_SESSION))
     if launcher is None:
       return
 
     def end_node():
       stopping.set()
-      print(f'node {self._name}: the run\'s launcher (pid {launcher.pid}) is gone: stopping',
-            file=sys.stderr, flush=True)
+      print(f'the launcher (pid {launcher.pid}) is gone: stopping', file=sys.stderr, flush=True)
       if running and running[0].poll() is None:
         running[0].terminate()
         try:
@@ -264,7 +251,7 @@ class SupervisedNode(python.PyNode):
         except subprocess.TimeoutExpired:
           running[0].kill()
       os._exit(1)
-    call_when_gone(launcher, end_node)
+    processes.call_when_gone(launcher, end_node)
 
   def _give_up(self, reason: str, when: float) -> None:
     """Records why the run stops (failure.json, a gave_up event) and stops the program."""
