@@ -54,6 +54,15 @@ def test_log_tail_reads_only_new_whole_rows_and_starts_again_on_a_replaced_file(
   assert progress.LogTail(str(tmp_path / 'missing.csv')).read() == []
 
 
+def test_log_tail_leaves_out_a_row_cut_short_and_reads_the_rest(tmp_path):
+  """A row cut by a full disk or a kill, with the next row appended to it, is no CSV: the
+  rows around it are read, the broken ones left out (it once failed every resume of a run)."""
+  path = tmp_path / 'logs.csv'
+  path.write_bytes(b'a,b\r\n1,2\r\n3,4\r5,6\r\n9\r\n7,8\r\n')
+  assert progress.LogTail(str(path)).read() == [
+      {'a': '1', 'b': '2'}, {'a': '3', 'b': '4'}, {'a': '5', 'b': '6'}, {'a': '7', 'b': '8'}]
+
+
 def test_the_line_gives_speed_time_left_and_the_measures_of_the_last_episodes(tmp_path):
   clock = Clock()
   _write_counts(tmp_path, 0)

@@ -283,6 +283,21 @@ def test_a_restarted_node_appends_rows_under_the_existing_header(tmp_path):
                   {'actor_steps': 22.0, 'episode_length': 12.0}]
 
 
+def test_a_row_left_unfinished_is_cut_when_the_node_writes_again(tmp_path):
+  """A node killed (or out of disk) in the middle of a row: its next process starts a line of
+  its own, rather than appending to the broken one."""
+  from launch.program import loggers
+  from launch.program.config import RunConfig
+  from launch.runtime import summary
+  cfg = RunConfig(run_dir=str(tmp_path))
+  loggers.make_logger(cfg, 'actor_0').write({'actor_steps': 10, 'episode_length': 10})
+  with open(tmp_path / 'logs' / 'actor_0' / 'logs.csv', 'a') as f:
+    f.write('20,1')   # the row cut short
+  loggers.make_logger(cfg, 'actor_0').write({'actor_steps': 22, 'episode_length': 12})
+  assert summary.read_log(str(tmp_path), 'actor_0') == [
+      {'actor_steps': 10.0, 'episode_length': 10.0}, {'actor_steps': 22.0, 'episode_length': 12.0}]
+
+
 def test_a_text_value_goes_to_the_csv_and_not_to_tensorboard(tmp_path):
   """Turf's episode_info holds text (its ruined cells): TensorBoard's scalars cannot take it."""
   from launch.program import loggers

@@ -14,15 +14,31 @@ _TB_STEPS = {'learner': 'learner_steps', 'precedence': 'precedence_steps'}
 class AppendingCSVLogger(loggers.CSVLogger):
   """Acme's CSV logger takes its columns from the first row it writes; a node restarted or
   resumed onto an existing log would write rows whose columns do not match the file's header.
-  This one keeps the header already in the file."""
+  This one keeps the header already in the file, and cuts a last row left unfinished (a node
+  killed, or a full disk, while it wrote) so that the next row starts a line of its own."""
 
   def write(self, data):
     if self._writer is None and self._file.tell() > 0:
+      _cut_unfinished_row(self.file_path)
       with open(self.file_path) as f:
         header = next(csv.reader(f), None)
       if header:
         self._writer = csv.DictWriter(self._file, fieldnames=header, extrasaction='ignore')
     super().write(data)
+
+
+def _cut_unfinished_row(path: str) -> None:
+  """Truncates `path` after its last newline (appends after the cut, as the logger's file is
+  opened for appending)."""
+  with open(path, 'rb') as f:
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    f.seek(max(0, size - 65536))
+    tail = f.read()
+  if tail.endswith(b'\n'):
+    return
+  last = tail.rfind(b'\n')
+  os.truncate(path, size - len(tail) + last + 1 if last >= 0 else 0)
 
 
 class NumbersOnly(loggers.Logger):

@@ -45,10 +45,26 @@ class LogTail:
     if end < 0:
       return []   # no whole line yet: a row being written is read next time
     self._offset += end + 1
-    lines = list(csv.reader(io.StringIO(chunk[:end + 1].decode('utf-8', 'replace'))))
+    lines = _csv_rows(chunk[:end + 1].decode('utf-8', 'replace'))
     if self._header is None and lines:
       self._header, lines = lines[0], lines[1:]
-    return [dict(zip(self._header, line)) for line in lines if line]
+    return [dict(zip(self._header, line)) for line in lines
+            if line and len(line) == len(self._header)]
+
+
+def _csv_rows(text: str) -> List[List[str]]:
+  """The rows of CSV `text`; where a line is no CSV (a row cut by a full disk or a kill, the
+  next appended to it), each line on its own, the broken ones left out."""
+  try:
+    return list(csv.reader(io.StringIO(text)))
+  except csv.Error:
+    rows = []
+    for line in text.splitlines():
+      try:
+        rows += list(csv.reader([line]))
+      except csv.Error:
+        continue
+    return rows
 
 
 def _number(value) -> float:
