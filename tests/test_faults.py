@@ -194,6 +194,21 @@ def test_launcher_killed_leaves_no_process(tmp_path, with_cli):
   assert _session_empty_within(run_dir, 40), 'node processes left behind'
 
 
+def test_launcher_killed_while_it_starts_the_nodes_leaves_no_process(tmp_path):
+  """The launcher and the CLI killed as the first node process appears: a node that looks for
+  its session's leader only after it is gone ends too, rather than running on for good."""
+  run_dir = tmp_path / 'run'
+  proc = _start(run_dir, 1_000_000)
+  sessions = run_dir / 'launcher_session.txt'
+  _wait(lambda: sessions.exists() and sessions.read_text().strip(), 240, proc, 'the launcher')
+  launcher_pid = int(sessions.read_text())
+  _wait(lambda: launcher.node_processes(launcher_pid, min_age_s=0.0), 240, proc, 'a node process')
+  proc.kill()
+  os.kill(launcher_pid, signal.SIGKILL)
+  proc.communicate(timeout=200)
+  assert _session_empty_within(run_dir, 60), 'node processes left behind'
+
+
 def test_a_node_that_keeps_dying_stops_the_run_naming_it(tmp_path):
   run_dir = tmp_path / 'run'
   proc = _start(run_dir, 1_000_000)

@@ -21,42 +21,42 @@ class RunFailed(RuntimeError):
   """A run ended because a node failed; the message names the node and why."""
 
 
-def die_with_parent(sig=signal.SIGKILL):
+def die_with_parent(sig=signal.SIGKILL, parent: Optional[int] = None):
   """preexec_fn: the child gets `sig` when its parent dies (`functools.partial` it for another
   signal). A node child gets SIGKILL by default: a node blocked in C++ (a learner waiting on
-  Reverb) ignores SIGTERM, and with its parent gone nothing is left that would stop it."""
+  Reverb) ignores SIGTERM, and with its parent gone nothing is left that would stop it.
+  `parent`: the parent's pid, taken before the fork, so that a parent that died before the
+  child asked (between fork and prctl) is not missed."""
   try:
     ctypes.CDLL('libc.so.6', use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
   except OSError:
     pass
+  if parent is not None and os.getppid() != parent:
+    os.kill(os.getpid(), sig)
 
 
-def session_launcher(sessions_file: str) -> Optional[psutil.Process]:
-  """The leader of this process's session when `sessions_file` (a run's launcher pids, as
-  written by its CLI) names it and it is alive, else None."""
+def session_launcher(sessions_file: str) -> Optional[int]:
+  """The pid of this process's session leader when `sessions_file` (a run's launcher pids, as
+  written by its CLI) names it, else None. The leader may be gone already."""
   try:
     with open(sessions_file) as f:
       launchers = [int(word) for word in f.read().split()]
-    if os.getsid(0) not in launchers:
-      return None
-    leader = psutil.Process(os.getsid(0))
-    return None if leader.status() == psutil.STATUS_ZOMBIE else leader
-  except (OSError, ValueError, psutil.Error):
+  except (OSError, ValueError):
     return None
+  return os.getsid(0) if os.getsid(0) in launchers else None
 
 
-def call_when_gone(process: psutil.Process, callback: Callable[[], None],
-                   poll_s: float = 2.0) -> threading.Thread:
-  """Calls `callback` (once, in a daemon thread) when `process` has ended: exited, killed, or a
-  zombie its parent has not reaped. psutil tells a reused pid from the process itself."""
+def call_when_gone(pid: int, callback: Callable[[], None], poll_s: float = 2.0) -> threading.Thread:
+  """Calls `callback` (once, in a daemon thread) when process `pid` has ended: exited, killed, a
+  zombie its parent has not reaped, or gone already. psutil tells a reused pid from the process
+  it first saw."""
   def poll():
-    while True:
-      try:
-        if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
-          break   # is_running() is False for a pid another process has taken since
-      except psutil.Error:
-        break
-      time.sleep(poll_s)
+    try:
+      process = psutil.Process(pid)
+      while process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+        time.sleep(poll_s)
+    except psutil.Error:
+      pass
     callback()
   thread = threading.Thread(target=poll, daemon=True)
   thread.start()

@@ -179,7 +179,7 @@ class SupervisedNode(python.PyNode):
           child = subprocess.Popen(
               [sys.executable, entry, '--lp_task_id', '0', '--data_file', fn_path],
               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-              preexec_fn=die_with_parent)
+              preexec_fn=functools.partial(die_with_parent, parent=os.getpid()))
         running[:] = [child]
         append_event(self._run_dir, {'node': self._name, 'event': 'start', 'pid': child.pid,
                                      'attempt': len(failures) + 1})
@@ -243,7 +243,7 @@ class SupervisedNode(python.PyNode):
 
     def end_node():
       stopping.set()
-      print(f'the launcher (pid {launcher.pid}) is gone: stopping', file=sys.stderr, flush=True)
+      print(f'the launcher (pid {launcher}) is gone: stopping', file=sys.stderr, flush=True)
       if running and running[0].poll() is None:
         running[0].terminate()
         try:
