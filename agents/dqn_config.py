@@ -4,11 +4,9 @@ flag's in `launch.train_dqn` (envs.cli's field flags)."""
 import dataclasses
 from typing import Tuple
 
+from envs.cli import field as _field
+
 ALGORITHMS = ('dqn', 'mdqn')
-
-
-def _field(default, help_text: str, **metadata):
-  return dataclasses.field(default=default, metadata={'help': help_text, **metadata})
 
 
 @dataclasses.dataclass(frozen=True)
