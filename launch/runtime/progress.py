@@ -16,7 +16,7 @@ import os
 import time
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from launch.runtime import run_state
+from launch.runtime import run_state, termination
 from launch.runtime.summary import LAST_EPISODES
 
 RECENT_S = 60.0       # "the recent speed": env steps/s over about this many seconds
@@ -194,20 +194,36 @@ class Progress:
 class TensorBoard:
   """The progress figures as TensorBoard scalars, 'progress/<figure>' under the names of
   `Progress.figures` (and of the summary's means) against env steps, in RUN_DIR/logs/progress/
-  beside the nodes' own event files."""
+  beside the nodes' own event files. They are a view of the logs, not a record: a write that
+  fails (a full disk) prints one warning and the run goes on; the nodes' own writes decide
+  whether it can."""
 
   def __init__(self, run_dir: str):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     self._tf = tf
-    self._writer = tf.summary.create_file_writer(os.path.join(run_dir, 'logs', 'progress'))
+    self._warned = False
+    with termination.stop_signals_deferred():
+      self._writer = tf.summary.create_file_writer(os.path.join(run_dir, 'logs', 'progress'))
+
+  def _attempt(self, write: Callable[[], None]) -> None:
+    try:
+      with termination.stop_signals_deferred():
+        write()
+    except self._tf.errors.OpError as e:
+      if not self._warned:
+        self._warned = True
+        print(f'warning: progress not written to TensorBoard: {e.message.splitlines()[0]}',
+              flush=True)
 
   def write(self, figures: Dict[str, float]) -> None:
-    step = int(figures['env_steps'])
-    with self._writer.as_default():
-      for name, value in figures.items():
-        if name != 'env_steps' and not math.isnan(value):
-          self._tf.summary.scalar(f'progress/{name}', value, step=step)
-    self._writer.flush()
+    def scalars():
+      step = int(figures['env_steps'])
+      with self._writer.as_default():
+        for name, value in figures.items():
+          if name != 'env_steps' and not math.isnan(value):
+            self._tf.summary.scalar(f'progress/{name}', value, step=step)
+      self._writer.flush()
+    self._attempt(scalars)
 
   def close(self) -> None:
-    self._writer.close()
+    self._attempt(self._writer.close)
