@@ -62,6 +62,10 @@ place. When grass is ruined (`ruin=`):
   hence in the oracle's labels, and in `ruined_grass` (by at most the cell under the agent).
 Reward +1 on entering the goal, which terminates the episode (discount 0); otherwise 0 (no
 step penalty). The episode is truncated (discount 1) after `max_steps` (120 in the paper) steps.
+With `goal_ends=False` (for collecting estimator data; not the paper's task) entering the goal
+still pays +1 but the episode goes on until the time limit (the agent may walk off the goal
+again): a random walk that reaches the goal's corner then goes on to show what its moves there
+did to the grass, e.g. (1, 9) ruined once the agent has left it.
 
 Observation: the 10x10x3 uint8 RGB image (agent blue, goal pink, grass green, ruined grass
 brown, stone grey; the agent is drawn on top of its cell). `render()` upscales it.
@@ -192,7 +196,7 @@ class Turf(dm_env.Environment):
   deterministic = True
 
   def __init__(self, seed: int = 0, max_steps: int = 120, layout: str = DEFAULT_LAYOUT,
-               ruin: str = 'leave', start: str = 'fixed'):
+               ruin: str = 'leave', start: str = 'fixed', goal_ends: bool = True):
     if int(max_steps) < 1:
       raise ValueError(f'max_steps must be >= 1, got {max_steps}')
     if ruin not in RUIN_MODES:
@@ -201,6 +205,7 @@ class Turf(dm_env.Environment):
       raise ValueError(f'start must be one of {", ".join(START_MODES)}, got {start!r}')
     self.layout = get_layout(layout)
     self.start = start
+    self.goal_ends = bool(goal_ends)
     stone = ~self.layout.grass
     stone[self.layout.goal] = False
     self._stone_cells = [tuple(int(v) for v in rc) for rc in np.argwhere(stone)]
@@ -243,7 +248,9 @@ class Turf(dm_env.Environment):
     self._t += 1
     obs = self._observation()
     at_goal = self._pos == self.layout.goal
-    return base.finish_step(self, 1.0 if at_goal else 0.0, obs, at_goal)
+    entered_goal = at_goal and old != self._pos
+    return base.finish_step(self, 1.0 if entered_goal else 0.0, obs,
+                            at_goal and self.goal_ends)
 
   def observation_spec(self):
     return specs.Array((SIZE, SIZE, 3), np.uint8, 'observation')

@@ -392,3 +392,27 @@ def test_turf_stone_start_option():
       [again.reset() and again.get_state() for _ in range(5)]
   with pytest.raises(ValueError, match='start must be one of fixed, stone'):
     turf_lib.Turf(start='anywhere')
+
+
+def test_turf_goal_ends_option():
+  # Default: entering the goal from (1, 9) pays 1 and ends the episode.
+  env = envs.make('turf')
+  env.reset()
+  env.set_state((1, 9, 0))
+  ts = env.step(UP)
+  assert ts.last() and ts.reward == 1.0 and ts.discount == 0.0
+  # goal_ends=False (command-line value 'false'): the same move pays 1 and the walk goes on;
+  # leaving the goal pays nothing, and the cell left before the goal, (1, 9), shows ruined.
+  env = envs.make('turf', **envs.parse_options(['goal_ends=false', 'max_steps=3']))
+  env.reset()
+  env.set_state((1, 9, 0))
+  ts = env.step(UP)
+  assert ts.mid() and ts.reward == 1.0 and ts.discount == 1.0
+  assert env.get_state() == (0, 9, 1 << 19)
+  ts = env.step(UP)    # a bump on the goal: no second reward
+  assert ts.mid() and ts.reward == 0.0
+  ts = env.step(DOWN)
+  assert ts.last() and ts.reward == 0.0 and ts.discount == 1.0   # truncated at max_steps
+  assert env.get_state() == (1, 9, 1 << 19)
+  assert tuple(ts.observation[1, 9]) == turf_lib.AGENT
+  assert tuple(ts.observation[0, 9]) == turf_lib.GOAL
