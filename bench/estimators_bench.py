@@ -2,7 +2,7 @@ r"""psi training throughput: pairs/s of the real training path (`training.make_u
 sampling from a flat dataset + step, `--steps_per_call` steps per call) against a bare jitted loop
 of the same network and batch on pre-sampled fixed pairs, same run, and their ratio: Cartpole MLP
 (batch 128, 256) and Turf CNN (batch 128), on random-policy episodes of the real environments
-(the collection's own episode stream, `launch.runtime.collection_program`).
+(the collection's own episode stream, `launch.runtime.collection`).
 
     python -m bench.estimators_bench --out results/estimators_bench.json
 
@@ -52,7 +52,7 @@ def random_flat(env_name: str, episodes: int, seed: int = 0):
   """`episodes` random-policy episodes of `env_name`, as the collection draws them, in the flat
   layout training reads (`estimators.dataset.FlatData`)."""
   from estimators import dataset
-  from launch.runtime import collection_program as collection
+  from launch.runtime import collection
   return dataset.flatten(list(islice(collection.episode_stream(env_name, {}, [seed], False),
                                      episodes)))
 

@@ -30,8 +30,12 @@ from absl import app, flags
 
 from envs import cli as envs_cli
 from envs.cli import field
-from launch.runtime.collection import parse_env_options, run
-from launch.runtime.collection_program import CollectError, CollectInterrupted
+from launch.runtime.collection import (
+  CollectError,
+  CollectInterrupted,
+  parse_env_options,
+  run,
+)
 
 FLAGS = flags.FLAGS
 

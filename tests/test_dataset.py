@@ -13,13 +13,12 @@ from estimators import dataset, pairs
 from estimators.rlds import flat as rlds_flat
 from estimators.rlds import writer as rlds_writer
 from launch.runtime import collection as collect
-from launch.runtime import collection_program as collect_program
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 
 def _episodes(name, n, seed=0, store_states=True, **options):
-  stream = collect_program.episode_stream(name, options, [seed], store_states)
+  stream = collect.episode_stream(name, options, [seed], store_states)
   return [next(stream) for _ in range(n)]
 
 

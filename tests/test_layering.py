@@ -351,14 +351,14 @@ SHARED_NAMES = {
             'logs (analysis.aggregate), the paper\'s curves (analysis.reference_curves)',
     'get': 'an environment\'s preset (envs.presets), a named experiment (experiments.registry)',
     'names': 'the environments (envs) and the environments with a preset (envs.presets)',
-    'train': 'psi/phi offline (estimators.train), the one-process DQN (runtime.dqn)',
+    'train': 'psi/phi offline (estimators.train), the one-process DQN (launch.train_dqn)',
     'score': 'metrics of estimator scores (estimators.evaluate), psi/phi at named Turf moves '
              '(studies.turf_corner)',
     'replay': 'a solution for psi\'s trace (estimators.psi_trace), a recorded episode for a GIF '
               '(analysis.policy_gif)',
     'write_gif': 'frames of envs.render, episodes with captions and psi (analysis.policy_gif)',
     'build_program': 'the training program (program.layout), the offline collection\'s '
-                     '(runtime.collection_program)',
+                     '(runtime.collection)',
     'all_finite': 'traced, inside a jitted update (estimators.updates); on host arrays before a '
                   'checkpoint is written (program.checkpointing)',
     'wall_time': 'one run\'s total (runtime.summary), elapsed at each time of a series '

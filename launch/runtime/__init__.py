@@ -1,5 +1,4 @@
 """The run's life: its directory and state (config.json, counts, segments, stop requests), the
 local launcher and the node supervisor, process helpers, loopback binding and the run's summary;
 a run sized to its host (host_preset); the runs of the commands that are no Launchpad training
-program: the one-process DQN baseline (dqn) and the offline collection (collection, its
-program in collection_program)."""
+program: the offline collection (collection)."""
