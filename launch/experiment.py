@@ -53,10 +53,7 @@ def main(argv=None):
              f'{" ".join(names) or "none"}')
   args.name = names[0]
   try:
-    exp = registry.get(args.name)
-    if args.scale not in exp.scales:
-      raise ValueError(f'experiment {exp.name!r} has no scale {args.scale!r} (it has: '
-                       f'{", ".join(exp.scales)})')
+    exp = registry.get(args.name)   # exp.steps() below refuses a scale it lacks
     if args.seeds < 1:
       raise ValueError(f'--seeds must be >= 1, got {args.seeds}')
     if args.max_steps is not None and args.max_steps < 1:

@@ -60,11 +60,8 @@ def export_csv(src: str, dst: str, columns: Sequence[str], every: int = 1,
   rounded to `digits` decimals (None: as they are); returns the number of rows written. The rows
   an earlier export thinned (run_export.thinned_rows) are all kept; thinning starts after them.
   `dst` is recorded as thinned whole when `every` > 1 or `src` was, with the number of logged
-  episodes each kept row stands for (the rows it replaces: itself and up to every - 1 after it)."""
-  if every < 1:
-    raise ValueError(f'every must be >= 1, got {every}')
-  if digits is not None and digits < 0:
-    raise ValueError(f'digits must be >= 0, got {digits}')
+  episodes each kept row stands for (the rows it replaces: itself and up to every - 1 after it).
+  `every` and `digits` as export_run has checked them."""
   cell = (lambda v: v) if digits is None else (lambda v: compact_number(v, digits))
   done = run_export.thinned_rows(src)
   thinned = run_export.episode_weights(src, done)

@@ -11,11 +11,6 @@ from typing import Dict, List, Optional, Sequence
 from launch.experiments import pages
 from launch.experiments.spec import Step, estimators_step, scale_settings, train_step
 
-# --------------------------------------------------------------------------------------------- #
-# Cartpole+ (Sec. 5.4, Fig. 6): random policy + RAC with estimators trained offline on random
-# trajectories, against DQN and M-DQN trained with App. C.4's settings
-# --------------------------------------------------------------------------------------------- #
-
 CARTPOLE_PLUS_CAP = 50_000       # Sec. 5.4: the episode limit of Cartpole+
 CARTPOLE_PLUS_PAPER_DQN = {'DQN': 1152.0, 'M-DQN': 2801.0}  # Sec. 5.4: max evaluation scores
 CARTPOLE_PLUS_SCALES = {

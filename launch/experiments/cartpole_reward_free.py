@@ -11,11 +11,6 @@ from typing import Dict, List, Optional, Sequence
 from launch.experiments import pages
 from launch.experiments.spec import Step, scale_settings, train_step
 
-# --------------------------------------------------------------------------------------------- #
-# Reward-free Cartpole (Sec. 5.1, Fig. 3): IMPALA + RAE with psi learned online, no extrinsic
-# reward; plain IMPALA (which then has no learning signal at all) as the control
-# --------------------------------------------------------------------------------------------- #
-
 REWARD_FREE_CAP = 200
 REWARD_FREE_TARGET = 190.0   # the pole kept up: a mean >= 190 over the last 100 episodes, every seed
 REWARD_FREE_SCALES = {

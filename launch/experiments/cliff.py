@@ -12,10 +12,6 @@ from typing import List, Optional, Sequence
 
 from launch.experiments.spec import Step, scale_settings, train_step
 
-# --------------------------------------------------------------------------------------------- #
-# Windy cliff-walk, Tables 1-2 (App. D): random policy, and random policy + RAC
-# --------------------------------------------------------------------------------------------- #
-
 CLIFF_WINDS = (0.0, 0.1, 0.2, 0.3, 0.4)
 CLIFF_BETAS = (0.0, 0.1, 0.2, 0.3, 0.4)
 CLIFF_SCALES = {

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
+from launch.experiments import pages
 from launch.experiments.spec import AnyStep, Experiment
 from launch.runtime import run_export, run_state
 from launch.runtime import summary as summary_lib
@@ -152,18 +153,10 @@ def seconds_left(step: AnyStep, out: str, max_steps_override=None,
   return left * measured.get(step.module, step.est_seconds / step.max_steps)
 
 
-def _training_steps(exp, scale, seeds):
-  return [s for s in exp.steps(scale, seeds) if s.is_training]
-
-
 def report(exp: Experiment, scale: str, seeds: int, out: str) -> dict:
   """Aggregates the training runs present over seeds into table.json / table.md / figures."""
   from launch.analysis import aggregate
-  groups: Dict[str, List[str]] = {}
-  for step in _training_steps(exp, scale, seeds):
-    run_dir = os.path.join(out, step.run_dir)
-    if os.path.exists(os.path.join(run_dir, 'logs')):
-      groups.setdefault(step.group, []).append(run_dir)
+  groups = pages.runs_by_group(exp.steps(scale, seeds), out)
   rows = []
   for group, run_dirs in groups.items():
     row = {'group': group, 'runs': len(run_dirs),
