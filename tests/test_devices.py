@@ -63,8 +63,15 @@ def test_a_cpu_learner_splits_its_batch_over_the_hosts_cores():
 
 
 def test_single_threaded_actors_stay_on_the_cpu():
+  assert 'XLA_FLAGS' not in devices.node_environment(RunConfig(actor_threads=0), CPU_HOST)['actor']
   env = devices.node_environment(RunConfig(actor_threads=1), CPU_HOST)
-  assert env['actor']['JAX_PLATFORMS'] == 'cpu' and 'XLA_FLAGS' in env['actor']
+  assert env['actor']['JAX_PLATFORMS'] == 'cpu'
+  flags = env['actor']['XLA_FLAGS']
+  assert '--xla_cpu_multi_thread_eigen=false' in flags and 'intra_op_parallelism_threads=1' in flags
+  # The learner keeps XLA's pool: a second core speeds it up.
+  assert 'eigen' not in env['learner'].get('XLA_FLAGS', '')
+  with pytest.raises(ValueError, match='actor_threads must be 0'):
+    RunConfig(actor_threads=2)
 
 
 def test_the_precedence_learner_goes_where_it_is_asked():

@@ -17,6 +17,13 @@ def documented(default, help_text: str):
   return dataclasses.field(default=default, metadata={'help': help_text})
 
 
+def _at_least(config, low, *names) -> None:
+  """ValueError naming the first of the fields `names` of `config` below `low`."""
+  for name in names:
+    if getattr(config, name) < low:
+      raise ValueError(f'{name} must be >= {low}, got {getattr(config, name)}')
+
+
 # cluster: many hosts through Launchpad's CLUSTER_SPEC runtime (launch.cluster); vertex_ai:
 # Launchpad's own Vertex AI launcher.
 LAUNCH_TYPES = ('local_mp', 'local_mt', 'test_mt', 'cluster', 'vertex_ai')
@@ -62,8 +69,9 @@ class ImpalaConfig:
       'there): BUILD_NOTES.md, "On a GPU". One learner device only.')
 
   def __post_init__(self):
-    if self.batch_size < 1:
-      raise ValueError(f'IMPALA batch_size must be >= 1, got {self.batch_size}')
+    _at_least(self, 1, 'batch_size', 'self_imitation_batch', 'self_imitation_episodes',
+              'self_imitation_steps', 'updates_per_call')
+    _at_least(self, 0, 'entropy_cost', 'self_imitation_value_cost')
     if self.max_queue_size is None:
       object.__setattr__(self, 'max_queue_size', max(160, 2 * self.batch_size))
     if self.sequence_length < 2:
@@ -75,8 +83,6 @@ class ImpalaConfig:
       raise ValueError(f'Adam decays must lie in [0, 1), got b1={self.adam_b1}, b2={self.adam_b2}')
     if not 0 <= self.discount <= 1:
       raise ValueError(f'discount must lie in [0, 1], got {self.discount}')
-    if self.entropy_cost < 0:
-      raise ValueError(f'entropy_cost must be >= 0, got {self.entropy_cost}')
     if self.max_queue_size <= self.batch_size + 1:
       raise ValueError(f'max_queue_size ({self.max_queue_size}) must exceed batch_size + 1')
     if self.max_gradient_norm <= 0:
@@ -89,14 +95,6 @@ class ImpalaConfig:
     if self.self_imitation_updates < 0:
       raise ValueError(f'self_imitation_updates must be >= 0 (0: none), got '
                        f'{self.self_imitation_updates}')
-    for name in ('self_imitation_batch', 'self_imitation_episodes', 'self_imitation_steps'):
-      if getattr(self, name) < 1:
-        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
-    if self.updates_per_call < 1:
-      raise ValueError(f'updates_per_call must be >= 1, got {self.updates_per_call}')
-    if self.self_imitation_value_cost < 0:
-      raise ValueError(f'self_imitation_value_cost must be >= 0, got '
-                       f'{self.self_imitation_value_cost}')
 
   @property
   def uses_replay(self) -> bool:
@@ -129,8 +127,7 @@ class PrecedenceConfig:
     if not 1 <= self.min_windows <= self.table_max_windows:
       raise ValueError(f'min_windows must lie in [1, {self.table_max_windows}] (the table '
                        f'size), got {self.min_windows}')
-    if self.env_steps_per_update < 1:
-      raise ValueError(f'env_steps_per_update must be >= 1, got {self.env_steps_per_update}')
+    _at_least(self, 1, 'env_steps_per_update')
     if self.window_batch < 1 or self.updates_per_sample < 1:
       raise ValueError(f'window_batch ({self.window_batch}) and updates_per_sample '
                        f'({self.updates_per_sample}) must be >= 1')
@@ -191,7 +188,7 @@ class RunConfig:
   max_skipped_updates: int = documented(
       100, 'Updates in a row with a non-finite loss or gradient (each one dropped and counted) '
       'after which a learner stops the run.')
-  # launch.program.threads.
+  # launch.program.devices (threads).
   actor_threads: int = documented(
       0, "XLA threads per actor process (local launches): 1, or 0 for XLA's default, one per core.")
   # launch.program.devices: where the learners run (every other node runs on the CPU).
@@ -214,12 +211,8 @@ class RunConfig:
       raise ValueError(f'unknown agent {self.agent!r}; expected one of {AGENTS}')
     if self.launch_type not in LAUNCH_TYPES:
       raise ValueError(f'unknown launch type {self.launch_type!r}; expected one of {LAUNCH_TYPES}')
-    if self.num_actors < 1:
-      raise ValueError(f'num_actors must be >= 1, got {self.num_actors}')
-    if self.envs_per_actor < 1:
-      raise ValueError(f'envs_per_actor must be >= 1, got {self.envs_per_actor}')
-    if self.max_steps < 1:
-      raise ValueError(f'max_steps must be >= 1, got {self.max_steps}')
+    _at_least(self, 1, 'num_actors', 'envs_per_actor', 'max_steps', 'checkpoints_kept',
+              'max_skipped_updates')
     if self.checkpoint_period_s <= 0:
       raise ValueError(f'checkpoint period must be > 0 s, got {self.checkpoint_period_s}')
     if self.replay_checkpoint_period_s <= 0:
@@ -240,10 +233,6 @@ class RunConfig:
                        f'learner\'s batch sizes {self.learner_batch_sizes}')
     if self.hang_timeout_s < 0:
       raise ValueError(f'hang_timeout_s must be >= 0 (0: off), got {self.hang_timeout_s}')
-    if self.checkpoints_kept < 1:
-      raise ValueError(f'checkpoints_kept must be >= 1, got {self.checkpoints_kept}')
-    if self.max_skipped_updates < 1:
-      raise ValueError(f'max_skipped_updates must be >= 1, got {self.max_skipped_updates}')
     if self.max_node_failures < 1 or self.node_failure_window_s <= 0:
       raise ValueError('max_node_failures must be >= 1 and node_failure_window_s > 0')
     if self.estimator_checkpoint and not os.path.exists(self.estimator_checkpoint):

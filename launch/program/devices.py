@@ -12,13 +12,17 @@ script (launch.cluster.files).
 
 An unusable request is a ValueError of one line naming what is missing: `gpu` where no GPU is
 seen, or where jax has no CUDA plugin.
+
+Threads: XLA's CPU backend gives each process an Eigen pool of one thread per core. An actor's
+jitted call needs no pool, and where every node shares a few cores `--actor_threads 1` keeps the
+actors to one XLA thread each (not the default: on a 2-core host it changed nothing measurable;
+BUILD_NOTES.md, "Sokoban throughput"). The learner keeps the pool: a second core speeds it up.
 """
 import os
 import sys
 from typing import Dict, Optional
 
 from agents import impala_step
-from launch.program import threads
 from launch.runtime import host_preset
 
 DEVICE_CHOICES = ('auto', 'cpu', 'gpu')
@@ -26,6 +30,7 @@ CPU_ONLY = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''}
 ON_GPU = {'JAX_PLATFORMS': 'cuda', 'XLA_PYTHON_CLIENT_PREALLOCATE': 'false'}
 CPU_GROUPS = ('replay', 'counter', 'coordinator', 'actor')
 INSTALL_HINT = 'make setup ACCEL=cuda12 (README, "Running on a GPU")'
+SINGLE_THREADED_XLA = '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1'
 
 
 # What a host offers (GPUs, the CUDA plugin, cores) and how it is probed: launch.runtime.host_preset,
@@ -102,8 +107,8 @@ def node_environment(cfg, host: Host,
   """{Launchpad group: extra environment of its processes}."""
   where = plan(cfg, host, precedence_host)
   env = {g: dict(CPU_ONLY) for g in CPU_GROUPS}
-  for group, extra in threads.node_environment(cfg.actor_threads).items():
-    env[group].update(extra)
+  if cfg.actor_threads == 1:
+    env['actor']['XLA_FLAGS'] = SINGLE_THREADED_XLA
   if 'learner' in where:
     if where['learner'] == 'gpu':
       env['learner'] = dict(ON_GPU)
