@@ -33,7 +33,8 @@ from absl import app, flags
 
 from agents import dqn_config
 from envs import cli, quiet
-from launch.runtime import termination
+from launch.runtime import run_state, termination
+from launch.runtime import summary as summary_lib
 
 FLAGS = flags.FLAGS
 # The agent's flags: one per DQNConfig field, its help the field's.
@@ -86,14 +87,6 @@ class _WithSteps:
     self._inner.close()
 
 
-class _Discard:
-  def write(self, data):
-    del data
-
-  def close(self):
-    pass
-
-
 def _csv(run_dir: str, label: str, time_delta: float = 0.0):
   from acme.utils import loggers
   return loggers.CSVLogger(run_dir, label=label, add_uid=False, time_delta=time_delta,
@@ -128,11 +121,10 @@ def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
   `progress_every_s`; returns the summary it writes."""
   import acme
   from acme import specs
-  from acme.utils import counting
+  from acme.utils import counting, loggers
 
   from agents import dqn
   from launch.program.builder import make_environment
-  from launch.runtime import run_state
 
   env = make_environment(cfg, cfg.seed * 1000 + 1)
   eval_env = make_environment(cfg, cfg.seed * 1000 + 2)
@@ -147,7 +139,7 @@ def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
   # Evaluation results are logged below, with the training step; the loop's own logger
   # (Acme's default writes under ~/acme) gets nothing.
   evaluation = acme.EnvironmentLoop(eval_env, agent.evaluator, should_update=False,
-                                    logger=_Discard())
+                                    logger=loggers.NoOpLogger())
   run_state.begin_segment(cfg.run_dir, 0)
   status = run_state.STOPPED
   try:
@@ -212,7 +204,6 @@ def _evaluate(agent, evaluation, eval_log, tally: _Tally) -> None:
 
 def _progress_line(cfg: DQNRunConfig, tally: _Tally, start: float) -> None:
   """The progress line, and the counts saved so far."""
-  from launch.runtime import run_state
   best = max(tally.eval_returns) if tally.eval_returns else float('nan')
   print(f'[{time.time() - start:6.0f}s] env steps {tally.steps:>9,}/{cfg.max_steps:,}  '
         f'episodes {tally.episodes:>6}  eval max {best:8.1f}  '
@@ -222,8 +213,6 @@ def _progress_line(cfg: DQNRunConfig, tally: _Tally, start: float) -> None:
 
 def _finish(cfg: DQNRunConfig, tally: _Tally, status: str) -> Dict[str, Any]:
   """Closes the run's segment and writes its counts, eval.json and summary.json (returned)."""
-  from launch.runtime import run_state
-  from launch.runtime import summary as summary_lib
   run_state.save_counts(cfg.run_dir, tally.counts())
   run_state.end_segment(cfg.run_dir, status, tally.steps)
   evals = eval_summary(tally.eval_returns, tally.eval_lengths)
@@ -262,7 +251,7 @@ def main(argv):
   del argv
   quiet.quiet_startup()
   termination.stop_like_ctrl_c_on_termination()
-  from launch.runtime import lifecycle, run_state
+  from launch.runtime import lifecycle
   try:
     run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
     if FLAGS.resume:
@@ -294,7 +283,6 @@ def main(argv):
   print(f'run directory: {cfg.run_dir} ({cfg.agent.algorithm}, {cfg.max_steps:,} env steps)',
         flush=True)
   summary = train(cfg, FLAGS.progress_every_s)
-  from launch.runtime import summary as summary_lib
   print(summary_lib.format_summary(summary))
   if summary['status'] != run_state.COMPLETED:
     print(f'stopped; run it again with: python -m launch.train_dqn --run_dir {cfg.run_dir} --resume')

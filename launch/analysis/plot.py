@@ -1,10 +1,5 @@
-"""Learning curves of runs drawn into a PNG, one subplot per metric (`launch.plot` is the
-command). Curves are those of `launch.analysis.aggregate`: an even grid of env steps (or wall
-time), each point the mean over a trailing window of the x range; groups of runs are one mean
-line with a shaded 95% band (Student t across runs). The default metrics are those of
-DEFAULT_METRICS that any run logs; a run that does not log a metric (intrinsic_return of a run
-without RAE) is left out of that subplot.
-"""
+"""Learning curves of runs (`launch.analysis.aggregate`'s) drawn into a PNG, one subplot per
+metric; `launch.plot` is the command, and its docstring says what is drawn."""
 import io
 import math
 import os

@@ -1,9 +1,6 @@
 """Plays a trained IMPALA policy on the first N levels of a Sokoban level set and scores it
-(`launch.evaluate_policy` is the command; its help says what is measured and how). The run's
-configuration comes from the one loader of config.json (launch.runtime.run_config), the
-policy network as `launch.program.builder.make_learner` builds it, its parameters from the
-learner checkpoint RUN_DIR/checkpoints/learner; the episodes are played by
-launch.analysis.policy_episodes."""
+(`launch.evaluate_policy` is the command; its help says what is measured and how, and where the
+policy comes from); the episodes are played by launch.analysis.policy_episodes."""
 import dataclasses
 import inspect
 import os

@@ -1,12 +1,9 @@
 r"""Cluster launch: the program on many hosts through Launchpad's own CLUSTER_SPEC runtime.
 
 `python -m launch.train --launch_type cluster --cluster_description hosts.json --run_dir R`
-packages the run into R/cluster/ (R must be readable and writable from every host; the layout is
-in `package`'s docstring) and prints the per-host commands; with `--cluster_start` it also runs
-them (through each host's "start" prefix: ssh, `ip netns exec`, ...) and supervises the run to
-its end like a local run. Every replica is `python -m launch.cluster node --run_dir R` with
-CLUSTER_SPEC in its environment, a small wrapper around Launchpad's own entry point; what the
-wrapper adds is in `replica`'s docstring.
+packages the run into R/cluster/ (R must be readable and writable from every host) and prints
+the per-host commands; with `--cluster_start` it also runs them and supervises the run to its
+end like a local run (`start`).
 
 Modules: description (the hosts file and CLUSTER_SPEC), placement (replicas onto hosts and
 ports), files (task/host scripts, Slurm, Kubernetes), package (RUN_DIR/cluster/ and the program

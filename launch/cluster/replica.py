@@ -176,9 +176,8 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S,
   entry = _process_entry_path()
   log_path = os.path.join(directory, LOG_DIR, f'{task}.log')
   terms = []
-  signal.signal(signal.SIGTERM, lambda *_: terms.append(time.time()))
-  signal.signal(signal.SIGINT, lambda *_: terms.append(time.time()))
-  signal.signal(signal.SIGHUP, lambda *_: terms.append(time.time()))
+  for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(sig, lambda *_: terms.append(time.time()))
   with open(log_path, 'ab') as log:
     child = subprocess.Popen(
         [sys.executable, entry, f'--data_file={os.path.join(directory, PROGRAM_DIR, group + ".pkl")}'],

@@ -1,13 +1,7 @@
-"""The registry of named experiments: which steps each one needs (data, estimators, training
-runs, evaluations), at which scale, and how its table is made.
-
-An experiment is a list of `Step`s. A step is a command (a `python -m ...` module and its flags)
-with a `done` file: the runner (`launch.experiments.runner`, entry `launch.experiment`) skips a
-step whose `done` file exists, and resumes a training run that holds a run directory, so
-rerunning the same command continues where it stopped. Paths are relative to the experiment's
-output directory. One module per paper experiment (sokoban, cliff, cartpole_plus,
-cartpole_reward_free, turf), each with its own table of scales; an entry here names the module's
-steps function and its scales (README, "Adding an experiment").
+"""The registry of named experiments (`python -m launch.experiment NAME`): an entry per paper
+experiment names its module's steps function (data, estimators, training runs, evaluations;
+what a step is: launch.experiments.spec), its scales and how its table is made (README, "Adding
+an experiment").
 """
 from typing import Dict
 

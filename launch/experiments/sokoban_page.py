@@ -197,14 +197,8 @@ def sokoban_watch_markdown(table: dict, out: str) -> str:
 
 def sokoban_psi_markdown(table: dict, out: str) -> str:
   """psi against the exact oracle (held-out Boxoban levels included) and along a solution."""
-  import json
-
-  def read(path):
-    try:
-      with open(os.path.join(out, path)) as f:
-        return json.load(f)
-    except (OSError, ValueError):
-      return None
+  from launch.experiments.pages import read_json
+  read = lambda path: read_json(os.path.join(out, path))  # noqa: E731
   lines = ['## psi against the exact oracle (random transitions, beta = 0.9)', '',
            '| psi | levels | labelled transitions | irreversible | AUROC | precision at beta | '
            'recall at beta |', '|---|---|---|---|---|---|---|']

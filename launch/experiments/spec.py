@@ -4,10 +4,7 @@ Two kinds of step: a `Step` runs a command once (collection, offline estimators,
 and is done when its `done` file exists; a `TrainStep` is a training run (launch.train or
 launch.train_dqn) with its group, seed, budget and run directory as fields, whose command line
 is built from them (`argv`), so a budget override is a new step (`with_max_steps`), not an
-edit of an argv list. Each experiment module (sokoban, cliff, cartpole_plus,
-cartpole_reward_free, turf) owns its table of scales and builds its steps from these types; the
-registry (`launch.experiments.registry`) names them and the runner (`launch.experiments.runner`,
-entry `launch.experiment`) runs them.
+edit of an argv list. The experiment modules build their steps from these types.
 """
 import dataclasses
 import os

@@ -1,11 +1,8 @@
-"""Offline collection (`launch.collect`): random-policy episodes written into an RLDS dataset,
-in this process (collect_in_process) or by a Launchpad program (build_program: a Reverb queue, K
-actor nodes inserting batches of whole episodes, one writer node draining the queue into the
-dataset, which stops the program once it is written). Around it, the run: its plan, validated
-before any work (make_plan: what --out holds, --resume/--overwrite), the program run in a child
-in its own session and watched like a training run (progress lines, no node left behind,
-partial writes removed), and what an interrupted run left at --out. Over 300 lines: the nodes
-and the run that supervises them are one job."""
+"""Offline collection, as `launch.collect`'s docstring describes it: in this process
+(collect_in_process) or by a Launchpad program (build_program), and the run around it: its plan,
+validated before any work (make_plan), the program run in a child in its own session and watched
+like a training run, and what an interrupted run left at --out. Over 300 lines: the nodes and the
+run that supervises them are one job."""
 import dataclasses
 import json
 import os

@@ -2,10 +2,8 @@
 to do, the run record before it (config.json, a fresh segment, the last launch's end files
 removed), progress lines while it runs, and the record and summary after it, whatever ended it.
 Shared by the local launch (`launch.train`), the cluster launch (`launch.cluster`, whose
-coordinator wrapper closes the record) and the DQN baseline's resume.
-
-The run directory's files are launch.runtime.run_state's and the summary is
-launch.runtime.summary's: this module calls down into both, and neither calls back."""
+coordinator wrapper closes the record) and the DQN baseline's resume. It calls down into
+run_state and summary; neither calls back."""
 import dataclasses
 import json
 import os

@@ -1,6 +1,5 @@
 """What a run has done, read back from its per-node CSV logs and run records: the one-screen
-summary at its end (RUN_DIR/summary.json) and the progress line while it runs. Reads and writes
-the run directory through launch.runtime.run_state."""
+summary at its end (RUN_DIR/summary.json), and the log readers the progress line shares."""
 import csv
 import glob
 import os
