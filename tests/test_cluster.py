@@ -13,7 +13,7 @@ import cluster_checks
 import pytest
 
 from bench import netns_hosts
-from launch.runtime import launcher, run_lock
+from launch.runtime import processes, run_lock
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow
@@ -56,7 +56,7 @@ def test_rae_program_across_network_namespaces(tmp_path, hosts):
   for h in cluster_checks.HOSTS:
     assert hosts.pids(h) == [], (h, hosts.pids(h))
   for session in (run_dir / 'launcher_session.txt').read_text().split():
-    assert launcher.leftover_processes(int(session)) == []
+    assert processes.leftover_processes(int(session)) == []
 
 
 def test_a_replica_on_the_wrong_host_is_one_line(tmp_path, hosts):

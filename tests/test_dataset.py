@@ -208,14 +208,14 @@ def test_collect_cli(tmp_path):
 def test_collect_distributed_reports_progress(tmp_path, capfd, monkeypatch):
   # The supervisor of a distributed collection prints progress lines while the nodes run (it
   # once passed the progress callback where watch() takes the run directory, and printed none).
-  from launch.runtime import launcher
+  from launch.runtime import processes
   monkeypatch.setattr(collect, 'PROGRESS_EVERY_S', 1.0)
   out = str(tmp_path / 'dist')
   meta = collect.run('cliff', 150, out, num_actors=2, progress=True)
   lines = [l for l in capfd.readouterr().err.splitlines() if 'episodes' in l and '/150' in l]
   assert lines, 'no progress line from the distributed collection'
   assert meta['num_episodes'] == 150
-  assert launcher.leftover_processes(meta['launcher_session']) == []
+  assert processes.leftover_processes(meta['launcher_session']) == []
   eps, meta = dataset.load_episodes(out)
   assert len(eps) == 150 and meta['has_states']
   assert all(len(e.states) == len(e.observations) for e in eps)

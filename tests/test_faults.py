@@ -14,7 +14,7 @@ import time
 import pytest
 
 from launch.program import checkpointing, replay
-from launch.runtime import launcher, summary, supervisor
+from launch.runtime import processes, summary, supervisor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow
@@ -95,7 +95,7 @@ def _session_empty_within(run_dir, seconds):
   session = int((run_dir / 'launcher_session.txt').read_text())
   deadline = time.time() + seconds
   while time.time() < deadline:
-    if not launcher.leftover_processes(session):
+    if not processes.leftover_processes(session):
       return True
     time.sleep(0.5)
   return False
@@ -202,7 +202,7 @@ def test_launcher_killed_while_it_starts_the_nodes_leaves_no_process(tmp_path):
   sessions = run_dir / 'launcher_session.txt'
   _wait(lambda: sessions.exists() and sessions.read_text().strip(), 240, proc, 'the launcher')
   launcher_pid = int(sessions.read_text())
-  _wait(lambda: launcher.node_processes(launcher_pid, min_age_s=0.0), 240, proc, 'a node process')
+  _wait(lambda: processes.node_processes(launcher_pid, min_age_s=0.0), 240, proc, 'a node process')
   proc.kill()
   os.kill(launcher_pid, signal.SIGKILL)
   proc.communicate(timeout=200)

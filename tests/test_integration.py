@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from launch.program import checkpointing
-from launch.runtime import launcher, summary
+from launch.runtime import processes, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -18,7 +18,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 def _listening_addresses(session: int):
   """(node pid, address) of every TCP socket listening in the run's process session."""
   out = []
-  for pid in launcher.leftover_processes(session):
+  for pid in processes.leftover_processes(session):
     try:
       for c in psutil.Process(pid).connections(kind='inet'):
         if c.status == psutil.CONN_LISTEN:
@@ -90,7 +90,7 @@ def test_rae_program_end_to_end(tmp_path):
 
   # No node process of this run is left.
   session = int((run_dir / 'launcher_session.txt').read_text())
-  assert launcher.leftover_processes(session) == []
+  assert processes.leftover_processes(session) == []
 
 
 def _scalars(event_dir):

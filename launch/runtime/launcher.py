@@ -25,19 +25,8 @@ from launch.runtime import loopback, processes, run_state
 NODE_DEATH_GRACE_S = 30.0   # a node died but the others did not follow: the run failed
 
 
-# Re-exported: callers catch launcher.RunFailed and tests ask launcher.leftover_processes.
-from launch.runtime.processes import (  # noqa: F401
-  GRACEFUL_STOP_S,
-  RunFailed,
-  kill_session,
-  leftover_processes,
-  node_processes,
-  signal_group,
-)
-
-
 def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> float:
-  """Starts the child launcher and waits for it; returns wall time. Raises RunFailed.
+  """Starts the child launcher and waits for it; returns wall time. Raises processes.RunFailed.
 
   Ctrl-C (and SIGTERM/SIGHUP, which the CLI turns into KeyboardInterrupt) asks the coordinator to
   end the run (final checkpoints, then lp.stop()); a second Ctrl-C stops the nodes at once.
@@ -77,13 +66,13 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
             flush=True)
       run_state.request_stop(cfg.run_dir)
       try:
-        child.wait(timeout=GRACEFUL_STOP_S)
+        child.wait(timeout=processes.GRACEFUL_STOP_S)
       except subprocess.TimeoutExpired:
         pass
   except KeyboardInterrupt:
     interrupted = True   # second interrupt: kill_session below
   finally:
-    kill_session(child)
+    processes.kill_session(child)
     log.close()
   failure = failure or _recorded_failure(cfg.run_dir)
   if not failure and not interrupted and child.returncode:
@@ -92,7 +81,7 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
     failure = (f'the launcher process exited with code {child.returncode}: '
                f'{processes.last_error_line(log.name) or "an empty log"} (launchpad.log)')
   if failure:
-    raise RunFailed(failure)
+    raise processes.RunFailed(failure)
   return time.time() - start
 
 
@@ -124,7 +113,7 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
   died_at, dead = None, []
   while child.poll() is None:
     try:
-      workers = node_processes(child.pid)
+      workers = processes.node_processes(child.pid)
     except psutil.NoSuchProcess:
       break
     gone = [pid for pid in seen if pid not in workers]
@@ -134,7 +123,7 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
       dead = [names.get(pid) or processes.node_label(seen[pid]) or f'pid {pid}' for pid in gone]
     if died_at is not None and workers and time.time() - died_at > NODE_DEATH_GRACE_S:
       recorded = _recorded_failure(run_dir)
-      signal_group(child.pid, signal.SIGTERM)
+      processes.signal_group(child.pid, signal.SIGTERM)
       child.wait(timeout=30)
       return recorded or (f'node {", ".join(dead)} exited and the run was stopped; its output is '
                           'in launchpad.log and node_logs/')
