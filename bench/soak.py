@@ -251,8 +251,13 @@ class Soak:
     if not nodes:
       fault.detail = 'no live node'
       return
-    fault.target = self.rng.choice(sorted(nodes))
-    os.kill(nodes[fault.target], sig)
+    target = self.rng.choice(sorted(nodes))
+    try:
+      os.kill(nodes[target], sig)
+    except ProcessLookupError:   # it ended since it was looked up (a restart, the run ending)
+      fault.detail = f'{target} gone before the signal'
+      return
+    fault.target = target
     if sig == signal.SIGSTOP:
       self.stopped_pids[nodes[fault.target]] = time.time()
     fault.applied = True
@@ -283,8 +288,12 @@ class Soak:
     if self.proc is None or launcher is None:
       fault.detail = 'no launch in flight' if self.proc is None else 'no launcher yet'
       return
+    try:
+      os.kill(launcher, signal.SIGKILL)
+    except ProcessLookupError:   # the launch is ending (a stop in progress): its launcher first
+      fault.detail = 'launcher gone already'
+      return
     fault.target, fault.applied = 'cli+launcher', True
-    os.kill(launcher, signal.SIGKILL)
     code = self.stop_launch(signal.SIGKILL)
     fault.detail = f'launcher pid {launcher}; exit {code}'
     self.stopped(code)
@@ -411,9 +420,12 @@ def run(duration_s: float, seed: int, workload: str = 'cartpole', mean_gap_s: fl
             'workdir': workdir}
   try:
     record.update(_drive(soak, faults, duration_s, hang_timeout_s))
-  except SoakAborted as e:
-    record.update(aborted=str(e), faults=[dataclasses.asdict(f) for f in faults],
-                  launches=soak.launches, held=False)
+  except Exception as e:   # the record keeps what was done, for the replay; a bug re-raised
+    record.update(aborted=str(e) if isinstance(e, SoakAborted) else repr(e),
+                  faults=[dataclasses.asdict(f) for f in faults], launches=soak.launches,
+                  held=False)
+    if not isinstance(e, SoakAborted):
+      raise
   finally:
     soak.close()
     if out:

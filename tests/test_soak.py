@@ -1,6 +1,7 @@
 """The chaos soak (bench.soak): its schedule is its seed's, and (slow) ten minutes of random,
 overlapping faults against a real Cartpole run leave every invariant holding."""
 import os
+import subprocess
 import threading
 
 import pytest
@@ -95,3 +96,25 @@ def test_ten_minutes_of_faults_leave_every_invariant_holding(tmp_path):
   failed = {k: v for k, v in record['invariants'].items() if not v['held']}
   assert not failed, failed
   assert record['summary']['faults_applied'] >= 8, record['summary']
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='the soak\'s run directory is a tmpfs (root)')
+def test_a_launcher_gone_before_its_kill_is_put_off_not_a_crash(tmp_path):
+  """kill_launcher while a stop is in progress: the launcher has ended, the CLI not yet."""
+  s = soak.Soak(str(tmp_path), 'cartpole', 20.0, 20.0, tmpfs_mb=16, seed=0)
+  gone = subprocess.Popen(['true'])
+  gone.wait()
+  try:
+    os.makedirs(s.run_dir)
+    with open(os.path.join(s.run_dir, 'launcher_session.txt'), 'w') as f:
+      f.write(str(gone.pid))
+    s.proc = subprocess.Popen(['sleep', '60'])
+    s.launches.append({'pid': s.proc.pid})
+    fault = soak.Fault(1.0, 'kill_launcher')
+    s.inject(fault)
+    assert not fault.applied and fault.detail == 'launcher gone already'
+    assert s.proc.poll() is None   # the CLI untouched: the fault is tried again later
+  finally:
+    if s.proc is not None:
+      s.proc.kill()
+    s.close()
