@@ -14,8 +14,10 @@ from launch.runtime import progress
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # SIGTERMs every 0.5-20 ms, as the CLI turns them into KeyboardInterrupt, against a loop of
-# writes. Without the deferral a TypeError ("Was eager Context initialized?") came within about
-# 2,000 writes and every later write failed the same way.
+# writes. Without the deferral a TypeError ("Was eager Context initialized?") came in some such
+# runs (once after 2,217 writes and 320 stops), not in all: this catches that bug by chance only.
+# A signal may also land in the loop's own except clause (more often on a loaded machine): the
+# outer loop counts that one too.
 STORM = textwrap.dedent('''
   import os, random, signal, sys, threading, time
   from launch.runtime import progress, termination
@@ -29,14 +31,17 @@ STORM = textwrap.dedent('''
   threading.Thread(target=storm, daemon=True).start()
   writes = stops = 0
   deadline = time.time() + float(sys.argv[2])
-  while True:
+  while time.time() < deadline:
     try:
-      if time.time() > deadline:
-        break
-      writes += 1
-      board.write({'env_steps': writes, 'episode_return': 1.0, 'env_steps_per_s': 2.0})
+      while time.time() < deadline:
+        try:
+          writes += 1
+          board.write({'env_steps': writes, 'episode_return': 1.0, 'env_steps_per_s': 2.0})
+        except KeyboardInterrupt:
+          stops += 1
     except KeyboardInterrupt:
       stops += 1
+  signal.signal(signal.SIGTERM, signal.SIG_IGN)
   print(writes, stops)
 ''')
 
@@ -46,8 +51,8 @@ def test_stop_signals_inside_tensorboard_writes_all_arrive_and_never_break_the_w
                        capture_output=True, text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]
   writes, stops = map(int, out.stdout.split()[-2:])
-  assert writes > 1000, out.stdout
-  assert stops > 100, out.stdout   # deferred, not lost
+  assert writes > 500, out.stdout
+  assert stops > 50, out.stdout   # deferred, not lost
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason='mounting a tmpfs needs root')
