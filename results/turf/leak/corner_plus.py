@@ -5,14 +5,13 @@ import sys
 
 from launch.studies import turf_corner as tc
 
-U, D, L, R = range(4)
 TRANSITIONS = tc.TRANSITIONS + (
-    ((0, 8), L, 'onto (0, 7) beside the road end'),
-    ((3, 9), U, 'onto (2, 9) below (1, 9)'),
-    ((2, 7), R, 'onto (2, 8)'),
-    ((8, 1), R, 'onto (8, 2) near the start'),
-    ((0, 8), D, 'stone to stone'),
-    ((2, 6), U, 'stone to stone'),
+    ((0, 8), tc.LEFT, 'onto (0, 7) beside the road end'),
+    ((3, 9), tc.UP, 'onto (2, 9) below (1, 9)'),
+    ((2, 7), tc.RIGHT, 'onto (2, 8)'),
+    ((8, 1), tc.RIGHT, 'onto (8, 2) near the start'),
+    ((0, 8), tc.DOWN, 'stone to stone'),
+    ((2, 6), tc.UP, 'stone to stone'),
 )
 
 out = sys.argv[1]
