@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents import rewards, shield
-from agents.networks import DUMMY_CORE_STATE
 from agents.policy_inference import PolicyInference
+from agents.policy_net import DUMMY_CORE_STATE
 from estimators import folding
 from estimators import networks as est_nets
 from estimators import training as est_training

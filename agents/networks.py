@@ -4,8 +4,8 @@ Acme's IMPALA expects a recurrent core; ours are feed-forward (they learned Cart
 LSTM did not: BUILD_NOTES.md, "Feed-forward IMPALA networks"), so the "core state" is a dummy
 scalar carried unchanged.
 
-The architecture is a typed `PolicyNetConfig`; `default_policy_config(env_name, image)` gives the
-environment's preset one (envs.presets; Appendix C).
+The architecture is a typed `PolicyNetConfig` (agents.policy_net); `default_policy_config(env_name,
+image)` gives the environment's preset one (envs.presets; Appendix C).
 """
 from typing import Optional
 
@@ -18,22 +18,8 @@ from agents.policy_net import (  # noqa: F401  (re-exported: the policy network'
   PolicyNetConfig,
   PolicyValueNet,
   centre_on_agent,
+  default_policy_config,
 )
-from envs import presets
-
-
-def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
-  """The policy network of `env_name`'s preset (envs.presets; Appendix C); without an
-  environment (None), by observation kind: Sokoban's for images, else Cartpole's. An environment
-  without a preset, or whose preset's torso does not fit its observations, is a ValueError (one
-  line)."""
-  if env_name is None:
-    env_name = 'sokoban' if image else 'cartpole'
-  config = PolicyNetConfig(**presets.get(env_name).policy_network)
-  if (config.torso == 'conv') != image:
-    raise ValueError(f'the {env_name} preset\'s policy network has a {config.torso} torso, '
-                     f'which does not fit {"image" if image else "vector"} observations')
-  return config
 
 
 def is_image_spec(env_spec: specs.EnvironmentSpec) -> bool:

@@ -1,18 +1,21 @@
-"""The policy/value network itself: its typed configuration and the Haiku module, with nothing
-of Acme, Reverb or the environments (jax and haiku only), so that the learner's step
-(agents.impala_step) runs where only jax, haiku, optax and rlax are installed.
-agents.networks wraps it in Acme's `IMPALANetworks` and picks an environment's preset.
+"""The policy/value network itself: its typed configuration, each environment's preset one, and
+the Haiku module, with nothing of Acme, Reverb or TensorFlow (jax, haiku and the presets' data),
+so that the learner's step (agents.impala_step) runs where only jax, haiku, optax and rlax are
+installed, and a launcher checks its configuration without importing Acme.
+agents.networks wraps it in Acme's `IMPALANetworks`.
 """
 import dataclasses
-from typing import Tuple
+from typing import Optional, Tuple
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs import presets
+
 # numpy, not jnp: a jnp array made at import would start jax's backends before a process could
-# ask XLA for host devices (agents.impala_step.request_host_devices).
+# ask XLA for host devices (agents.host_devices.request_host_devices).
 DUMMY_CORE_STATE = np.zeros((), np.float32)
 INITS = ('lecun', 'orthogonal')
 
@@ -86,6 +89,20 @@ def centre_on_agent(images: jnp.ndarray, colours, size: int = 0) -> jnp.ndarray:
                                  (rows_out, cols_out, ch))
 
   return jax.vmap(shift)(images, rows, cols)
+
+
+def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
+  """The policy network of `env_name`'s preset (envs.presets; Appendix C); without an
+  environment (None), by observation kind: Sokoban's for images, else Cartpole's. An environment
+  without a preset, or whose preset's torso does not fit its observations, is a ValueError (one
+  line)."""
+  if env_name is None:
+    env_name = 'sokoban' if image else 'cartpole'
+  config = PolicyNetConfig(**presets.get(env_name).policy_network)
+  if (config.torso == 'conv') != image:
+    raise ValueError(f'the {env_name} preset\'s policy network has a {config.torso} torso, '
+                     f'which does not fit {"image" if image else "vector"} observations')
+  return config
 
 
 class PolicyValueNet(hk.Module):

@@ -28,7 +28,7 @@ import numpy as np
 import optax
 from absl import flags
 
-from agents import impala_step, policy_net
+from agents import host_devices, impala_step, policy_net
 from envs import cli, presets
 from estimators import networks as estimator_nets
 from estimators import training as estimator_training
@@ -189,7 +189,7 @@ def main(argv=None):
                       description=__doc__.split('\n\n')[0])
   start = time.perf_counter()
   devices = jax.devices()[:1]
-  cores = args.cores or impala_step.cores_available()
+  cores = args.cores or host_devices.cores_available()
   out = {'rule': RULE.format(spi=args.samples_per_sequence, a=args.actor_env_steps_per_core),
          'device': str(devices[0]), 'platform': devices[0].platform, 'jax': jax.__version__,
          'python': sys.version.split()[0], 'cores': cores, 'shapes': []}

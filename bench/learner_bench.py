@@ -28,7 +28,7 @@ from acme import specs, wrappers
 from acme.adders.reverb.base import Trajectory
 from acme.utils import loggers
 
-from agents import impala_step, learning
+from agents import host_devices, learning
 from agents import networks as agent_networks
 from bench import common
 from envs import cli
@@ -120,7 +120,7 @@ def measure(env_name, batch, length, updates, self_imitation_batch=0, canvas_siz
          'cpu_seconds_per_update': cpu_per_update,
          'cpu_us_per_frame': 1e6 * cpu_per_update / (batch * length),
          'backend': jax.default_backend(), 'devices': devices,
-         'cores_available': impala_step.cores_available()}
+         'cores_available': host_devices.cores_available()}
   if self_imitation_batch:
     steps = self_imitation_batch
     observations = sample.data.observation.reshape((-1,) + spec.observations.shape)
@@ -147,7 +147,7 @@ def _child(args, devices: int) -> dict:
     settings = [f'--{name}={",".join(value) if isinstance(value, list) else value}'
                 for name, value in vars(args).items()
                 if name not in ('devices', 'repeats', 'out') and value is not None]
-    env = dict(os.environ, XLA_FLAGS=impala_step.with_host_devices(
+    env = dict(os.environ, XLA_FLAGS=host_devices.with_host_devices(
         os.environ.get('XLA_FLAGS', ''), devices))
     subprocess.run([sys.executable, '-m', 'bench.learner_bench', *settings,
                     f'--devices={devices}', f'--out={out}'],
@@ -183,13 +183,13 @@ def main(argv=None) -> int:
     cli.fail('--devices and --canvas_sizes expect comma-separated integers')
   if len(counts) > 1 or args.repeats > 1:
     out = device_scaling(args, counts, args.repeats)
-    out['cores_available'] = impala_step.cores_available()
+    out['cores_available'] = host_devices.cores_available()
     common.write_json(args.out, out)
     print(json.dumps({k: v for k, v in out.items() if k != 'runs'}, indent=2))
     return 0
   devices = counts[0]
   if devices > 1:
-    impala_step.request_host_devices(devices)
+    host_devices.request_host_devices(devices)
   if canvas_sizes:
     out = {f'canvas_size_{c}': measure(args.env, args.batch_size, args.sequence_length,
                                        args.updates, args.self_imitation_batch, c, devices)

@@ -27,7 +27,7 @@ thresholds; agents.networks the policy network; launch.train all of it), and env
 layer all of them may import (tests/test_layering.py). The typed configs live with the code that
 uses them, above; the layer that owns a config builds it from its section
 (`launch.program.presets`, `estimators.recipes.recipe`, `estimators.networks.default_estimator_config`,
-`agents.networks.default_policy_config`), which validates it, and tests/test_presets.py builds
+`agents.policy_net.default_policy_config`), which validates it, and tests/test_presets.py builds
 every section of every preset, so a misspelt field fails there and not in a run.
 
 Adding an environment (README, "Adding an environment"): its module in envs/, one `EnvPreset` in

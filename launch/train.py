@@ -101,8 +101,8 @@ def config_from_flags():
     if mode == 'rac' and ckpt.phi_params is None:
       raise ValueError(f'{checkpoint} holds no phi (train it with --phi) and --mode rac needs phi')
     estimator_network = ckpt.network
-  from agents import networks as agent_networks
-  policy_network = agent_networks.default_policy_config(
+  from agents import policy_net
+  policy_network = policy_net.default_policy_config(
       env_name, len(env.observation_spec().shape) == 3)
   canvas_size = given['policy_network'].get('canvas_size')
   if canvas_size and not policy_network.centre_on:

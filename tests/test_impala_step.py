@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from agents import impala_step
+from agents import host_devices, impala_step
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -68,7 +68,7 @@ def test_two_host_devices_give_the_single_device_update():
   import numpy as np
   one = json.loads(_run(ONE_UPDATE, '1').splitlines()[-1])
   two = json.loads(_run(ONE_UPDATE, '2', env_extra={
-      'XLA_FLAGS': impala_step.with_host_devices('', 2)}).splitlines()[-1])
+      'XLA_FLAGS': host_devices.with_host_devices('', 2)}).splitlines()[-1])
   assert (one['devices'], two['devices']) == (1, 2)
   for key in ('loss', 'grad_norm', 'advantage_abs_max', 'sil_loss'):
     assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-6), key
@@ -177,15 +177,15 @@ def test_a_batch_taken_in_chunks_gives_the_whole_batch_update():
 
 
 def test_default_host_devices_divides_every_batch():
-  assert impala_step.default_host_devices([16], cores=2) == 2
-  assert impala_step.default_host_devices([16], cores=1) == 1
-  assert impala_step.default_host_devices([16], cores=12) == 8
-  assert impala_step.default_host_devices([16, 24], cores=64) == 8
-  assert impala_step.default_host_devices([6], cores=4) == 3
+  assert host_devices.default_host_devices([16], cores=2) == 2
+  assert host_devices.default_host_devices([16], cores=1) == 1
+  assert host_devices.default_host_devices([16], cores=12) == 8
+  assert host_devices.default_host_devices([16, 24], cores=64) == 8
+  assert host_devices.default_host_devices([6], cores=4) == 3
 
 
 def test_host_device_flag_replaces_an_earlier_count():
-  flags = impala_step.with_host_devices('--xla_cpu_multi_thread_eigen=false '
+  flags = host_devices.with_host_devices('--xla_cpu_multi_thread_eigen=false '
                                         '--xla_force_host_platform_device_count=3', 2)
   assert flags.split() == ['--xla_cpu_multi_thread_eigen=false',
                            '--xla_force_host_platform_device_count=2']

@@ -156,7 +156,7 @@ def test_the_presets_import_only_environments():
   assert 'envs.presets' in MODULES
   assert {m.split('.')[0] for m in GRAPH['envs.presets']} <= {'envs'}
   readers = {m for m, targets in GRAPH.items() if 'envs.presets' in targets}
-  assert {'estimators.recipes', 'estimators.networks', 'agents.networks',
+  assert {'estimators.recipes', 'estimators.networks', 'agents.policy_net',
           'launch.program.presets'} <= readers
 
 

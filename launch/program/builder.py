@@ -15,7 +15,7 @@ from acme.jax import variable_utils
 from acme.utils import counting, loggers
 
 import envs
-from agents import acting, adders, impala_step, learning, policy_inference, self_imitation
+from agents import acting, adders, host_devices, learning, policy_inference, self_imitation
 from agents import loop as loop_lib
 from agents import networks as agent_networks
 from envs import batch as env_batch
@@ -204,7 +204,7 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
     imitation_ready = _throttled(
         lambda: replay.server_info()[adders.SELF_IMITATION_TABLE].current_size > 0, 5.0)
     imitation = imitation_batches(replay, cfg.impala.self_imitation_batch)
-  devices = impala_step.learner_devices(cfg.learner_batch_sizes)
+  devices = host_devices.learner_devices(cfg.learner_batch_sizes)
   one_cpu = len(devices) == 1 and devices[0].platform == 'cpu'
   return learning.IMPALALearner(
       networks, impala_batches(replay, cfg.impala.batch_size), make_optimizer(cfg.impala),

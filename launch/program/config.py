@@ -4,7 +4,7 @@ import os
 from typing import Any, Dict, Optional
 
 from agents.acting import ReversibilityConfig
-from agents.networks import PolicyNetConfig
+from agents.policy_net import PolicyNetConfig
 from estimators.networks import EstimatorNetConfig
 from estimators.training import TrainConfig as EstimatorTrainConfig
 
@@ -159,7 +159,7 @@ class RunConfig:
   # psi's and phi's network.
   estimator_network: EstimatorNetConfig = EstimatorNetConfig()
   # The policy network (IMPALA's policy and value heads); None: the environment's default
-  # (agents.networks.default_policy_config). launch.train always records it.
+  # (agents.policy_net.default_policy_config). launch.train always records it.
   policy_network: Optional[PolicyNetConfig] = None
   estimator_checkpoint: Optional[str] = documented(
       None, 'Frozen psi/phi checkpoint (offline RAE/RAC) instead of the online precedence learner.')

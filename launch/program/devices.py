@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Dict, Optional
 
-from agents import impala_step
+from agents import host_devices
 from launch.runtime import host_preset
 
 DEVICE_CHOICES = ('auto', 'cpu', 'gpu')
@@ -72,7 +72,7 @@ def learner_host_devices(cfg, host: Host):
   share of the host's cores beside the actors (launch.runtime.host_preset.learner_cores: 1 on
   this 2-core machine, 8 of 16), as a count that divides its batches. On a host whose cores
   are not known here (a cluster's), its core count as its node's script counts it (the learner
-  then splits over as many of those as divide its batches: agents.impala_step.learner_devices)."""
+  then splits over as many of those as divide its batches: agents.host_devices.learner_devices)."""
   if cfg.learner_host_devices:
     return cfg.learner_host_devices
   if not host.cores:
@@ -113,7 +113,7 @@ def node_environment(cfg, host: Host,
     if where['learner'] == 'gpu':
       env['learner'] = dict(ON_GPU)
     else:
-      env['learner'] = dict(CPU_ONLY, XLA_FLAGS=impala_step.with_host_devices(
+      env['learner'] = dict(CPU_ONLY, XLA_FLAGS=host_devices.with_host_devices(
           '', learner_host_devices(cfg, host)))
   if 'precedence_learner' in where:
     env['precedence_learner'] = dict(ON_GPU if where['precedence_learner'] == 'gpu' else CPU_ONLY)

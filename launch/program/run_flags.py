@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Tuple
 from absl import flags
 
 from agents.acting import ReversibilityConfig
-from agents.networks import PolicyNetConfig
+from agents.policy_net import PolicyNetConfig
 from envs import cli, presets
 from estimators.training import TrainConfig
 from launch.program.config import ImpalaConfig, PrecedenceConfig, RunConfig

@@ -23,7 +23,7 @@ import glob
 import importlib.util
 from typing import Callable, Optional
 
-from agents import impala_step
+from agents import host_devices
 
 # jax's CUDA builds: the PyPI plugin (jax >= 0.4.22: jax-cuda12-plugin), or a jaxlib built with CUDA.
 CUDA_MODULES = ('jax_cuda12_plugin', 'jax_plugins.xla_cuda12', 'jaxlib.cuda')
@@ -55,7 +55,7 @@ def probe_host(gpus: Optional[Callable[[], int]] = None,
   device files for GPUs, an importable CUDA plugin module, the cores this process may use."""
   n = gpus() if gpus else len(glob.glob('/dev/nvidia[0-9]*'))
   plugin = cuda_plugin() if cuda_plugin else any(_installed(m) for m in CUDA_MODULES)
-  return Host(gpus=n, cuda_plugin=plugin, cores=impala_step.cores_available())
+  return Host(gpus=n, cuda_plugin=plugin, cores=host_devices.cores_available())
 
 
 # Where these figures come from: BUILD_NOTES.md, "Host-sized preset".
@@ -92,7 +92,7 @@ def learner_cores(cores: int, batch_sizes=(BATCH_SIZE,),
   free = max(1, int(cores) - SERVICE_CORES)
   per_learner_core = ONE_CORE_LEARNER_FRAMES_PER_S * efficiency / SAMPLES_PER_SEQUENCE
   balanced = free * ACTOR_ENV_STEPS_PER_CORE / (ACTOR_ENV_STEPS_PER_CORE + per_learner_core)
-  return impala_step.default_host_devices(list(batch_sizes), max(1, min(int(balanced), free - 1)))
+  return host_devices.default_host_devices(list(batch_sizes), max(1, min(int(balanced), free - 1)))
 
 
 def size(cores: int, gpu: bool, batch_size: int = BATCH_SIZE,
