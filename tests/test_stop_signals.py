@@ -47,7 +47,7 @@ STORM = textwrap.dedent('''
 
 
 def test_stop_signals_inside_tensorboard_writes_all_arrive_and_never_break_the_writer(tmp_path):
-  out = subprocess.run([sys.executable, '-c', STORM, str(tmp_path), '12'], cwd=ROOT,
+  out = subprocess.run([sys.executable, '-c', STORM, str(tmp_path), '5'], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]
   writes, stops = map(int, out.stdout.split()[-2:])
