@@ -13,14 +13,12 @@ The file is an .npz (whatever its name ends in) holding numeric arrays only, and
 Written atomically (temp file + rename), so an interrupted save never replaces a good file.
 
 Command line:
-    python -m estimators.checkpoint --info PATH          # the JSON document and parameter shapes
-    python -m estimators.checkpoint --convert OLD NEW    # format-1 pickle -> this format
+    python -m estimators.checkpoint --info PATH    # the JSON document and parameter shapes
 """
 import collections.abc
 import dataclasses
 import json
 import os
-import pickle
 import sys
 import zipfile
 import zlib
@@ -34,7 +32,9 @@ from envs import cli, paths
 from estimators import networks as nets
 
 FORMAT = 'noturningback-estimators/2'
-PICKLE_FORMAT = 'noturningback-estimators/1'  # the old pickle files; only --convert reads them
+# The last commit that converts the old pickle checkpoints (`python -m estimators.checkpoint
+# --convert OLD NEW` there); this code never unpickles.
+EARLIER_FORMAT_READER = '8d33eeb7de'
 META_KEY = '__meta__'
 HEADS = ('psi', 'phi')
 _NUMERIC_KINDS = 'biufc'  # bool, ints, floats, complex: what np.load reads back exactly
@@ -180,9 +180,10 @@ def _check_magic(path: str) -> None:
     head = f.read(len(_ZIP_MAGIC))
   if head[:1] == bytes([_PICKLE_PROTO]):
     raise CheckpointError(
-        f'{path} is an old pickle-format checkpoint; pickles can run code when opened, so it is '
-        f'refused: convert it once with `python -m estimators.checkpoint --convert {path} NEW` '
-        'if you trust where it came from, or retrain')
+        f'{path} is an old pickle-format checkpoint, which this code does not read (a pickle can '
+        f'run code when opened); commit {EARLIER_FORMAT_READER} is the last that converts it '
+        f'(`python -m estimators.checkpoint --convert {path} NEW` there, if you trust where it '
+        'came from), or retrain')
   if head != _ZIP_MAGIC:
     raise _corrupt(path, 'not an npz file')
 
@@ -219,8 +220,14 @@ def _checkpoint(path: str, document: Dict[str, Any], trees: Dict[str, dict]) -> 
   if not document.get('has_phi') and trees['phi']:
     raise CheckpointError(f'{path} holds phi arrays but says it has no phi')
   try:
+    network = nets.EstimatorNetConfig.from_dict(document['network'])
+  except nets.EarlierFormatError as e:
+    raise CheckpointError(f'estimator checkpoint {path}: {e}') from None
+  except (KeyError, TypeError, ValueError, AttributeError) as e:
+    raise _corrupt(path, f'malformed metadata: {cli.one_line(e)}') from e
+  try:
     return EstimatorCheckpoint(
-        network=nets.EstimatorNetConfig.from_dict(document['network']),
+        network=network,
         num_actions=int(document['num_actions']),
         obs_shape=tuple(int(s) for s in document['obs_shape']),
         obs_dtype=str(np.dtype(document['obs_dtype'])),
@@ -256,50 +263,8 @@ def check_compatible(ckpt: EstimatorCheckpoint, obs_shape, obs_dtype, num_action
 
 
 # ------------------------------------------------------------------------------------------- #
-# Old pickle checkpoints and the command line
+# The command line
 # ------------------------------------------------------------------------------------------- #
-
-class _ArraysOnlyUnpickler(pickle.Unpickler):
-  """Loads the old format's plain dicts of numpy arrays and nothing else: any other global (the
-  way a pickle runs code) is refused, so even --convert does not execute what a file names."""
-  ALLOWED = {
-      ('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
-      ('numpy.core.multiarray', 'scalar'), ('numpy._core.multiarray', 'scalar'),
-      ('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode'),
-  }
-
-  def find_class(self, module, name):
-    if (module, name) not in self.ALLOWED:
-      raise CheckpointError(f'the pickle names {module}.{name}, which checkpoints never hold')
-    return super().find_class(module, name)
-
-
-def _read_pickle_checkpoint(path: str) -> Dict[str, Any]:
-  if not os.path.isfile(path):
-    raise CheckpointError(f'estimator checkpoint not found: {path}')
-  try:
-    with open(path, 'rb') as f:
-      payload = _ArraysOnlyUnpickler(f).load()
-  except CheckpointError as e:
-    raise CheckpointError(f'cannot convert {path}: {e}') from e
-  except Exception as e:  # corrupt pickles raise many types
-    raise CheckpointError(f'cannot convert {path}: not a pickle checkpoint ({cli.one_line(e)})') from e
-  if not isinstance(payload, dict) or payload.get('format') != PICKLE_FORMAT:
-    raise CheckpointError(f'cannot convert {path}: not a {PICKLE_FORMAT} pickle checkpoint')
-  return payload
-
-
-def convert(old_path: str, new_path: str) -> None:
-  """Rewrites a format-1 pickle checkpoint in this format (the network config keeps meaning:
-  a config without `phi_encoder` reads as 'full', as it did)."""
-  p = _read_pickle_checkpoint(old_path)
-  try:
-    network = nets.EstimatorNetConfig.from_dict(p['network'])
-    fields = (p['num_actions'], p['obs_shape'], p['obs_dtype'], p['psi'], p['phi'], p['metadata'])
-  except (KeyError, TypeError, ValueError) as e:
-    raise CheckpointError(f'cannot convert {old_path}: malformed ({cli.one_line(e)})') from e
-  save(new_path, network, *fields)
-
 
 def describe(path: str) -> Dict[str, Any]:
   """The JSON document of a checkpoint plus {array key: shape and dtype}, for --info."""
@@ -318,27 +283,13 @@ def describe(path: str) -> Dict[str, Any]:
 def define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_string('info', None, 'PATH: print the metadata and parameter shapes',
                       flag_values=fv)
-  flags.DEFINE_string('convert', None, 'OLD NEW: rewrite an old pickle checkpoint (trusted only) '
-                      'in the npz format', flag_values=fv)
 
 
 def main(argv=None) -> int:
-  args, rest = cli.parse(define_flags, argv, prog='python -m estimators.checkpoint',
-                         description='Inspect or convert estimator checkpoints.',
-                         positional='(NEW, after --convert OLD)')
-  if (args.info is None) == (args.convert is None):
-    cli.fail('give one of --info PATH and --convert OLD NEW')
-  if args.convert is not None and len(rest) != 1 or args.info is not None and rest:
-    cli.fail('--convert takes OLD NEW' if args.convert is not None else
-             f'unexpected arguments: {" ".join(rest)}')
-  if args.convert is not None:
-    args.convert = [args.convert, rest[0]]
+  args, _ = cli.parse(define_flags, argv, prog='python -m estimators.checkpoint',
+                      description='Inspect an estimator checkpoint.', required=('info',))
   try:
-    if args.info:
-      print(json.dumps(describe(args.info), indent=2, sort_keys=True))
-    else:
-      convert(*args.convert)
-      print(f'wrote {args.convert[1]}')
+    print(json.dumps(describe(args.info), indent=2, sort_keys=True))
   except (CheckpointError, OSError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

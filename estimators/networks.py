@@ -23,6 +23,13 @@ from envs import presets
 
 PHI_ENCODERS = ('torso', 'full')
 PSI_FUSIONS = ('siamese', 'early')
+# The last commit that reads a network config written before phi_encoder was recorded (its phi
+# used psi's whole encoder, what 'full' names now).
+EARLIER_FORMAT_READER = '8d33eeb7de'
+
+
+class EarlierFormatError(ValueError):
+  """A network config written by a version this one does not read (one line)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +64,7 @@ class EstimatorNetConfig:
               'along channels first.', 'choices': PSI_FUSIONS})
   # What phi's encoder is. 'torso' (the paper, App. C.4/C.6): the conv layers only, flattened
   # (torso='conv'), or nothing but a flatten (torso='mlp'); no mlp_sizes, no embedding
-  # projection. 'full': psi's whole encoder (convs/MLP + embedding), the pre-field behaviour.
+  # projection. 'full': psi's whole encoder (convs/MLP + embedding).
   phi_encoder: str = 'torso'
 
   def __post_init__(self):
@@ -84,14 +91,11 @@ class EstimatorNetConfig:
     unknown = set(d) - fields
     if unknown:
       raise ValueError(f'unknown network config field(s): {sorted(unknown)}')
-    d = dict(d)
-    # Checkpoints written before `phi_encoder` existed used psi's whole encoder for phi.
-    d.setdefault('phi_encoder', 'full')
+    if 'phi_encoder' not in d:  # its default is not what such a config's phi was built with
+      raise EarlierFormatError('the network config lacks phi_encoder: it was written by an '
+                               f'earlier version; commit {EARLIER_FORMAT_READER} is the last that '
+                               'reads it')
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-
-
-# The name programs pickled by older versions refer to (a restarted node unpickles them).
-NetworkConfig = EstimatorNetConfig
 
 
 def default_estimator_config(name: str) -> EstimatorNetConfig:

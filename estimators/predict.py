@@ -48,7 +48,11 @@ class PredictError(ValueError):
   """Bad input, reported as one line."""
 
 
-PHI_TARGET_TEXT = {'reverse': "psi(x', x)", 'one_minus_forward': "1 - psi(x, x')"}
+# How reports name phi's target; None: a checkpoint that records none (a psi-only one needs none).
+PHI_TARGET_TEXT = {'reverse': "psi(x', x)", 'one_minus_forward': "1 - psi(x, x')",
+                   None: 'not recorded'}
+# The last commit that reads a checkpoint that does not record what its phi was regressed onto.
+EARLIER_FORMAT_READER = '8d33eeb7de'
 
 
 class Predictor:
@@ -64,9 +68,9 @@ class Predictor:
     est = ckpt.estimators
     self._psi = jax.jit(lambda p, x, y: training.psi_prob(est, p, x, y))
     self._phi = jax.jit(lambda p, x: training.phi_prob(est, p, x))
-    # What phi was regressed onto (training.PHI_TARGETS); checkpoints written before the choice
-    # existed were all 'reverse'.
-    self.phi_target_name = (ckpt.metadata.get('train_config') or {}).get('phi_target', 'reverse')
+    # What phi was regressed onto (training.PHI_TARGETS), as its training recorded it; None
+    # where nothing is recorded. Only phi_target() needs it, so psi and phi still predict then.
+    self.phi_target_name = (ckpt.metadata.get('train_config') or {}).get('phi_target')
     self._phi_target = jax.jit(lambda p, x, y: training.phi_target_prob(
         est, p, x, y, self.phi_target_name))
 
@@ -112,7 +116,15 @@ class Predictor:
 
   def phi_target(self, obs, next_obs):
     """phi's regression target for the transitions obs -> next_obs, as its training computed
-    it (`training.phi_target_prob`)."""
+    it (`training.phi_target_prob`); CheckpointError (one line) for a checkpoint that does not
+    record it."""
+    if self.phi_target_name is None:
+      from estimators.checkpoint import CheckpointError
+      name = f' {self.ckpt.path}' if self.ckpt.path else ''
+      raise CheckpointError(
+          f"estimator checkpoint{name} lacks metadata train_config.phi_target (what phi was "
+          'trained onto): it was written by an earlier version; commit '
+          f'{EARLIER_FORMAT_READER} is the last that reads it')
     return self._pair_scores(self._phi_target, obs, next_obs)
 
   def phi(self, obs):

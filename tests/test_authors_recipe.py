@@ -187,11 +187,32 @@ def test_evaluation_scores_phi_against_the_target_it_was_trained_on(tmp_path):
   state = training.init_state(est, training.TrainConfig(train_phi=True), np.zeros(3, np.float32))
   path = str(tmp_path / 'e.ckpt')
   x, y = np.zeros((3, 3), np.float32), np.linspace(0, 1, 9, dtype=np.float32).reshape(3, 3)
-  for meta, name in (({'train_config': {'phi_target': 'one_minus_forward'}}, 'one_minus_forward'),
-                     ({}, 'reverse')):   # written before the choice existed: psi(x', x)
-    checkpoint.save(path, config, 2, (3,), 'float32', state.psi_params, state.phi_params, meta)
+  for name in ('one_minus_forward', 'reverse'):
+    checkpoint.save(path, config, 2, (3,), 'float32', state.psi_params, state.phi_params,
+                    {'train_config': {'phi_target': name}})
     p = predict.Predictor(checkpoint.load(path))
     assert p.phi_target_name == name
     want = 1 - p.psi(x, y) if name == 'one_minus_forward' else p.psi(y, x)
     np.testing.assert_allclose(p.phi_target(x, y), want, rtol=1e-6)
   assert not np.allclose(p.psi(y, x), 1 - p.psi(x, y), atol=1e-4)
+
+
+def test_a_checkpoint_that_does_not_record_phis_target_refuses_only_the_target(tmp_path):
+  """psi and phi still predict; phi's target, which it would have to guess, is one line."""
+  from estimators import checkpoint, predict
+  config = nets.EstimatorNetConfig(torso='mlp', mlp_sizes=(8,), embedding_size=4, phi_hidden_sizes=(8,))
+  est = nets.make_estimators(config, 2)
+  state = training.init_state(est, training.TrainConfig(train_phi=True), np.zeros(3, np.float32))
+  x = np.zeros((3, 3), np.float32)
+  for phi_params in (state.phi_params, None):
+    path = str(tmp_path / 'e.ckpt')
+    checkpoint.save(path, config, 2, (3,), 'float32', state.psi_params, phi_params, {})
+    p = predict.Predictor(checkpoint.load(path))
+    assert p.phi_target_name is None and p.psi(x, x).shape == (3,)
+    if phi_params is not None:
+      assert p.phi(x).shape == (3, 2)
+    with pytest.raises(checkpoint.CheckpointError) as e:
+      p.phi_target(x, x)
+    line = str(e.value)
+    assert '\n' not in line and 'lacks metadata train_config.phi_target' in line and path in line
+    assert f'commit {predict.EARLIER_FORMAT_READER} is the last that reads it' in line

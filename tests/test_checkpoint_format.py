@@ -1,12 +1,10 @@
 """The estimator checkpoint file: an .npz of numeric arrays plus one JSON document, opened
-without pickle, so a checkpoint from elsewhere cannot run code; plus the --convert/--info CLI
-and the env compatibility check."""
+without pickle, so a checkpoint from elsewhere cannot run code; earlier formats refused in one
+line; plus the --info CLI and the env compatibility check."""
 import io
 import json
 import os
 import pickle
-import subprocess
-import sys
 import zipfile
 
 import jax
@@ -16,7 +14,6 @@ import pytest
 from estimators import checkpoint
 from estimators import networks as nets
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 CARTPOLE = ('cartpole', (4,), np.float32, 2)
 TURF = ('turf', (10, 10, 3), np.uint8, 4)
 
@@ -178,10 +175,9 @@ def test_a_pickle_that_runs_code_is_refused_and_never_runs(tmp_path):
   path = tmp_path / 'evil.ckpt'
   payload = {'format': 'noturningback-estimators/1', 'psi': _WritesMarker(str(marker))}
   path.write_bytes(pickle.dumps(payload, protocol=4))
-  message = _refused(path, 'old pickle-format checkpoint')
-  assert f'--convert {path} NEW' in message and 'retrain' in message
-  assert checkpoint.main(['--convert', str(path), str(tmp_path / 'new.ckpt')]) == 2
-  assert not marker.exists() and not (tmp_path / 'new.ckpt').exists()
+  _refused(path, 'old pickle-format checkpoint')
+  assert checkpoint.main(['--info', str(path)]) == 2
+  assert not marker.exists()
   pickle.loads(path.read_bytes())  # the payload is live: plain pickle does run it
   assert marker.exists()
 
@@ -243,7 +239,8 @@ def test_zips_and_npzs_that_are_not_ours(tmp_path):
   _refused(tmp_path / 'stray.ckpt', "unexpected array 'obs'")
   _write_npz(tmp_path / 'badjson.ckpt', __meta__=np.frombuffer(b'{"format": ', np.uint8))
   _refused(tmp_path / 'badjson.ckpt', '__meta__ document: JSONDecodeError')
-  _write_npz(tmp_path / 'nonet.ckpt', __meta__=_meta(network={'torso': 'transformer'}),
+  _write_npz(tmp_path / 'nonet.ckpt',
+             __meta__=_meta(network={'torso': 'transformer', 'phi_encoder': 'torso'}),
              **{'psi/m/w': np.zeros(2)})
   _refused(tmp_path / 'nonet.ckpt', 'malformed metadata')
   _write_npz(tmp_path / 'sneaky_phi.ckpt', __meta__=_meta(has_phi=False),
@@ -267,42 +264,41 @@ def test_wrong_format_tag(tmp_path):
 # The command line
 # ------------------------------------------------------------------------------------------- #
 
-def test_convert_cli_turns_an_old_pickle_into_a_loadable_checkpoint(tmp_path):
-  config, est, psi, phi, x = _trained_like(TURF)
-  old_config = nets.EstimatorNetConfig.from_dict(
-      {k: v for k, v in config.to_dict().items() if k != 'phi_encoder'})
-  assert old_config.phi_encoder == 'full'  # format-1 files predating the field meant 'full'
-  network_dict = old_config.to_dict()
+def test_an_old_pickle_checkpoint_is_refused_in_one_line_naming_the_commit(tmp_path, capsys):
+  config, _, psi, phi, _ = _trained_like(TURF)
+  network_dict = config.to_dict()
   del network_dict['phi_encoder']
-  est = nets.make_estimators(old_config, 4)
-  phi = est.phi_init(jax.random.PRNGKey(1), x)
-  old, new = tmp_path / 'old.ckpt', tmp_path / 'new.ckpt'
+  old = tmp_path / 'old.ckpt'
   _old_pickle(old, network_dict, TURF, psi, phi, {'env_name': 'turf', 'window': 60})
-  env = dict(os.environ, JAX_PLATFORMS='cpu', TF_CPP_MIN_LOG_LEVEL='3')
-  proc = subprocess.run([sys.executable, '-m', 'estimators.checkpoint', '--convert', str(old),
-                         str(new)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 0, proc.stderr
-  ckpt = checkpoint.load(str(new))
-  assert ckpt.network == old_config and ckpt.metadata == {'env_name': 'turf', 'window': 60}
-  assert ckpt.obs_shape == (10, 10, 3) and ckpt.obs_dtype == 'uint8' and ckpt.num_actions == 4
-  _assert_same_tree(ckpt.psi_params, psi)
-  _assert_same_tree(ckpt.phi_params, phi)
-  np.testing.assert_array_equal(np.asarray(ckpt.estimators.phi_apply(ckpt.phi_params, x)),
-                                np.asarray(est.phi_apply(phi, x)))
+  message = _refused(old, 'old pickle-format checkpoint, which this code does not read')
+  assert f'commit {checkpoint.EARLIER_FORMAT_READER} is the last that converts it' in message
+  assert f'--convert {old} NEW' in message and 'retrain' in message
+  assert checkpoint.main(['--info', str(old)]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err == f'error: {message}'
 
 
-def test_convert_refuses_what_is_not_an_old_checkpoint(tmp_path, capsys):
-  config, _, psi, _, _ = _trained_like(CARTPOLE)
-  new = tmp_path / 'new.ckpt'
-  checkpoint.save(str(new), config, 2, (4,), np.float32, psi, None)
-  (tmp_path / 'other.pkl').write_bytes(pickle.dumps({'format': 'something/1'}))
-  for source, contains in ((new, 'not a pickle checkpoint'),
-                           (tmp_path / 'other.pkl', 'not a noturningback-estimators/1 pickle'),
-                           (tmp_path / 'absent', 'not found')):
-    assert checkpoint.main(['--convert', str(source), str(tmp_path / 'out.ckpt')]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith('error: ') and '\n' not in err and contains in err, err
-  assert not (tmp_path / 'out.ckpt').exists()
+def test_a_network_without_phi_encoder_is_refused_in_one_line_naming_the_commit(tmp_path):
+  network = nets.default_estimator_config('cartpole').to_dict()
+  del network['phi_encoder']
+  _write_npz(tmp_path / 'early.ckpt', __meta__=_meta(network=network),
+             **{'psi/m/w': np.zeros(2, np.float32)})
+  message = _refused(tmp_path / 'early.ckpt', 'lacks phi_encoder')
+  assert 'earlier version' in message and 'corrupt' not in message
+  assert f'commit {nets.EARLIER_FORMAT_READER} is the last that reads it' in message
+
+
+@pytest.mark.parametrize('argv', [['--convert', 'old.ckpt', 'new.ckpt'], ['--convert', 'old.ckpt'],
+                                  []])
+def test_convert_is_no_longer_a_flag_and_info_is_required(tmp_path, capsys, argv):
+  config, _, psi, phi, _ = _trained_like(CARTPOLE)
+  _old_pickle(tmp_path / 'old.ckpt', config.to_dict(), CARTPOLE, psi, phi, {})
+  with pytest.raises(SystemExit) as e:
+    checkpoint.main([str(tmp_path / a) if a.endswith('.ckpt') else a for a in argv])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith('error: ') and '\n' not in err, err
+  assert not (tmp_path / 'new.ckpt').exists()
 
 
 def test_info_prints_the_document_and_parameter_shapes(tmp_path, capsys):

@@ -9,7 +9,6 @@ from acme import specs
 
 from agents import networks as agent_nets
 from envs import presets
-from estimators import checkpoint
 from estimators import networks as nets
 
 CARTPOLE = ((4,), np.float32, 2)
@@ -99,12 +98,11 @@ def test_psi_is_unchanged_by_phi_encoder():
     assert _shapes(p_new) == _shapes(p_old)
 
 
-def test_old_style_config_dict_rebuilds_the_old_phi():
+def test_phi_encoder_full_is_psis_whole_encoder():
   d = nets.default_estimator_config('cartpole').to_dict()
   assert d['phi_encoder'] == 'torso'
   assert nets.EstimatorNetConfig.from_dict(d) == nets.default_estimator_config('cartpole')
-  del d['phi_encoder']  # a checkpoint written before the field existed
-  config = nets.EstimatorNetConfig.from_dict(d)
+  config = nets.EstimatorNetConfig.from_dict(dict(d, phi_encoder='full'))
   assert config.phi_encoder == 'full'
   shapes = _phi(config, CARTPOLE)  # psi's encoder (2 x 64) then one hidden layer of 64
   assert shapes == {'phi_encoder/linear': {'w': (4, 64), 'b': (64,)},
@@ -112,37 +110,21 @@ def test_old_style_config_dict_rebuilds_the_old_phi():
                     'linear': {'w': (64, 64), 'b': (64,)},
                     'phi_out': {'w': (64, 2), 'b': (2,)}}
   d = nets.default_estimator_config('turf').to_dict()
-  del d['phi_encoder']
-  shapes = _phi(nets.EstimatorNetConfig.from_dict(d), IMAGE)
+  shapes = _phi(nets.EstimatorNetConfig.from_dict(dict(d, phi_encoder='full')), IMAGE)
   assert shapes['phi_encoder/linear'] == {'w': (4 * 4 * 64, 64), 'b': (64,)}  # the embedding
   assert shapes['linear'] == {'w': (64, 64), 'b': (64,)}
 
 
-def test_old_checkpoint_converts_and_applies(tmp_path):
-  """A checkpoint of the first (pickle) format, written before `phi_encoder` existed, converts
-  to the current format and its phi means what it meant ('full' encoder)."""
-  config = nets.default_estimator_config('turf')
-  old_config = dataclasses.replace(config, phi_encoder='full')
-  shape, dtype, num_actions = IMAGE
-  x = np.zeros((2,) + shape, dtype)
-  est = nets.make_estimators(old_config, num_actions)
-  psi = est.psi_init(jax.random.PRNGKey(0), x)
-  phi = est.phi_init(jax.random.PRNGKey(1), x)
-  network = old_config.to_dict()
-  del network['phi_encoder']
-  old = {'format': 'noturningback-estimators/1', 'network': network, 'num_actions': num_actions,
-         'obs_shape': shape, 'obs_dtype': str(np.dtype(dtype)), 'metadata': {},
-         'psi': jax.device_get(psi), 'phi': jax.device_get(phi)}
-  import pickle
-  old_path, new_path = str(tmp_path / 'old.ckpt'), str(tmp_path / 'new.ckpt')
-  with open(old_path, 'wb') as f:
-    pickle.dump(old, f)
-  with pytest.raises(checkpoint.CheckpointError, match='pickle'):
-    checkpoint.load(old_path)
-  checkpoint.convert(old_path, new_path)
-  ckpt = checkpoint.load(new_path)
-  assert ckpt.network == old_config
-  np.testing.assert_allclose(ckpt.estimators.phi_apply(ckpt.phi_params, x), est.phi_apply(phi, x))
+@pytest.mark.parametrize('env', ['cartpole', 'turf'])
+def test_a_network_dict_without_phi_encoder_is_refused_in_one_line(env):
+  """Its default ('torso') is not the phi such a config was built with, so it is not guessed."""
+  d = nets.default_estimator_config(env).to_dict()
+  del d['phi_encoder']
+  with pytest.raises(ValueError) as e:
+    nets.EstimatorNetConfig.from_dict(d)
+  line = str(e.value)
+  assert '\n' not in line and 'lacks phi_encoder' in line and 'earlier version' in line
+  assert f'commit {nets.EARLIER_FORMAT_READER} is the last that reads it' in line
 
 
 def test_phi_encoder_is_validated():

@@ -54,10 +54,14 @@ def test_a_moved_run_directory_names_itself(tmp_path):
   assert run_config.load(_write(tmp_path / 'moved', raw)).run_dir == str(tmp_path / 'moved')
 
 
-def test_networks_written_before_phi_encoder_keep_the_old_phi(tmp_path):
+def test_an_estimator_network_without_phi_encoder_is_one_line_naming_the_commit(tmp_path):
   raw = lifecycle.jsonable(RunConfig(run_dir=str(tmp_path / 'old')))
   del raw['estimator_network']['phi_encoder']
-  assert run_config.load(_write(tmp_path / 'old', raw)).estimator_network.phi_encoder == 'full'
+  with pytest.raises(run_config.ConfigError) as e:
+    run_config.load(_write(tmp_path / 'old', raw))
+  line = str(e.value)
+  assert '\n' not in line and 'lacks phi_encoder' in line and 'earlier version' in line
+  assert f'commit {est_nets.EARLIER_FORMAT_READER} is the last that reads it' in line
 
 
 @pytest.mark.parametrize('change, lacks', [
