@@ -337,5 +337,7 @@ def test_cartpole_reward_free_smallest_configuration_runs_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_turf_smallest_configuration_runs_end_to_end(tmp_path):
   table, md = _run_tiny('turf', tmp_path)
-  assert len(table['rows']) == 4
+  assert [row['group'] for row in table['rows']] == [
+      'IMPALA', 'IMPALA+RAE', 'IMPALA+RAC beta=0.2', 'IMPALA+RAC beta=0.2, learner mask',
+      'IMPALA+RAC beta=0', 'IMPALA+RAC beta=0, learner mask']
   assert '## RAC threshold sweep' in md and '## Offline psi / phi' in md
