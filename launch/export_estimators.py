@@ -6,6 +6,7 @@ checkpoint, so the offline tools (`estimators.evaluate`, `estimators.predict`) c
 The paper freezes the online classifier of reward-free Cartpole and draws its predictions
 (Fig. 3b/3c); this takes the learner's last checkpoint (RUN_DIR/checkpoints/precedence_learner).
 """
+import dataclasses
 import os
 import sys
 
@@ -56,7 +57,8 @@ def export(run_dir: str, out: str) -> dict:
                       state.phi_params if train_config.train_phi else None,
                       metadata={'env_name': cfg.env, 'env_options': cfg.env_options,
                                 'window': train_config.window, 'source_run': os.path.abspath(run_dir),
-                                'precedence_steps': int(steps), 'online': True})
+                                'precedence_steps': int(steps), 'online': True,
+                                'train_config': dataclasses.asdict(train_config)})
   return {'out': os.path.abspath(out), 'precedence_steps': int(steps),
           'has_phi': bool(train_config.train_phi)}
 
