@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -46,13 +47,16 @@ def untrained_estimator_checkpoint(tmp_path):
     import jax
     import numpy as np
 
-    from estimators import checkpoint
+    from estimators import checkpoint, training
     from estimators import networks as nets
     config = nets.default_estimator_config(env)
     est = nets.make_estimators(config, num_actions)
     x = np.zeros((2, *obs_shape), dtype)
     path = str(tmp_path / f'{env}.ckpt')
+    # What a training records of itself; phi's target is read from it (estimators.predict).
+    metadata = {'train_config': dataclasses.asdict(training.TrainConfig())}
     checkpoint.save(path, config, num_actions, tuple(obs_shape), dtype,
-                    est.psi_init(jax.random.PRNGKey(0), x), est.phi_init(jax.random.PRNGKey(1), x))
+                    est.psi_init(jax.random.PRNGKey(0), x), est.phi_init(jax.random.PRNGKey(1), x),
+                    metadata)
     return path
   return make
