@@ -12,7 +12,10 @@ LOG_BYTES_PER_ENV_STEP = 8
 # Checkpoints (the learners' last few, the replay's tables) and the run's own files.
 FIXED_BYTES = 64 * 2**20
 
-_DISK_FULL = (os.strerror(errno.ENOSPC), f'[Errno {errno.ENOSPC}]')
+# What an OSError of a write says when no space is left (ENOSPC) or the user's quota is spent
+# (EDQUOT): Python's message and its errno.
+_DISK_FULL = tuple(marker for code in (errno.ENOSPC, errno.EDQUOT)
+                   for marker in (os.strerror(code), f'[Errno {code}]'))
 
 
 def free_bytes(path: str) -> int:

@@ -36,7 +36,9 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   cfg_path = os.path.join(cfg.run_dir, 'config.pkl')
   with open(cfg_path, 'wb') as f:
     pickle.dump(cfg, f)
-  log = open(log_path or os.path.join(cfg.run_dir, 'launchpad.log'), 'ab')
+  log_path = log_path or os.path.join(cfg.run_dir, 'launchpad.log')
+  since = processes.log_size(log_path)   # the log holds the run's earlier launches' output too
+  log = open(log_path, 'ab')
   start = time.time()
   env = dict(os.environ, _=sys.executable)  # Launchpad starts node processes with $_
   # The program's temporary files (TensorFlow's generated code, the supervisors' node pickles)
@@ -79,7 +81,8 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
     # The launcher itself died (building the program, before or while starting its nodes): not a
     # stop, and its traceback is in launchpad.log.
     failure = (f'the launcher process exited with code {child.returncode}: '
-               f'{processes.last_error_line(log.name) or "an empty log"} (launchpad.log)')
+               f'{processes.last_error_line(log_path, since=since) or "an empty log"} '
+               '(launchpad.log)')
   if failure:
     raise processes.RunFailed(failure)
   return time.time() - start

@@ -75,14 +75,25 @@ def _is_glog_error(line: str) -> bool:
   return len(line) > 5 and line[0] in 'EF' and line[1:5].isdigit() and line[5] == ' '
 
 
-def last_error_line(log_path: str, max_bytes: int = 65536) -> str:
-  """Why a process ended, read from the last `max_bytes` of its log: the last exception line (a
-  traceback's last line), else the last line that names an error or is a C++ error line, else
-  the last line; '' for an empty or unreadable log. At most 500 characters."""
+def log_size(log_path: str) -> int:
+  """The bytes `log_path` holds now (0 when it does not exist): where what a process started
+  next writes to it begins (`last_error_line`'s `since`)."""
+  try:
+    return os.path.getsize(log_path)
+  except OSError:
+    return 0
+
+
+def last_error_line(log_path: str, max_bytes: int = 65536, since: int = 0) -> str:
+  """Why a process ended, read from the last `max_bytes` of its log after byte `since` (a log
+  that several processes append to in turn holds the earlier ones' errors before it): the last
+  exception line (a traceback's last line), else the last line that names an error or is a C++
+  error line, else the last line; '' for an empty or unreadable log, or one the process added
+  nothing to. At most 500 characters."""
   try:
     with open(log_path, 'rb') as f:
       f.seek(0, os.SEEK_END)
-      f.seek(max(0, f.tell() - max_bytes))
+      f.seek(max(since, f.tell() - max_bytes, 0))
       lines = [l.strip() for l in f.read().decode(errors='replace').splitlines() if l.strip()]
   except OSError:
     return ''

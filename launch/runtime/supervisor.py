@@ -36,7 +36,7 @@ from launchpad.nodes.python import node as python
 
 from envs import paths
 from launch.runtime import disk, hangs, launchpad_internals, processes, run_state
-from launch.runtime.processes import die_with_parent, last_error_line
+from launch.runtime.processes import die_with_parent, last_error_line, log_size
 
 SUPERVISOR_LOG = run_state.SUPERVISOR_LOG
 STOP_GRACE_S = 2.0   # after a node exits: time for a program stop to become visible
@@ -175,6 +175,7 @@ class SupervisedNode(python.PyNode):
     failures, hangs_seen = [], []
     try:
       while not stopping.is_set():
+        since = log_size(log_path)   # the log holds earlier starts' output: not this one's end
         with open(log_path, 'ab') as log:
           child = subprocess.Popen(
               [sys.executable, entry, '--lp_task_id', '0', '--data_file', fn_path],
@@ -194,7 +195,7 @@ class SupervisedNode(python.PyNode):
         if code == 0 or stopping.wait(STOP_GRACE_S) or _run_ending(self._run_dir):
           return
         failures.append(time.time())
-        if self._gave_up_on_failure(code, failures, log_path):
+        if self._gave_up_on_failure(code, failures, log_path, since):
           return
         time.sleep(1.0)  # let the port be released before the node binds it again
     finally:
@@ -269,11 +270,12 @@ class SupervisedNode(python.PyNode):
     print(f'{hung}: restarted', file=sys.stderr, flush=True)
     return False
 
-  def _gave_up_on_failure(self, code: int, failures: List[float], log_path: str) -> bool:
-    """Records a failure (an abnormal exit, the last of `failures`); the run stops at a fatal
-    one, a full disk, or `max_failures` within `window_s`."""
+  def _gave_up_on_failure(self, code: int, failures: List[float], log_path: str,
+                          since: int = 0) -> bool:
+    """Records a failure (an abnormal exit, the last of `failures`, its output `log_path` after
+    byte `since`); the run stops at a fatal one, a full disk, or `max_failures` in `window_s`."""
     now = failures[-1]
-    error = last_error_line(log_path)
+    error = last_error_line(log_path, since=since)
     append_event(self._run_dir, {'node': self._name, 'event': 'failure', 'exit_code': code,
                                  'error': error})
     recent = [t for t in failures if now - t <= self._window_s]
