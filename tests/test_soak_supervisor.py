@@ -83,6 +83,12 @@ def test_a_node_that_fails_on_a_full_disk_stops_the_run_as_a_full_disk(tmp_path)
   assert [e['event'] for e in events] == ['start', 'failure', 'gave_up']
 
 
+def test_a_hung_node_s_restart_is_its_second_attempt(tmp_path):
+  events = _run(tmp_path / 'run', 'stop')
+  assert [(e['event'], e.get('attempt')) for e in events] == [
+      ('start', 1), ('hung', None), ('start', 2)], events
+
+
 def test_the_last_error_line_is_read_after_where_the_process_began(tmp_path):
   log = tmp_path / 'node.log'
   log.write_text(f'{ENOSPC_LINE}\n')

@@ -182,8 +182,9 @@ class SupervisedNode(python.PyNode):
               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
               preexec_fn=functools.partial(die_with_parent, parent=os.getpid()))
         running[:] = [child]
+        # A hang's restart counts as a start too: a launch's first start is its only attempt 1.
         append_event(self._run_dir, {'node': self._name, 'event': 'start', 'pid': child.pid,
-                                     'attempt': len(failures) + 1})
+                                     'attempt': len(failures) + len(hangs_seen) + 1})
         code, hung = self._wait(child, stopping)
         if hung:
           hangs_seen.append(hung)
