@@ -18,6 +18,9 @@ Faults come at random times from a schedule drawn from `--seed` (gaps exponentia
   kill_launcher        kill -9 of the CLI and its launcher at once (as the OOM killer takes
                        both): every node ends on its own; then --resume
   second_launch        a second launch.train --resume on the same run directory: refused
+                       while a launch is live; one that finds none (the launch beside it
+                       ended meanwhile: another fault stopped it) takes the run, and is the
+                       launch in flight from then on
   disk_full            the tmpfs filled: the run stops in one line; grown again, then --resume
   truncate_checkpoint  the run stopped (SIGTERM), its newest learner checkpoint cut in half,
                        then --resume (from the checkpoint before)
@@ -34,6 +37,7 @@ failing soak is the same command with the same seed (the schedule is the seed's;
 drawn at each fault are the seed's too, among the nodes alive then).
 """
 import dataclasses
+import datetime
 import json
 import os
 import random
@@ -48,6 +52,7 @@ from typing import Dict, List, Optional
 from absl import app, flags
 
 from bench import common, soak_check
+from launch.runtime import run_lock
 
 KINDS = ('kill_node', 'stop_node', 'sigterm_cli', 'kill_cli', 'kill_launcher', 'second_launch',
          'disk_full', 'truncate_checkpoint')
@@ -95,6 +100,7 @@ class Fault:
   applied: bool = False
   detail: str = ''
   refused: Optional[bool] = None   # second_launch: refused in one line, exit code 2
+  took_run: bool = False           # second_launch: found no live launch and took the run
   put_off: List[str] = dataclasses.field(default_factory=list)  # why each earlier try did nothing
 
 
@@ -144,10 +150,17 @@ class Soak:
                  '--checkpoint_period_s', f'{checkpoint_every_s:g}']
     self.rng = random.Random(seed + 1)
     self.proc: Optional[subprocess.Popen] = None
+    self.entry: Optional[Dict] = None       # the launch in flight's record in `launches`
     self.launches: List[Dict] = []
     self.sessions: List[int] = []
     self.stopped_pids: Dict[int, float] = {}
     self.second: Optional[subprocess.Popen] = None
+    self.second_fault: Optional[Fault] = None
+    self.second_entry: Dict = {}
+    # The run lock's holders seen: (pid, the holder record's `since`); and the times at which
+    # a launch that had held it was alive while another held it (two launches at once).
+    self.holders: List[tuple] = []
+    self.held_at_once: List[Dict] = []
     self.filler: Optional[str] = None
     self.stopping: Optional[Fault] = None   # a fault's SIGTERM sent, its launch not yet ended
     self.t0 = time.time()
@@ -169,9 +182,10 @@ class Soak:
     self.proc = subprocess.Popen(self._cmd(max_steps, resume), cwd=self.outside[0],
                                  env=self._env(), stdin=subprocess.DEVNULL, stdout=log,
                                  stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()   # the launch writes to its own copy
     self.sessions.append(self.proc.pid)   # its own session: every process it starts is in it
-    self.launches.append({'at': self.now(), 'pid': self.proc.pid, 'resume': resume,
-                          'log': log.name})
+    self.entry = {'at': self.now(), 'pid': self.proc.pid, 'resume': resume, 'log': log.name}
+    self.launches.append(self.entry)
 
   def note_session(self) -> None:
     """The launcher's node session (RUN_DIR/launcher_session.txt), once per launch."""
@@ -183,23 +197,28 @@ class Soak:
     if sid not in self.sessions:
       self.sessions.append(sid)
       if self.proc is not None:
-        self.launches[-1]['launcher'] = sid
+        self.entry['launcher'] = sid
 
   def ended(self) -> Optional[int]:
     """The exit code of the launch in flight once it has ended (recorded once), else None."""
     if self.proc is None or self.proc.poll() is None:
       return None
     code, self.proc = self.proc.returncode, None
-    with open(self.launches[-1]['log']) as f:
-      lines = [line for line in f.read().splitlines() if line.strip()]
-    self.launches[-1].update(ended=self.now(), exit_code=code, last_line=(lines or [''])[-1][-300:])
+    self._record_end(self.entry, code)
     return code
+
+  def _record_end(self, entry: Dict, code: int) -> List[str]:
+    """A launch's end in its record; returns its output's non-blank lines."""
+    with open(entry['log']) as f:
+      lines = [line for line in f.read().splitlines() if line.strip()]
+    entry.update(ended=self.now(), exit_code=code, last_line=(lines or [''])[-1][-300:])
+    return lines
 
   def check_launch_failure(self) -> None:
     """Ends the soak when the last launch's flags were refused, or when 3 launches in a row
     ended within 30 s of their start with no env step: faults cannot explain either. (A launch
     refused in one line, exit 2, is launched again: the checker counts them.)"""
-    last = self.launches[-1]
+    last = self.entry
     if last['last_line'].startswith('FATAL Flags parsing error'):
       raise SoakAborted(f'launch {len(self.launches) - 1} refused: {last["last_line"]}')
     quick = [l for l in self.launches[-3:] if l.get('ended', 1e9) - l['at'] < 30.0]
@@ -301,28 +320,73 @@ class Soak:
   def _launcher_pid(self) -> Optional[int]:
     """The launch in flight's launcher (its pid leads the nodes' session), once it has one."""
     self.note_session()
-    return None if self.proc is None else self.launches[-1].get('launcher')
+    return None if self.proc is None else self.entry.get('launcher')
 
   def _second_launch(self, fault: Fault):
     if self.second is not None or self.proc is None:
       fault.detail = 'a second launch in flight already' if self.second else 'no launch in flight'
       return
     fault.target, fault.applied = 'cli', True
+    log = open(os.path.join(self.workdir, f'second_{len(self.launches)}.log'), 'w')
     self.second = subprocess.Popen(self._cmd(10**9, True), cwd=self.outside[0], env=self._env(),
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    log.close()   # the launch writes to its own copy
     self.sessions.append(self.second.pid)
     self.second_fault = fault
+    self.second_entry = {'at': self.now(), 'pid': self.second.pid, 'resume': True,
+                         'log': log.name, 'second_launch': True}
 
-  def second_ended(self) -> None:
-    if self.second is None or self.second.poll() is None:
+  def watch_second(self) -> None:
+    """The second launch in flight, once it is decided: refused in one line (exit 2) while a
+    launch was live; or it found none (the launch beside it ended meanwhile), took the run lock
+    and the run, and is the launch in flight from then on; or it ended otherwise (neither: the
+    checker says so)."""
+    second, fault = self.second, self.second_fault
+    if second is None:
       return
-    _, err = self.second.communicate()
-    lines = [line for line in err.splitlines() if line.strip()]
-    refused = self.second.returncode == 2 and len(lines) == 1 and lines[0].startswith('error: ')
-    self.second_fault.detail = f'exit {self.second.returncode}: {(lines or [""])[-1][:200]}'
-    self.second_fault.refused = refused
+    self.watch_lock()
+    if second.poll() is None:
+      if self.proc is None and self._held_lock(second, self.second_entry):
+        fault.took_run, fault.refused = True, False
+        fault.detail = f'found no live launch: took the run as launch {len(self.launches)}'
+        self.proc, self.entry, self.second = second, self.second_entry, None
+        self.launches.append(self.entry)
+      return
     self.second = None
+    lines = self._record_end(self.second_entry, second.returncode)
+    fault.refused = (second.returncode == 2 and len(lines) == 1 and lines[0].startswith('error: ')
+                     and 'in use by a live launch' in lines[0])
+    fault.detail = f'exit {second.returncode}: {(lines or [""])[-1][:200]}'
+    if not fault.refused and (self._held_lock(second, self.second_entry) or
+                              any(line.startswith('resuming: ') for line in lines)):
+      fault.took_run = True    # and ended before it was seen to: a launch of the run all the same
+      self.launches.append(self.second_entry)
+
+  def watch_lock(self) -> None:
+    """Notes the run lock's holder (its record: pid, since). A launch of the soak's that held the
+    lock before and is still alive while another holds it means two launches held the run at
+    once (recorded in `held_at_once`)."""
+    record = run_lock.holder(self.run_dir) or {}
+    try:
+      holder = (int(record['pid']), datetime.datetime.fromisoformat(record['since']).timestamp())
+    except (KeyError, TypeError, ValueError):
+      return   # no launch took it yet, or its holder is writing its record
+    if holder not in self.holders:
+      self.holders.append(holder)
+    for proc, entry in ((self.proc, self.entry), (self.second, self.second_entry)):
+      if (proc is not None and proc.pid != holder[0] and self._held_lock(proc, entry, holder[1])
+          and proc.poll() is None):
+        pids = [proc.pid, holder[0]]
+        if all(e['pids'] != pids for e in self.held_at_once):
+          self.held_at_once.append({'time': self.now(), 'pids': pids})
+
+  def _held_lock(self, proc: subprocess.Popen, entry: Dict, before: float = float('inf')) -> bool:
+    """Whether `proc`, the launch `entry` records, was seen holding the run lock (taken no
+    later than `before`). Pids are reused over a long soak: a holder counts only when its record
+    is no older than the launch."""
+    started = self.t0 + entry['at'] - 1.0   # `since` is in whole seconds
+    return any(pid == proc.pid and started <= since <= before for pid, since in self.holders)
 
   def _disk_full(self, fault: Fault):
     if not self.tmpfs or self.filler is not None:
@@ -443,14 +507,18 @@ def _drive(soak: Soak, faults: List[Fault], duration_s: float, hang_timeout_s: f
   pending = list(faults)
   while soak.now() < duration_s:
     soak.note_session()
+    soak.watch_lock()
     code = soak.ended()
     if code is not None:
       soak.stopped(code)
       soak.check_launch_failure()
       if soak.filler is not None:
         soak.free_disk()
+    # A second launch in flight is refused or takes the run before the soak resumes it: a
+    # resume started beside it would only race it for the lock.
+    soak.watch_second()
+    if soak.proc is None and soak.second is None:
       soak.launch(10**9)
-    soak.second_ended()
     missed_hangs += soak.release_stopped(hang_timeout_s)
     if pending and soak.now() >= pending[0].time:
       fault = pending.pop(0)
@@ -467,13 +535,13 @@ def _drive(soak: Soak, faults: List[Fault], duration_s: float, hang_timeout_s: f
         fault.put_off.append(fault.detail)
         fault.time, fault.detail = fault.time + RETRY_S, ''
         pending = sorted(pending + [fault], key=lambda f: f.time)
-      if soak.proc is None:   # killed by the fault: resume
+      if soak.proc is None and soak.second is None:   # killed by the fault: resume
         soak.launch(10**9)
     time.sleep(0.5)
   # Close: let a full disk stop the run, free it; stop cleanly and run to a few more steps.
   deadline = time.time() + 300
   while soak.second is not None and time.time() < deadline:
-    soak.second_ended()
+    soak.watch_second()
     time.sleep(0.5)
   if soak.stopping is not None and soak.proc is not None:
     soak.proc.wait(timeout=600)
@@ -500,9 +568,8 @@ def _drive(soak: Soak, faults: List[Fault], duration_s: float, hang_timeout_s: f
   record['invariants'] = soak_check.soak_invariants(soak.run_dir, record['faults'], len(soak.launches),
                                           soak.sessions, soak.outside, last_stop)
   record['invariants']['closing_launch_completed'] = {'held': final_code == 0}
-  record['invariants']['second_launches_refused'] = {
-      'held': all(f['refused'] for f in record['faults']
-                  if f['kind'] == 'second_launch' and f['applied'])}
+  record['invariants']['second_launches_refused'] = soak_check.second_launches(
+      record['faults'], soak.held_at_once)
   record['invariants']['every_stopped_node_found'] = {'held': not missed_hangs,
                                                       'missed': missed_hangs}
   record['held'] = all(v['held'] for v in record['invariants'].values())

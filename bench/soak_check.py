@@ -138,6 +138,19 @@ def records_agree(run_dir: str, launches: int) -> Dict:
           'summary_status': s.get('status'), 'restarts': restarts.get('restarts', 0)}
 
 
+def second_launches(faults: List[Dict], held_at_once: List[Dict]) -> Dict:
+  """Each second launch met a live launch and was refused in one line, or met none (the launch
+  beside it had ended meanwhile, another fault having stopped it) and took the run lock and the
+  run: a launch like any other. `held_at_once`: when a launch that had held the run lock was
+  still alive while another held it (bench.soak watches the lock's holder): never."""
+  applied = [f for f in faults if f['kind'] == 'second_launch' and f['applied']]
+  neither = [f['time'] for f in applied if not f.get('refused') and not f.get('took_run')]
+  return {'held': not neither and not held_at_once,
+          'refused': sum(bool(f.get('refused')) for f in applied),
+          'took_the_run': sum(bool(f.get('took_run')) for f in applied),
+          'neither_refused_nor_took_the_run': neither, 'held_at_once': held_at_once[:10]}
+
+
 def no_process_left(sessions: List[int], run_dir: str) -> Dict:
   left = sorted({pid for sid in sessions for pid in processes.leftover_processes(sid)})
   pid_dir = os.path.join(run_dir, 'pids')

@@ -1,8 +1,12 @@
 """The chaos soak (bench.soak): its schedule is its seed's, and (slow) ten minutes of random,
 overlapping faults against a real Cartpole run leave every invariant holding."""
+import dataclasses
 import os
+import signal
 import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -109,7 +113,8 @@ def test_a_launcher_gone_before_its_kill_is_put_off_not_a_crash(tmp_path):
     with open(os.path.join(s.run_dir, 'launcher_session.txt'), 'w') as f:
       f.write(str(gone.pid))
     s.proc = subprocess.Popen(['sleep', '60'])
-    s.launches.append({'pid': s.proc.pid})
+    s.entry = {'pid': s.proc.pid}
+    s.launches.append(s.entry)
     fault = soak.Fault(1.0, 'kill_launcher')
     s.inject(fault)
     assert not fault.applied and fault.detail == 'launcher gone already'
@@ -117,4 +122,106 @@ def test_a_launcher_gone_before_its_kill_is_put_off_not_a_crash(tmp_path):
   finally:
     if s.proc is not None:
       s.proc.kill()
+    s.close()
+
+
+def test_a_second_launch_that_took_the_run_is_a_launch_and_one_that_did_neither_is_caught():
+  refused = {'kind': 'second_launch', 'applied': True, 'refused': True, 'took_run': False,
+             'time': 10.0}
+  took = {'kind': 'second_launch', 'applied': True, 'refused': False, 'took_run': True,
+          'time': 20.0}
+  put_off = {'kind': 'second_launch', 'applied': False, 'refused': None, 'took_run': False,
+             'time': 30.0}
+  got = soak_check.second_launches([refused, took, put_off], [])
+  assert got['held'] and got['refused'] == 1 and got['took_the_run'] == 1, got
+  ran_beside = {**took, 'took_run': False, 'time': 40.0}   # exit 1, say, and never held the lock
+  got = soak_check.second_launches([refused, ran_beside], [])
+  assert not got['held'] and got['neither_refused_nor_took_the_run'] == [40.0], got
+  assert not soak_check.second_launches([took], [{'time': 5.0, 'pids': [1, 2]}])['held']
+
+
+# A stand-in for launch.train's start: the real run lock taken after `delay` s (the CLI's imports),
+# refused in launch.train's one line, held until the process ends (or dropped at once: `drop`).
+_LAUNCH = '''
+import sys, time
+from launch.runtime import run_lock
+run_dir, delay, drop = sys.argv[1], float(sys.argv[2]), sys.argv[3] == 'drop'
+time.sleep(delay)
+try:
+  run_lock.acquire(run_dir)
+except run_lock.RunDirInUse as e:
+  print(f'error: {e}', file=sys.stderr)
+  sys.exit(2)
+print(f'resuming: {run_dir}', flush=True)
+if drop:
+  run_lock.release(run_dir)
+time.sleep(120)
+'''
+
+
+class _LockOnlySoak(soak.Soak):
+  """The soak's launches, each the stand-in above (its delay and whether it drops the lock set
+  before it starts)."""
+  delay, drop = 0.0, False
+
+  def _cmd(self, max_steps, resume):
+    return [sys.executable, '-c', _LAUNCH, self.run_dir, str(self.delay),
+            'drop' if self.drop else 'hold']
+
+
+def _until(predicate, timeout=20.0):
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    if predicate():
+      return
+    time.sleep(0.1)
+  raise AssertionError('timed out')
+
+
+def _holder_is(s, proc):
+  s.watch_lock()
+  return bool(s.holders) and s.holders[-1][0] == proc.pid
+
+
+def test_a_second_launch_is_refused_beside_a_live_one_and_takes_the_run_once_it_ended(tmp_path):
+  s = _LockOnlySoak(str(tmp_path), 'cartpole', 20.0, 20.0, tmpfs_mb=16, seed=0)
+  try:
+    os.makedirs(s.run_dir, exist_ok=True)
+    s.launch(10**9)
+    first = s.proc
+    _until(lambda: _holder_is(s, first))
+    refused = soak.Fault(1.0, 'second_launch')
+    s.inject(refused)
+    _until(lambda: (s.watch_second(), s.second is None)[1])
+    assert refused.refused and not refused.took_run, refused.detail
+    assert f'pid {first.pid}' in refused.detail and len(s.launches) == 1
+    # Another second launch, whose lock request comes after the launch beside it was killed.
+    s.delay = 1.0
+    took = soak.Fault(2.0, 'second_launch')
+    s.inject(took)
+    s.stop_launch(signal.SIGKILL)
+    assert s.proc is None
+    _until(lambda: (s.watch_second(), s.proc is not None)[1])
+    assert took.took_run and not took.refused and s.second is None, took.detail
+    assert s.launches[-1]['second_launch'] and s.launches[-1]['pid'] == s.proc.pid
+    assert _holder_is(s, s.proc) and not s.held_at_once
+  finally:
+    s.close()
+
+
+def test_two_launches_holding_the_run_at_once_are_seen(tmp_path):
+  s = _LockOnlySoak(str(tmp_path), 'cartpole', 20.0, 20.0, tmpfs_mb=16, seed=0)
+  try:
+    os.makedirs(s.run_dir, exist_ok=True)
+    s.drop = True   # the first launch lets go of its lock while it lives on
+    s.launch(10**9)
+    first = s.proc
+    _until(lambda: _holder_is(s, first))
+    s.drop = False
+    second = soak.Fault(1.0, 'second_launch')
+    s.inject(second)
+    _until(lambda: (s.watch_second(), bool(s.held_at_once))[1])
+    assert s.held_at_once[0]['pids'] == [first.pid, s.second.pid], s.held_at_once
+    assert not soak_check.second_launches([dataclasses.asdict(second)], s.held_at_once)['held']
+  finally:
     s.close()
