@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from bench import soak
 from launch.runtime import disk, processes, run_state, supervisor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
@@ -49,13 +50,14 @@ _PROGRAM = textwrap.dedent('''
 ENOSPC_LINE = "OSError: [Errno 28] No space left on device: '/run/logs/flaky/logs.csv'"
 
 
-def _run(run_dir, how, earlier_output=''):
-  """Runs the one-node program in `run_dir` (its node's log already holding `earlier_output`);
-  returns the supervisor's events."""
+def _run(run_dir, how, earlier_output='', prepare=lambda: None):
+  """Runs the one-node program in `run_dir` (its node's log already holding `earlier_output`,
+  `prepare()` called just before); returns the supervisor's events."""
   os.makedirs(run_dir / 'node_logs')
   (run_dir / 'node_logs' / 'flaky.log').write_text(earlier_output)
-  script = run_dir / 'program.py'
+  script = run_dir.parent / 'program.py'   # beside the run: its disk may be full
   script.write_text(_PROGRAM)
+  prepare()
   proc = subprocess.run([sys.executable, str(script), str(run_dir), how], cwd=ROOT,
                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
                         timeout=120)
@@ -81,6 +83,27 @@ def test_a_node_that_fails_on_a_full_disk_stops_the_run_as_a_full_disk(tmp_path)
   reason = _failure(tmp_path / 'run')['reason']
   assert reason.startswith('disk full: node flaky could not write'), reason
   assert [e['event'] for e in events] == ['start', 'failure', 'gave_up']
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='the full disk is a tmpfs (root)')
+def test_a_node_failing_on_a_disk_with_no_room_left_stops_the_run_saying_so(tmp_path):
+  """Nothing more fits, the supervisor's own records neither: the space its launcher set aside
+  takes why the run stops, and the program is stopped all the same."""
+  mount = tmp_path / 'disk'
+  mount.mkdir()
+  subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', str(mount)], check=True)
+  try:
+    run_dir = mount / 'run'
+
+    def fill():
+      disk.set_aside(str(run_dir))
+      soak.fill_disk(str(mount / 'filler'))
+    events = _run(run_dir, ENOSPC_LINE, prepare=fill)
+    reason = (_failure(run_dir) or {}).get('reason', '')
+    assert reason.startswith('disk full: node flaky could not write') and '0 MB free' in reason, (
+        reason, events)
+  finally:
+    subprocess.run(['umount', '-l', str(mount)], check=False)
 
 
 def test_a_hung_node_s_restart_is_its_second_attempt(tmp_path):

@@ -20,7 +20,7 @@ from typing import Optional
 
 import psutil
 
-from launch.runtime import loopback, processes, run_state
+from launch.runtime import disk, loopback, processes, run_state
 
 NODE_DEATH_GRACE_S = 30.0   # a node died but the others did not follow: the run failed
 
@@ -33,6 +33,7 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   The child dies with this process (PR_SET_PDEATHSIG), so kill -9 of the CLI stops the run too.
   """
   os.makedirs(cfg.run_dir, exist_ok=True)
+  disk.set_aside(cfg.run_dir)   # for why the run stopped, should that be a full disk
   cfg_path = os.path.join(cfg.run_dir, 'config.pkl')
   with open(cfg_path, 'wb') as f:
     pickle.dump(cfg, f)

@@ -2,11 +2,11 @@
 
 `SupervisedNode(node, ...)` takes the node's place in the Launchpad program. Its own process runs
 the node in a child process (Launchpad's own python-node entry point, the node cloudpickled, its
-addresses resolved once so a restarted node serves on the same port) and restarts the child
-when it exits abnormally (a crash, kill -9). The supervisor's process never unpickles the node
-itself, so it stays small (Launchpad and this module, not the program's TensorFlow and JAX). A node that fails
-`max_failures` times within `window_s` seconds stops the program: the supervisor writes
-RUN_DIR/failure.json naming the node and its last error line, then calls `lp.stop()`.
+addresses resolved once so a restarted node serves on the same port) and restarts the child when
+it exits abnormally (a crash, kill -9). The supervisor's process never unpickles the node itself,
+so it stays small (Launchpad and this module, not the program's TensorFlow and JAX). A node that
+fails `max_failures` times within `window_s` seconds (or once, fatally) stops the program: the
+supervisor writes RUN_DIR/failure.json naming the node and why, then calls `lp.stop()`.
 
 Every node of the program is supervised: learners restart from their checkpoints, the replay
 from its tables' checkpoint (launch.program.replay), the counter from counts.json; actors and the
@@ -46,7 +46,6 @@ MAX_HANGS = 2        # a node that hangs again after its restart stops the run
 
 
 class _Resolved(lp_address.AbstractAddressBuilder):
-
   def __init__(self, address: str):
     self._address = address
 
@@ -63,7 +62,10 @@ def write_pid(run_dir: str, name: str) -> None:
 
 
 def append_event(run_dir: str, event: dict) -> None:
-  run_state.append_record(run_dir, SUPERVISOR_LOG, event)
+  try:
+    run_state.append_record(run_dir, SUPERVISOR_LOG, event)
+  except OSError:
+    pass   # a full disk: the event is lost, not the supervision (which then stops the run)
 
 
 def read_events(run_dir: str):
@@ -81,10 +83,9 @@ def is_fatal(error_line: str) -> bool:
 
 
 def _run_ending(run_dir: str) -> bool:
-  # The coordinator writes final_state.json just before it stops the program; a supervisor
-  # that gives up writes failure.json before it does. Either way the stop may not have reached
-  # this supervisor yet, and a node restarted now would meet the cause of the other's failure
-  # (a full disk) or be killed at once.
+  # The coordinator writes final_state.json just before it stops the program, a supervisor that
+  # gives up failure.json: the stop may not have reached this supervisor yet, and a node
+  # restarted now would meet the other's cause (a full disk) or be killed at once.
   return any(os.path.exists(os.path.join(run_dir, name))
              for name in (run_state.FINAL_STATE, run_state.FAILURE))
 
@@ -154,9 +155,8 @@ class SupervisedNode(python.PyNode):
         return child.wait(), verdict
 
   def __getstate__(self):
-    # The node travels pickled inside this object's pickle, so that the supervisor's process
-    # never imports the node's modules (the program's: TensorFlow, JAX, Reverb, ~6 s of CPU and
-    # ~0.5 GB per process); only its child unpickles it.
+    # The node travels pickled inside this object's pickle: the supervisor's process never
+    # imports the program's modules (TensorFlow, JAX, Reverb: ~6 s of CPU, ~0.5 GB); its child does.
     state = dict(self.__dict__)
     if '_node' in state:
       node = state.pop('_node')
@@ -223,9 +223,8 @@ class SupervisedNode(python.PyNode):
   def _stop_child_on_program_stop(stopping: threading.Event,
                                   running: List[subprocess.Popen]) -> None:
     """Sets `stopping` and terminates the running child when the program stops."""
-    # Launchpad's worker manager is per thread: take it here (the node's thread), wait on it in
-    # the helper thread (lp.wait_for_stop() there raises, and the child then got SIGKILLed by
-    # the manager's 10 s grace instead of terminated).
+    # Launchpad's worker manager is per thread: taken here (the node's thread), waited on in the
+    # helper (lp.wait_for_stop() there raises: the child got the manager's SIGKILL, not SIGTERM).
     manager = launchpad_internals.worker_manager()
 
     def stop_child():
@@ -257,8 +256,9 @@ class SupervisedNode(python.PyNode):
 
   def _give_up(self, reason: str, when: float) -> None:
     """Records why the run stops (failure.json, a gave_up event) and stops the program."""
-    run_state.write_json(os.path.join(self._run_dir, run_state.FAILURE),
-                         {'node': self._name, 'reason': reason, 'time': when})
+    disk.write_despite_full(self._run_dir, functools.partial(
+        run_state.write_json, os.path.join(self._run_dir, run_state.FAILURE),
+        {'node': self._name, 'reason': reason, 'time': when}))
     append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})
     lp.stop()
 
