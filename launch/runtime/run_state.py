@@ -8,7 +8,8 @@ of it ended, and a stop request. Every file is JSON, written to a temporary file
   stop_request.json  written by the CLI on Ctrl-C / SIGTERM / SIGHUP: the coordinator then
                      checkpoints the learners and stops the program
   final_state.json   the coordinator's record of the end it made (status, counts, tables)
-  failure.json       the node failure that stopped the run
+  failure.json       the node failure that stopped the run (on a full disk written into
+                     disk_reserve's space, which each launch sets aside: launch.runtime.disk)
   summary.json       the run's summary at the end of its last launch (launch.runtime.summary)
 
 Event logs (supervisor.jsonl, replay.jsonl) are the exception: one timestamped JSON line appended
