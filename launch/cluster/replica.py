@@ -178,6 +178,8 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S,
   terms = []
   for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(sig, lambda *_: terms.append(time.time()))
+  # The log is appended to by every start of this task: its failure is read from this start's part.
+  log_start = processes.log_size(log_path)
   with open(log_path, 'ab') as log:
     child = subprocess.Popen(
         [sys.executable, entry, f'--data_file={os.path.join(directory, PROGRAM_DIR, group + ".pkl")}'],
@@ -207,7 +209,7 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S,
   if code != 0 and not stopped:
     how = f'exit code {code}' + (f', killed by {signal.Signals(-code).name}' if code < 0 else '')
     record_failure(run_dir, f'node {task} on host {host} exited ({how}); last output line: '
-                    f'{processes.last_error_line(log_path) or "none"}', stop_file)
+                    f'{processes.last_error_line(log_path, since=log_start) or "none"}', stop_file)
     rc = 1
   if group == 'coordinator':
     if code != 0 and not os.path.exists(stop_file):

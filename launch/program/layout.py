@@ -41,9 +41,9 @@ def replay_tables(cfg: RunConfig):
 class Counter(counting.Counter):
   """The counter node: an Acme counter that starts from the run's saved counts (on --resume, and
   when its supervisor restarts it) and saves them (counts.json) at every increment, so a killed
-  counter loses none of what reached it. It is also where the coordinator tells the actors to
-  stop acting (`stop_acting`; each actor asks `acting_stopped`), so that the counts it saves at
-  a run's end are final."""
+  counter loses none of what reached it; an increment it cannot save fails and is not counted.
+  It is also where the coordinator tells the actors to stop acting (`stop_acting`; each actor
+  asks `acting_stopped`), so that the counts it saves at a run's end are final."""
 
   def __init__(self, run_dir: str):
     super().__init__()
@@ -55,11 +55,16 @@ class Counter(counting.Counter):
 
   def increment(self, **counts):
     with self._save_lock:   # saved in the order counted: the file never goes back
+      before = dict(self._counts)
       result = super().increment(**counts)
       try:
         run_state.save_counts(self._run_dir, result)
       except OSError:
-        pass   # a full disk: the counts stay right here; the next increment saves them
+        # Not saved (a full disk), so not counted: the caller fails with the error before it
+        # logs what it counted, and no episode is logged that counts.json lacks (a node's
+        # counts kept here would die with it when the full disk stops the run).
+        self._counts = before
+        raise
     return result
 
   def stop_acting(self) -> None:
