@@ -182,7 +182,8 @@ class BatchedActor:
     already the next episode's first observation); rows with no transition are ignored."""
     policy = self._policy_source.params if self._policy_source is not None else None
     psi, phi = self.estimator_params()
-    policy, psi = self._policy_params(policy), self._psi_params(psi)
+    policy = self._policy_params(policy, getattr(self._policy_source, 'version', None))
+    psi = self._psi_params(psi)
     out, self._keys = self._step(policy, psi, phi, self._keys, obs, psi_from, psi_to)
     return StepOutput(*jax.device_get(out))
 
@@ -195,18 +196,27 @@ class BatchedActor:
 
 
 class _Folded:
-  """A network's parameters in its folded form, composed again only when the source hands out
-  new ones (a parameter client returns the same object until it fetches); `fold` None: as given."""
+  """A network's parameters in its folded form, composed again only when they change; `fold`
+  None: as given.
+
+  A parameter client hands out a new object at every fetch, changed or not: an actor fetches the
+  policy every few of its steps, while at batch 256 the learner updates it about once in thirty
+  fetches, and a fold is a jitted call worth several actor steps. So where the source gives the
+  parameters' version (the learner's update count), a new object is folded only under a new
+  version; otherwise under a new object. (A learner restored from a checkpoint may reach a
+  version an actor last saw with other values: the actor then acts one update behind, with
+  behaviour logits that are still those of the parameters it acted with.)"""
 
   def __init__(self, fold):
     self._fold = fold
-    self._params = self._folded = None
+    self._params = self._folded = self._version = None
 
-  def __call__(self, params):
+  def __call__(self, params, version=None):
     if self._fold is None or params is None:
       return params
-    if params is not self._params:
-      self._params, self._folded = params, self._fold(params)
+    if params is not self._params and (version is None or version != self._version):
+      self._folded, self._version = self._fold(params), version
+    self._params = params
     return self._folded
 
 

@@ -116,3 +116,27 @@ def test_fused_call_equals_unfused_functions():
         np.testing.assert_allclose(out.intrinsic[k], rewards.rae_reward(p, 0.5, 0.7, 'hinge'), rtol=1e-5, atol=1e-7)
         assert int(out.action[k]) == int(jax.random.categorical(sub, logits))
         np.testing.assert_allclose(out.logits[k], logits, rtol=1e-5)
+
+
+def test_folded_parameters_are_composed_again_only_under_a_new_version():
+  folds = []
+
+  def fold(params):
+    folds.append(params)
+    return {'folded': params['b'] * 2}
+
+  folded = acting._Folded(fold)
+  first = {'w': np.ones((3, 3), np.float32), 'b': np.zeros(3, np.float32)}
+  assert folded(first, version=0.0)['folded'].tolist() == [0, 0, 0]
+  # A fetch hands out a new object of the same version: the fold is reused.
+  folded({'w': first['w'].copy(), 'b': first['b'].copy()}, version=0.0)
+  assert len(folds) == 1
+  changed = {'w': first['w'], 'b': np.full(3, 0.5, np.float32)}
+  assert folded(changed, version=1.0)['folded'].tolist() == [1, 1, 1]
+  assert len(folds) == 2
+  # A source without versions: every new object is folded, the same one is not.
+  plain = acting._Folded(fold)
+  plain(first)
+  plain(first)
+  plain({'w': first['w'].copy(), 'b': first['b'].copy()})
+  assert len(folds) == 4
