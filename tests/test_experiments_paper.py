@@ -156,6 +156,23 @@ def test_turf_released_small_scale_is_the_release_at_a_small_budget_with_phi_ont
   assert all(s.max_steps == 500_000 for s in runs)
 
 
+def test_turf_same_mix_scale_is_the_release_data_under_our_estimators_in_same_padding():
+  steps = turf.turf_steps('same_mix', 1)
+  by_name = {s.name: s for s in steps}
+  out = '/x/same_mix'
+  psi, phi = by_name['train_psi'].argv(out), by_name['train_phi'].argv(out)
+  for argv in (psi, phi):
+    assert argv[argv.index('--conv_padding') + 1] == 'SAME'
+    assert argv[argv.index('--dataset_weights') + 1] == '0.5,0.5'
+    assert '--embedding_relu' not in argv and '--exclude_terminal' not in argv
+  assert psi[psi.index('--seed') + 1] == '0' and phi[phi.index('--seed') + 1] == '1'
+  assert '--phi_target' not in phi and '--phi_draw' not in phi   # our phi: onto psi(x', x)
+  runs = [s for s in steps if s.is_training]
+  assert '--shield_mode' not in runs[0].flags   # the paper's rejection shield
+  assert [s.name for s in runs[:2]] == ['impala_rac-b0.2-s0', 'impala_rac_mask-b0.2-s0']
+  assert len([s for s in runs if '-b0.2-' in s.name]) == 6
+
+
 def test_turf_comparison_puts_each_beta_of_the_base_beside_this_scale():
   run = lambda total, goal: {'ruined_total': total, 'goal_last': goal}  # noqa: E731
   base = {turf.rac_group(0.2): [run(9593.0, 0.99), run(9916.0, 0.95)],

@@ -20,6 +20,10 @@ Scale `released_small`: `paper_as_released` at a small budget (psi 500k pairs, p
 with phi regressed onto psi(x', x), the case where RAC behind the `replace` shield does not learn
 the goal; each RAC run beside the same run with the learner's mask (`--learner_mask`).
 
+Scale `same_mix`: the data of `released_small` (random and start=stone episodes) with our psi
+and phi in SAME padding and the paper's rejection shield; RAC at beta 0.2 over `--seeds` >= 3,
+each run beside the same with `--learner_mask`, and the sweep 0-0.5 (one seed each).
+
 Scale `paper_phi_coverage` (after `paper_estimators`): that scale's psi kept, phi
 retrained (500k transitions) on its 100k random episodes mixed half and half
 (`estimators.train --dataset_weights`)
@@ -91,6 +95,16 @@ TURF_SCALES = {
                                          phi_draw=1024, phi_loss='bce', phi_target='reverse',
                                          phi_save_steps=(), phi_resume_every=2_500,
                                          phi_seed=1)),
+    # The release's data (random + start=stone episodes) under our estimators with SAME padding
+    # and the paper's rejection shield (turf_estimators): the recipe whose shield keeps the
+    # grass and lets the goal be learned.
+    'same_mix': dict(episodes=4_300, pairs=500_000, phi_transitions=100_000,
+                     eval_transitions=10_000, min_seeds=3, sweep_seeds=1, betas=TURF_BETAS,
+                     max_steps=500_000, actors=2, envs_per_actor=8, run_seconds=1_200,
+                     rac_only=True,
+                     released=dict(stone_episodes=20_000, stone_steps=20, share=0.5,
+                                   authors_options=False, conv_padding='SAME', psi_seed=0,
+                                   phi_seed=1)),
 }
 TURF_EVAL_PHI_BETAS = (0.2, 0.3, 0.4)   # "phi < beta" in the per-kind split (Fig. 7's range)
 

@@ -19,6 +19,14 @@ with phi onto psi(x', x) (`--phi_target reverse`), phi from seed 1 (`--seed`): s
 all 64 units of its hidden ReLU layer (none active on any observation of 30 random episodes) and
 came out one constant per action (0.40-0.47 everywhere, as the authors' own phi), a shield that
 refuses nothing at beta 0.2.
+
+`same_mix` keeps the data (the random episodes and the start=stone ones, half and half) and
+drops the rest of the release: our psi and phi with SAME padding in the convolutions
+(`--conv_padding SAME`: a border cell is seen as often as an inner one; with VALID padding psi
+scored the grass move beside the goal, (1, 8) -> (1, 9), reversible), psi from seed 0 on 500k
+pairs, phi onto psi(x', x) for 100k transitions from seed 1, and RAC behind the paper's rejection
+shield (results/turf/leak/README.md: the random episodes alone make the fixed start look
+irreversible, and the shield then never lets the agent leave it).
 """
 import os
 from typing import List
@@ -54,14 +62,20 @@ def _collect_stone(max_steps: int, episodes: int) -> Step:
 
 
 def released_steps(s: dict) -> List[Step]:
-  """Scales paper_as_released and released_small: the release's random data and start=stone
-  episodes; psi on both, then phi on both with that psi (the authors' options, `estimators.train
-  --help`; phi's target and the budgets are the scale's)."""
+  """Scales paper_as_released, released_small and same_mix: the release's random data and
+  start=stone episodes; psi on both, then phi on both with that psi (the authors' options,
+  `estimators.train --help`, unless the scale drops them; phi's target and the budgets are the
+  scale's)."""
   rel = s['released']
   stone = f'data/stone{rel["stone_steps"]}'
   data = ('--dataset', '{out}/data/random', '--dataset', f'{{out}}/{stone}', '--dataset_weights',
-          f'{1 - rel["share"]:g},{rel["share"]:g}', '--network_preset', 'turf')
-  authors = ('--embedding_relu', '--exclude_terminal')
+          f'{1 - rel["share"]:g},{rel["share"]:g}', '--network_preset', 'turf') + (
+              ('--conv_padding', rel['conv_padding']) if 'conv_padding' in rel else ())
+  authors = (('--embedding_relu', '--exclude_terminal') if rel.get('authors_options', True)
+             else ())
+  phi_options = () if 'phi_draw' not in rel else (
+      '--phi_draw', str(rel['phi_draw']), '--phi_loss', rel['phi_loss'], '--phi_target',
+      rel['phi_target'])
   return [
       Step('collect_random', 'launch.collect',
            ('--env', 'turf', '--episodes', str(s['episodes']), '--out', '{out}/data/random',
@@ -69,17 +83,18 @@ def released_steps(s: dict) -> List[Step]:
            done='data/random/noturningback.json', est_seconds=s['episodes'] * 0.03),
       _collect_stone(rel['stone_steps'], rel['stone_episodes']),
       Step('train_psi', 'estimators.train',
-           data + ('--num_pairs', str(s['pairs'])) + authors + ('--out', '{out}/psi.ckpt',
-                                                                '--noprogress'),
+           data + ('--num_pairs', str(s['pairs'])) + authors
+           + (('--seed', str(rel['psi_seed'])) if 'psi_seed' in rel else ())
+           + ('--out', '{out}/psi.ckpt', '--noprogress'),
            done='psi.ckpt', est_seconds=s['pairs'] / 800),
       Step('train_phi', 'estimators.train',
            data + authors + ('--psi_checkpoint', '{out}/psi.ckpt', '--phi', '--phi_transitions',
-                             str(s['phi_transitions']), '--phi_draw', str(rel['phi_draw']),
-                             '--phi_loss', rel['phi_loss'], '--phi_target', rel['phi_target'])
+                             str(s['phi_transitions'])) + phi_options
            + (('--phi_save_steps', ','.join(map(str, rel['phi_save_steps'])))
-              if rel['phi_save_steps'] else ())
+              if rel.get('phi_save_steps') else ())
            + (('--seed', str(rel['phi_seed'])) if 'phi_seed' in rel else ())
-           + ('--phi_resume_every', str(rel['phi_resume_every']), '--out',
-              '{out}/estimators.ckpt', '--noprogress'),
+           + (('--phi_resume_every', str(rel['phi_resume_every']))
+              if 'phi_resume_every' in rel else ())
+           + ('--out', '{out}/estimators.ckpt', '--noprogress'),
            done='estimators.ckpt', est_seconds=s['phi_transitions'] / 1_500),
   ]
