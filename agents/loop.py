@@ -98,10 +98,17 @@ class BatchedEnvironmentLoop:
     self._should_stop = should_stop
     self._last_stop_check = time.monotonic()
 
-  def _episode_row(self, k: int, ep: _Episode, info: Dict) -> Dict:
-    counts = self._counter.increment(episodes=1, steps=ep.length)
+  def _count_episodes(self, ended: List[_Episode]) -> Dict:
+    """Counts the episodes that ended in one step of the loop in one call to the counter (in a
+    distributed run, a call to another process that saves the counts before it answers; many
+    rooms end their episodes at the same step) and returns the counts after it: the rows of
+    those episodes all carry them."""
+    counts = self._counter.increment(episodes=len(ended), steps=sum(ep.length for ep in ended))
     if self._total_steps_limit is not None:
       self._limit_reached |= counts.get('actor_steps', 0) >= self._total_steps_limit
+    return counts
+
+  def _episode_row(self, k: int, ep: _Episode, info: Dict, counts: Dict) -> Dict:
     row = {'episode_length': ep.length, 'episode_return': ep.extrinsic,
            'steps_per_second': ep.length / max(time.time() - ep.start, 1e-9), **counts,
            'unix_time': time.time(), 'env_index': k, **info}
@@ -148,6 +155,7 @@ class BatchedEnvironmentLoop:
         intrinsic, psi = ((out.intrinsic.tolist(), out.psi.tolist()) if self._mode == 'rae'
                           else (None, None))
 
+        ended = []   # (environment, its episode, its info) of the episodes this step ended
         for k, ts in enumerate(timesteps):
           ep = episodes[k]
           ep.length += 1
@@ -163,12 +171,17 @@ class BatchedEnvironmentLoop:
                                       'policy_version': acting_version})
           if k in finished:
             info, first_ts = finished[k]
-            t_log = time.perf_counter()
-            self._logger.write(self._episode_row(k, ep, info))
-            log_s += time.perf_counter() - t_log
-            episodes_done += 1
+            ended.append((k, ep, info))
             episodes[k] = _Episode()
             self._adders[k].add_first(first_ts)
+        if ended:
+          # Counted before they are logged: a logged episode is always a counted one.
+          t_log = time.perf_counter()
+          counts = self._count_episodes([ep for _, ep, _ in ended])
+          for k, ep, info in ended:
+            self._logger.write(self._episode_row(k, ep, info, counts))
+          log_s += time.perf_counter() - t_log
+          episodes_done += len(ended)
         steps_taken += num_envs
         self._count_shield(episodes, out)
         self._check_stop()

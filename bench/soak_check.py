@@ -4,16 +4,16 @@ files themselves; no summary is trusted for a figure it could be checked against
 Each invariant is {'held': bool, ...its measured figures}. The bound on env steps that a fault
 may lose between the counter and the actors' episode logs, and why:
 
-  An actor sends each finished episode's counts to the counter node, which saves counts.json at
-  once, before it logs the episode (launch.program.layout: no sync period). So a logged episode
-  is always counted, and a process killed without warning (the actor, the counter, or the whole
-  program with the CLI) leaves at most the episode in flight counted and not logged, or sent and
-  never answered. A stop (SIGTERM, a full disk that stops the run, a hang's kill) loses nothing:
+  An actor sends the counts of the episodes that ended at one step of its loop to the counter
+  node, which saves counts.json at once, before it logs them (launch.program.layout: no sync
+  period). So a logged episode is always counted, and a process killed without warning (the
+  actor, the counter, or the whole program with the CLI) leaves at most those episodes counted
+  and not logged, or sent and never answered. A stop (SIGTERM, a full disk that stops the run, a hang's kill) loses nothing:
   the actors stop before the counts are final (launch.program.coordinator). Episodes under way
   are neither counted nor logged. We bound the difference by one unroll per actor per fault that
   kills a process (`sequence_length x envs_per_actor` env steps for each actor); an episode is
-  longer than that in Cartpole, so the bound can be missed by a kill that lands between an
-  episode's count and its log line, which the soak then reports.
+  longer than that in Cartpole, so the bound can be missed by a kill that lands between the
+  count and the log lines, which the soak then reports.
 """
 import collections
 import json

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import reverb
 from acme import specs, wrappers
-from acme.utils import loggers
+from acme.utils import counting, loggers
 
 import envs
 from agents import acting, adders, rewards, shield
@@ -140,3 +140,32 @@ def test_folded_parameters_are_composed_again_only_under_a_new_version():
   plain(first)
   plain({'w': first['w'].copy(), 'b': first['b'].copy()})
   assert len(folds) == 4
+
+
+def test_episodes_that_end_at_one_step_are_counted_in_one_call_before_they_are_logged():
+  calls, rows = [], []
+
+  class Parent(counting.Counter):
+    def increment(self, **counts):
+      calls.append(counts)
+      return super().increment(**counts)
+
+  class Rows(loggers.Logger):
+    def write(self, data):
+      rows.append(data)
+
+    def close(self):
+      pass
+
+  # Turf from its start, capped at 6 steps: no walk of 6 reaches the goal, so all four rooms end
+  # their episodes together at every sixth step.
+  rooms = [wrappers.SinglePrecisionWrapper(envs.make('turf', seed=s, max_steps=6))
+           for s in range(4)]
+  actor = acting.BatchedActor(4, acting.ReversibilityConfig(), [0, 1, 2, 3])
+  loop = loop_lib.BatchedEnvironmentLoop(rooms, actor, 'none',
+                                         counter=counting.Counter(Parent(), 'actor', time_delta=0.0),
+                                         logger=Rows())
+  loop.run(num_steps=4 * 18)
+  assert calls == [{'actor_episodes': 4, 'actor_steps': 24}] * 3
+  assert [r['actor_steps'] for r in rows] == [24] * 4 + [48] * 4 + [72] * 4
+  assert sorted(r['env_index'] for r in rows[:4]) == [0, 1, 2, 3]

@@ -25,10 +25,10 @@ from launch.runtime import run_state, supervisor
 # update made each one wait for an RPC round trip (BUILD_NOTES.md, "Sokoban throughput"). Its
 # log rows then place themselves on env steps read up to this long ago.
 LEARNER_COUNTS_SYNC_S = 0.5
-# An actor sends each finished episode's counts to the counter node before it logs the episode
-# (no sync period): a logged episode is then always counted (the counter node saves every
-# increment), and a process killed between the two loses at most the episode in flight, for one
-# call to the counter per episode end.
+# An actor sends the counts of the episodes that ended at one step of its loop to the counter
+# node before it logs them (no sync period): a logged episode is then always counted (the
+# counter node saves every increment), and a process killed between the two loses at most those
+# episodes, for one call to the counter per loop step that ends any.
 ACTOR_COUNTS_SYNC_S = 0.0
 
 
