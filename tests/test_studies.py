@@ -167,8 +167,9 @@ def test_single_process_trains_on_the_sequences_a_run_s_actor_writes(tmp_path, m
           '--learning_rate', '1e-30', '--channels', '4,4,4', '--hidden', '16', '--out', str(out)]
   single_process.main(argv)
   result = json.loads(out.read_text())
-  # Both rooms' first episodes end at the 120-step limit; records follow the episode ends.
-  assert [r['env_steps'] for r in result['records']] == [120, 240]
+  # Both rooms' first episodes end at the 120-step limit, at the same loop step: they are counted
+  # together, so both rows carry 240 env steps, and the one record is taken there.
+  assert [r['env_steps'] for r in result['records']] == [240]
   assert result['records'][-1]['steps'] == 12   # 6 batches of 2 sequences, each trained twice
 
   cfg = single_process.run_config(single_process.parse_args(argv))
