@@ -40,6 +40,26 @@ def read_only_dir(tmp_path):
 
 
 @pytest.fixture
+def small_tmpfs(tmp_path):
+  """A factory: mount(size) mounts a tmpfs of `size` (mount's syntax: '1m') under tmp_path and
+  returns its path, unmounted when the test ends; a disk that fills up for real. Skipped unless
+  root, who alone may mount."""
+  if os.geteuid() != 0:
+    pytest.skip('mounting a tmpfs needs root')
+  mounts = []
+
+  def mount(size):
+    path = tmp_path / f'tmpfs{len(mounts)}'
+    path.mkdir()
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size}', 'tmpfs', str(path)], check=True)
+    mounts.append(path)
+    return path
+  yield mount
+  for path in mounts:
+    subprocess.run(['umount', '-l', str(path)], check=False)
+
+
+@pytest.fixture
 def untrained_estimator_checkpoint(tmp_path):
   """A factory: make(env, obs_shape, dtype, num_actions=4) writes a real, untrained psi+phi
   checkpoint of `env`'s default network under tmp_path and returns its path."""

@@ -7,7 +7,6 @@ counter_equals_logged_episodes, 1,498 env steps after one fill of a Cartpole run
 import errno
 import json
 import os
-import subprocess
 
 import pytest
 
@@ -16,26 +15,20 @@ from launch.program import layout
 from launch.runtime import run_state
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason='the full disk is a tmpfs (root)')
-def test_an_increment_the_counter_cannot_save_fails_and_is_not_counted(tmp_path):
-  mount = tmp_path / 'disk'
-  mount.mkdir()
-  subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', str(mount)], check=True)
-  try:
-    run_dir = str(mount / 'run')
-    os.makedirs(run_dir)
-    counter = layout.Counter(run_dir)
-    counter.increment(actor_episodes=1, actor_steps=20)
-    soak.fill_disk(str(mount / 'filler'))
-    with pytest.raises(OSError) as raised:
-      counter.increment(actor_episodes=1, actor_steps=30)
-    assert raised.value.errno == errno.ENOSPC
-    saved = {'actor_episodes': 1, 'actor_steps': 20}
-    assert counter.get_counts() == saved and run_state.load_counts(run_dir) == saved
-    os.remove(mount / 'filler')
-    assert counter.increment(actor_episodes=1, actor_steps=40) == {'actor_episodes': 2,
-                                                                  'actor_steps': 60}
-    with open(os.path.join(run_dir, run_state.COUNTS)) as f:
-      assert json.load(f) == {'actor_episodes': 2, 'actor_steps': 60}
-  finally:
-    subprocess.run(['umount', '-l', str(mount)], check=False)
+def test_an_increment_the_counter_cannot_save_fails_and_is_not_counted(small_tmpfs):
+  mount = small_tmpfs('1m')
+  run_dir = str(mount / 'run')
+  os.makedirs(run_dir)
+  counter = layout.Counter(run_dir)
+  counter.increment(actor_episodes=1, actor_steps=20)
+  soak.fill_disk(str(mount / 'filler'))
+  with pytest.raises(OSError) as raised:
+    counter.increment(actor_episodes=1, actor_steps=30)
+  assert raised.value.errno == errno.ENOSPC
+  saved = {'actor_episodes': 1, 'actor_steps': 20}
+  assert counter.get_counts() == saved and run_state.load_counts(run_dir) == saved
+  os.remove(mount / 'filler')
+  assert counter.increment(actor_episodes=1, actor_steps=40) == {'actor_episodes': 2,
+                                                                'actor_steps': 60}
+  with open(os.path.join(run_dir, run_state.COUNTS)) as f:
+    assert json.load(f) == {'actor_episodes': 2, 'actor_steps': 60}

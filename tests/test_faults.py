@@ -403,36 +403,31 @@ def test_a_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path, how):
   assert not failures, failures
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason='mounting a tmpfs needs root')
-def test_a_full_disk_stops_the_run_in_one_line_and_resume_continues_once_space_is_freed(tmp_path):
-  small = tmp_path / 'small'
-  small.mkdir()
-  subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', str(small)], check=True)
-  try:
-    run_dir = small / 'run'
-    proc = _start(run_dir, 2_000_000)
-    stdout, stderr = proc.communicate(timeout=900)
-    t_exit = time.time()
-    assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]
-    lines = stderr.strip().splitlines()
-    assert any(l.startswith('warning: ') and 'MB free' in l for l in lines), stderr[-2000:]
-    last = lines[-1]
-    assert 'disk full' in last and str(run_dir) in last and 'MB free' in last, last
-    # Not restarted into the same full disk: once a node failed, no node starts again (other
-    # nodes may fail too while the program stops: their writes meet the same disk). The first
-    # failure need not name ENOSPC (a peer that died of it, a library's write), and the first
-    # to meet the full disk may be the launcher's own records, the one line then naming it
-    # and no node failed.
-    events = supervisor.read_events(str(run_dir))
-    failures = [e['time'] for e in events if e['event'] == 'failure']
-    assert failures or 'node launcher' in last, (last, events)
-    first = min(failures, default=t_exit)
-    assert not [e for e in events if e['event'] == 'start' and e['time'] > first], events
-    _record('full disk', first_failure_to_exit_s=t_exit - first, last_line=last)
-    big = tmp_path / 'run'
-    subprocess.run(['cp', '-a', str(run_dir), str(big)], check=True)
-  finally:
-    subprocess.run(['umount', '-l', str(small)], check=False)
+def test_a_full_disk_stops_the_run_in_one_line_and_resume_continues_once_space_is_freed(
+    tmp_path, small_tmpfs):
+  small = small_tmpfs('6m')
+  run_dir = small / 'run'
+  proc = _start(run_dir, 2_000_000)
+  stdout, stderr = proc.communicate(timeout=900)
+  t_exit = time.time()
+  assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]
+  lines = stderr.strip().splitlines()
+  assert any(l.startswith('warning: ') and 'MB free' in l for l in lines), stderr[-2000:]
+  last = lines[-1]
+  assert 'disk full' in last and str(run_dir) in last and 'MB free' in last, last
+  # Not restarted into the same full disk: once a node failed, no node starts again (other
+  # nodes may fail too while the program stops: their writes meet the same disk). The first
+  # failure need not name ENOSPC (a peer that died of it, a library's write), and the first
+  # to meet the full disk may be the launcher's own records, the one line then naming it
+  # and no node failed.
+  events = supervisor.read_events(str(run_dir))
+  failures = [e['time'] for e in events if e['event'] == 'failure']
+  assert failures or 'node launcher' in last, (last, events)
+  first = min(failures, default=t_exit)
+  assert not [e for e in events if e['event'] == 'start' and e['time'] > first], events
+  _record('full disk', first_failure_to_exit_s=t_exit - first, last_line=last)
+  big = tmp_path / 'run'
+  subprocess.run(['cp', '-a', str(run_dir), str(big)], check=True)
   steps = _counts(big).get('actor_steps', 0)
   # Every file is still valid: the copy resumes and goes 20,000 steps further.
   t0 = time.time()
