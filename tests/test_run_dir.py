@@ -231,6 +231,23 @@ def test_supervisor_reports_the_last_error_line(tmp_path):
   assert [e['node'] for e in events] == ['actor_0']
 
 
+def test_restarts_count_every_failure_but_the_one_a_node_gave_up_on(tmp_path):
+  from launch.runtime import summary
+  # Two launches: in the first, actor_0 fails twice (restarted both times) while the learner
+  # fails once and is restarted; in the second, actor_0 fails once more and the run gives up
+  # on it. Events of different nodes interleave, as the supervisors' threads write them.
+  events = [('actor_0', 'start'), ('learner', 'start'), ('actor_0', 'failure'),
+            ('actor_0', 'start'), ('learner', 'failure'), ('actor_0', 'failure'),
+            ('learner', 'start'), ('actor_0', 'start'),
+            ('actor_0', 'start'), ('learner', 'start'), ('learner', 'failure'),
+            ('learner', 'start'), ('actor_0', 'failure'), ('actor_0', 'gave_up')]
+  for node, event in events:
+    supervisor.append_event(str(tmp_path), {'node': node, 'event': event})
+  assert summary.restarts(str(tmp_path)) == {'restarts': 4, 'restarts_actor_0': 2,
+                                             'restarts_learner': 2}
+  assert summary.restarts(str(tmp_path / 'none')) == {}
+
+
 def test_last_error_line_prefers_the_traceback_then_an_error_then_the_last_line(tmp_path):
   # One helper for the launcher's launchpad.log, a node's log and a cluster replica's output.
   from launch.runtime import processes

@@ -147,14 +147,18 @@ def format_summary(summary: Dict[str, float]) -> str:
 
 def restarts(run_dir: str) -> Dict[str, float]:
   """Node restarts recorded by the supervisors (launch.runtime.supervisor), e.g. {'restarts': 1,
-  'restarts_actor_0': 1}; empty when no node failed."""
-  events = run_state.read_records(run_dir, run_state.SUPERVISOR_LOG)
-  gave_up = {e.get('node') for e in events if e.get('event') == 'gave_up'}
-  failures = [e for e in events if e.get('event') == 'failure' and e.get('node') not in gave_up]
-  if not failures:
-    return {}
-  out = {'restarts': len(failures)}
-  for e in failures:
-    key = f"restarts_{e.get('node', '?')}"
-    out[key] = out.get(key, 0) + 1
+  'restarts_actor_0': 1}; empty when no node failed. A failure is a restart unless it is the one
+  its node gave up on (that node's next event is its gave_up): a node that gave up in one launch
+  still counts the restarts it made before, and in other launches."""
+  by_node: Dict[str, List[str]] = {}
+  for e in run_state.read_records(run_dir, run_state.SUPERVISOR_LOG):
+    by_node.setdefault(e.get('node', '?'), []).append(e.get('event'))
+  out: Dict[str, float] = {}
+  for node, events in by_node.items():
+    count = sum(1 for event, following in zip(events, events[1:] + [None])
+                if event == 'failure' and following != 'gave_up')
+    if count:
+      out[f'restarts_{node}'] = count
+  if out:
+    out = {'restarts': sum(out.values()), **out}
   return out
