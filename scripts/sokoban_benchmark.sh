@@ -58,8 +58,22 @@ fi
 psi_steps='train_psi,eval_psi_*,psi_trace'
 [ -f "$OUT/psi.ckpt" ] || psi_steps="collect_random,$psi_steps"
 experiment --only "$psi_steps" || exit 1
+# One run at a time, each exported with its newest checkpoint as soon as it reaches the rung: a
+# session that ends without the stop script loses at most the run in flight, not the rung.
+export_run() {
+  # Nothing to do for a run that is not here, or whose export already holds its saved counts.
+  [ -d "$OUT/runs/$1/logs" ] || return 0
+  cmp -s "$OUT/runs/$1/counts.json" "$OUT/runs/$1/csv/counts.json" && return 0
+  nice -n "$NICE" "$PY" -m launch.export_logs "$OUT/runs/$1" --checkpoint --replace --actor_every 4 \
+    --digits 3 >> "$log" 2>&1
+}
 for rung in $RUNGS; do
-  experiment --max_steps "$rung" --only 'impala-s?,impala_rae-s?' || exit 1
+  for seed in 0 1 2; do
+    for arm in impala impala_rae; do
+      experiment --max_steps "$rung" --only "$arm-s$seed" || exit 1
+      export_run "$arm-s$seed" || exit 1
+    done
+  done
 done
 # The whole experiment but the random episodes (psi is trained by now, perhaps on another machine).
 experiment --only "train_psi,eval_psi_*,psi_trace,impala-s?*,impala_rae-s?*"
