@@ -336,3 +336,27 @@ def test_a_run_lost_with_its_machine_goes_on_from_its_committed_export(tmp_path)
     steps = [int(float(row['learner_steps'])) for row in csv.DictReader(f)]
   kept = int(os.path.basename(glob.glob(f'{run}/csv/checkpoints/learner/state-*.npz')[0])[6:-4])
   assert kept > 0 and max(steps) > kept and steps == sorted(steps)
+
+
+def test_the_authors_scale_draws_our_recipes_committed_runs_beside_its_own(tmp_path, monkeypatch):
+  from launch.experiments import sokoban
+  committed = sokoban.sokoban_reference_runs('authors')
+  assert {label: len(dirs) for label, dirs in committed.items()} == {
+      'IMPALA (our recipe, 30M)': 3, 'IMPALA+RAE (our recipe, 30M)': 3}
+  assert sokoban.sokoban_reference_runs('tiny') == {}
+  # Only exports that hold logs are drawn: here one run of the reference scale.
+  ref = str(tmp_path / 'ref')
+  monkeypatch.setitem(sokoban.SOKOBAN_REFERENCE_RUNS, 'tiny', ('long', 'earlier', ref))
+  _fake_run(os.path.join(ref, 'runs', 'impala-s1', 'csv'), [-5.0] * 20, [0] * 20)
+  os.makedirs(os.path.join(ref, 'runs', 'impala-s0', 'csv'))   # an export without logs
+  assert sokoban.sokoban_reference_runs('tiny') == {
+      'IMPALA (earlier)': [os.path.join(ref, 'runs', 'impala-s1', 'csv')]}
+  out = str(tmp_path / 'out')
+  for step in registry.sokoban_steps('tiny', 1):
+    if step.is_training:
+      _fake_run(os.path.join(out, step.run_dir), [-1.0] * 20, [0] * 20)
+  table = runner.report(registry.get('sokoban'), 'tiny', 1, out)
+  assert 'IMPALA (earlier)' not in {r['group'] for r in table['rows']}   # curves only
+  md = open(os.path.join(out, 'table.md')).read()
+  assert ('Also on the curves, for reference (not in the table): IMPALA (earlier) (1 run)'
+          in md)

@@ -8,7 +8,7 @@ from typing import Dict
 from launch.experiments import cartpole_plus, cartpole_reward_free, turf_page
 from launch.experiments import turf as turf_exps
 from launch.experiments.cliff import CLIFF_SCALES, cliff_grid_markdown, cliff_steps
-from launch.experiments.sokoban import SOKOBAN_SCALES, sokoban_steps
+from launch.experiments.sokoban import SOKOBAN_SCALES, sokoban_reference_runs, sokoban_steps
 from launch.experiments.sokoban_page import SOKOBAN_MILESTONE_EPISODES, sokoban_markdown
 from launch.experiments.spec import Experiment
 
@@ -22,11 +22,12 @@ EXPERIMENTS: Dict[str, Experiment] = {
         steps=sokoban_steps,
         scales=tuple(SOKOBAN_SCALES),
         metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps',
-                 'episode_length'),
+                 'episode_length', 'policy_entropy'),
         # penalised_steps: RAE's penalties per episode (psi > beta), how much RAE shapes.
         table_metrics=('episode_return', 'solved', 'boxes_on_target', 'penalised_steps'),
         table_last_n=SOKOBAN_MILESTONE_EPISODES,
         references=('sokoban_fig5b.json',),
+        reference_runs=sokoban_reference_runs,
         evaluations=(
             ('solved 1k greedy', 'eval_train.json', 'greedy', 'solved_fraction'),
             ('solved 1k sampled', 'eval_train.json', 'sampled', 'solved_fraction'),

@@ -186,10 +186,15 @@ def report(exp: Experiment, scale: str, seeds: int, out: str) -> dict:
   if groups and metrics:
     from launch.analysis import plot
     references = exp.reference_figures()
+    drawn = {**groups, **_reference_runs(exp, scale)}
     for x, suffix in (('actor_steps', 'steps'), ('wall_time', 'wall')):
-      plot.plot_runs(groups, metrics, x, os.path.join(out, f'curves_{suffix}.png'),
+      plot.plot_runs(drawn, metrics, x, os.path.join(out, f'curves_{suffix}.png'),
                      title=f'{exp.name} ({scale})', aggregate=True, references=references)
   return table
+
+
+def _reference_runs(exp: Experiment, scale: str) -> Dict[str, List[str]]:
+  return exp.reference_runs(scale) if exp.reference_runs is not None else {}
 
 
 def _final_value(aggregate, run_dir: str, metric: str, last_n: int) -> float:
@@ -233,6 +238,12 @@ def table_markdown(exp: Experiment, table: dict, out: str = '') -> str:
   lines += ['', 'Curves: mean and 95% band over the seeds, against env steps and against wall '
             'time.', '', '![curves against env steps](curves_steps.png)', '',
             '![curves against wall time](curves_wall.png)', '']
+  reference_runs = _reference_runs(exp, table['scale'])
+  if reference_runs:
+    drawn = ', '.join(f'{label} ({len(dirs)} run{"s" * (len(dirs) != 1)})'
+                      for label, dirs in reference_runs.items())
+    lines += [f'Also on the curves, for reference (not in the table): {drawn}, from their '
+              'committed exports.', '']
   for figure in exp.reference_figures():
     lines += [f'Grey, on the {figure.metric} panel against env steps: the authors\' {figure.figure}, '
               f'{figure.accuracy}; source: {figure.source}.', '']

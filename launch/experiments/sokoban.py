@@ -1,10 +1,11 @@
 """Sokoban (Sec. 5.3, Fig. 5b/5c): IMPALA vs IMPALA + RAE with a psi trained offline; its
 steps per scale. Its page: `launch.experiments.sokoban_page`."""
 import os
-from typing import List
+from typing import Dict, List
 
 from envs import presets
 from launch.experiments.spec import Step, scale_settings, train_step
+from launch.runtime import run_export
 
 # Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, the agent's
 # changes to the comparison's agent (`agent`, ImpalaConfig fields) and the evaluation sizes.
@@ -77,6 +78,12 @@ _ALL_ARMS = tuple(arm[0] for arm in SOKOBAN_RAE_ARMS)   # a scale's default 'rae
 SOKOBAN_BETA = presets.thresholds('sokoban', 'rae')['beta']
 SOKOBAN_GIF = 'policy_boxoban.gif'   # the final greedy policy on SOKOBAN_GIF_LEVEL of Boxoban
 SOKOBAN_GIF_LEVEL = 0
+# Earlier comparisons drawn on a scale's curves beside its own runs, from their committed exports
+# in this checkout: the authors' recipe beside our recipe's 30M-step runs (scale `long`).
+SOKOBAN_REFERENCE_RUNS = {
+    'authors': ('long', 'our recipe, 30M', os.path.abspath(os.path.join(
+        os.path.dirname(__file__), '..', '..', 'results', 'sokoban_30m'))),
+}
 # Public Boxoban levels (DeepMind's unfiltered test file 000), shipped beside the checkout.
 BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared',
                                               'data', 'boxoban', 'unfiltered_test_000.txt'))
@@ -155,3 +162,17 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
            str(n), '--policy', 'both', *extra, '--out', os.path.join('{out}', run.run_dir, f'{name}.json')),
           done=os.path.join(run.run_dir, f'{name}.json'), est_seconds=n * (1.5 if extra else 0.05)))
   return steps
+
+
+def sokoban_reference_runs(scale: str) -> Dict[str, List[str]]:
+  """{line label: exported run directories} of the comparison drawn beside `scale`'s runs; the
+  runs whose export is missing are left out, so a checkout without them draws its own alone."""
+  if scale not in SOKOBAN_REFERENCE_RUNS:
+    return {}
+  ref_scale, note, out = SOKOBAN_REFERENCE_RUNS[scale]
+  groups: Dict[str, List[str]] = {}
+  for step in sokoban_steps(ref_scale, seeds=3):
+    export = os.path.join(out, step.run_dir, run_export.EXPORT_SUBDIR)
+    if step.is_training and os.path.isdir(os.path.join(export, 'logs')):
+      groups.setdefault(f'{step.group} ({note})', []).append(export)
+  return groups

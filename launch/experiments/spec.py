@@ -8,7 +8,7 @@ edit of an argv list. The experiment modules build their steps from these types.
 """
 import dataclasses
 import os
-from typing import Callable, ClassVar, List, Optional, Tuple, Union
+from typing import Callable, ClassVar, Dict, List, Optional, Tuple, Union
 
 # Modules whose steps are training runs: they take --run_dir/--seed/--max_steps and --resume,
 # and write RUN_DIR/summary.json (status), counts.json, run_state.json and logs/<node>/logs.csv.
@@ -117,6 +117,9 @@ class Experiment:
   # The paper's own curves, read off its figure, drawn beside ours: files in REFERENCE_DIR
   # (launch.analysis.reference_curves).
   references: Tuple[str, ...] = ()
+  # Earlier committed runs drawn on the curves beside this experiment's own, as a reference
+  # (not in the table): scale -> {line label: run directories}, {} where the scale has none.
+  reference_runs: Optional[Callable[[str], Dict[str, List[str]]]] = None
   # The scale names `steps` takes, the keys of the experiment module's own table of scales
   # (launch.experiment's --scale is checked against them; a new scale is one entry there).
   scales: Tuple[str, ...] = ()
