@@ -360,3 +360,21 @@ def test_the_authors_scale_draws_our_recipes_committed_runs_beside_its_own(tmp_p
   md = open(os.path.join(out, 'table.md')).read()
   assert ('Also on the curves, for reference (not in the table): IMPALA (earlier) (1 run)'
           in md)
+
+
+def test_a_checkout_with_only_the_exports_redraws_the_page_from_them(tmp_path):
+  # A fresh clone has each run's committed export (RUN/csv) and its evaluations (RUN), not the
+  # run: the page is drawn from those, not emptied.
+  out = str(tmp_path)
+  for step in registry.sokoban_steps('tiny', 1):
+    if step.is_training:
+      run_dir = os.path.join(out, step.run_dir)
+      _fake_run(os.path.join(run_dir, 'csv'), [-2.0] * 20, [0] * 20)
+      run_state.write_json(os.path.join(run_dir, 'eval_train.json'),
+                           {'policies': {'greedy': {'solved_fraction': 0.25}}})
+  table = runner.report(registry.get('sokoban'), 'tiny', 1, out)
+  rows = {r['group']: r for r in table['rows']}
+  assert rows['IMPALA']['episode_return']['mean'] == pytest.approx(-2.0)
+  assert rows['IMPALA']['env_steps'] == [2_000]
+  assert rows['IMPALA']['solved 1k greedy']['per_seed'] == [0.25]
+  assert not os.path.exists(os.path.join(out, 'runs', 'impala-s0', 'logs'))   # nothing restored

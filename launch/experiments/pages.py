@@ -6,16 +6,33 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from launch.experiments.spec import Step
-from launch.runtime import run_state
+from launch.runtime import run_export, run_state
 
 
 def runs_by_group(steps: Sequence[Step], out: str) -> Dict[str, List[str]]:
-  """{group: [run directories that hold logs]} of the training steps, in step order."""
+  """{group: [directories that hold the runs' logs]} of the training steps, in step order (see
+  `logs_dir`)."""
   groups: Dict[str, List[str]] = {}
   for step in steps:
-    if step.is_training and os.path.isdir(os.path.join(out, step.run_dir, 'logs')):
-      groups.setdefault(step.group, []).append(os.path.join(out, step.run_dir))
+    logs = logs_dir(os.path.join(out, step.run_dir)) if step.is_training else None
+    if logs is not None:
+      groups.setdefault(step.group, []).append(logs)
   return groups
+
+
+def logs_dir(run_dir: str) -> Optional[str]:
+  """Where a page reads a run's logs, counts and run state: the run directory itself, or, on a
+  machine that lacks the run, its committed export (RUN/csv), so that a fresh checkout redraws
+  the page it was given instead of an empty one. None when neither holds logs."""
+  for d in (run_dir, os.path.join(run_dir, run_export.EXPORT_SUBDIR)):
+    if os.path.isdir(os.path.join(d, 'logs')):
+      return d
+  return None
+
+
+def run_home(logs: str) -> str:
+  """The run directory of a `logs_dir` result: where its evaluations and GIFs are written."""
+  return os.path.dirname(logs) if os.path.basename(logs) == run_export.EXPORT_SUBDIR else logs
 
 
 def read_json(path: str) -> Optional[dict]:

@@ -170,7 +170,8 @@ def report(exp: Experiment, scale: str, seeds: int, out: str) -> dict:
       # table.json stays valid JSON.
       row[metric] = {'per_seed': [_num(v) for v in values], 'mean': _num(mean), 'ci95': _num(half)}
     for column, filename, policy, key in exp.evaluations:
-      values = [_eval_value(os.path.join(d, filename), policy, key) for d in run_dirs]
+      values = [_eval_value(os.path.join(pages.run_home(d), filename), policy, key)
+                for d in run_dirs]
       mean, half = aggregate.mean_ci([v for v in values if v is not None] or [float('nan')])
       row[column] = {'per_seed': values, 'mean': _num(mean), 'ci95': _num(half)}
     rows.append(row)

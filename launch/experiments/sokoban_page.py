@@ -104,11 +104,12 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   takes out what a seed does to both. Negative steps to a milestone: RAE got there sooner.
   `load` as in `sokoban_milestones_markdown`."""
   from launch.analysis import aggregate
-  from launch.experiments.pages import fmt, mean_ci_text, read_json
+  from launch.experiments.pages import fmt, logs_dir, mean_ci_text, read_json, run_home
   load = load or aggregate.load
   steps = [st for st in sokoban_steps(table['scale'], table['seeds']) if st.is_training]
-  done = {(st.group, st.seed): os.path.join(out, st.run_dir) for st in steps
-          if os.path.exists(os.path.join(out, st.run_dir, 'done'))}
+  logs_of = {(st.group, st.seed): logs_dir(os.path.join(out, st.run_dir)) for st in steps}
+  done = {key: d for key, d in logs_of.items()
+          if d is not None and os.path.exists(os.path.join(d, 'done'))}
   seeds = sorted({seed for group, seed in done if group == 'IMPALA'})
   arms = [group for _, group, _, _ in SOKOBAN_RAE_ARMS
           if any((group, seed) in done for seed in seeds)]
@@ -121,7 +122,7 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   read = functools.lru_cache(maxsize=None)(read_json)  # IMPALA's files serve every arm
 
   def evaluation(file, policy, key):
-    return lambda k: ((read(os.path.join(done[k], file)) or {})
+    return lambda k: ((read(os.path.join(run_home(done[k]), file)) or {})
                       .get('policies', {}).get(policy, {}).get(key))
   # Each run's series read once for its milestones and marks (a 30M-step log has ~64k rows).
   series = functools.lru_cache(maxsize=None)(
