@@ -378,3 +378,35 @@ def test_a_checkout_with_only_the_exports_redraws_the_page_from_them(tmp_path):
   assert rows['IMPALA']['env_steps'] == [2_000]
   assert rows['IMPALA']['solved 1k greedy']['per_seed'] == [0.25]
   assert not os.path.exists(os.path.join(out, 'runs', 'impala-s0', 'logs'))   # nothing restored
+
+
+def test_page_sets_the_groups_side_by_side_at_equal_learner_updates(tmp_path):
+  from launch.experiments import sokoban_page
+  out = str(tmp_path)
+  # IMPALA: one update per 10 env steps, 2,500 updates; IMPALA+RAE: one per 20, 1,500 updates.
+  cost = {'IMPALA': 10, 'IMPALA+RAE': 20}
+  updates = {'IMPALA': 2500, 'IMPALA+RAE': 1500}
+  for step in registry.sokoban_steps('tiny', 1):
+    if not step.is_training or step.group not in cost:
+      continue
+    run_dir = os.path.join(out, step.run_dir)
+    episodes = updates[step.group] * cost[step.group] // 10   # 10-step episodes
+    _fake_run(run_dir, [-1.0] * episodes, [0] * episodes)
+    with open(os.path.join(run_dir, 'logs', 'actor_0', 'logs.csv'), 'w') as f:
+      f.write('actor_steps,episode_return,solved,boxes_on_target,episode_length,unix_time\n')
+      for i in range(episodes):   # boxes on target: 1 up to 10,000 env steps, then 3
+        f.write(f'{(i + 1) * 10},-1,0,{1 if (i + 1) * 10 <= 10_000 else 3},10,{1000 + i}\n')
+    os.makedirs(os.path.join(run_dir, 'logs', 'learner'))
+    with open(os.path.join(run_dir, 'logs', 'learner', 'logs.csv'), 'w') as f:
+      f.write('actor_steps,learner_steps,policy_entropy\n')
+      for u in range(1, updates[step.group] + 1):
+        f.write(f'{u * cost[step.group]},{u},{1.0 if u <= 1000 else 0.5}\n')
+  md = sokoban_page.sokoban_updates_markdown({'scale': 'tiny', 'seeds': 1}, out)
+  rows = md.splitlines()
+  assert '| group | measure | 1,000 updates | 2,000 updates |' in rows
+  assert '| IMPALA | env steps | 10,000 | 20,000 |' in rows
+  assert '| IMPALA | boxes on target | 1.00 | 3.00 |' in rows
+  assert '| IMPALA | policy entropy | 1.00 | 0.50 |' in rows
+  assert '| IMPALA+RAE | env steps | 20,000 | – |' in rows   # 1,500 updates: not 2,000
+  # Its last 1,000 episodes by 20,000 env steps: 1,000 of them after 10,000, boxes 3.
+  assert '| IMPALA+RAE | boxes on target | 3.00 | – |' in rows

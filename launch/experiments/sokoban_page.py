@@ -1,5 +1,6 @@
 """The Sokoban experiment's page (Sec. 5.3, Fig. 5b/5c): milestones, each RAE arm against IMPALA
-seed by seed, psi accuracy against the oracle and along a solution. Its steps:
+seed by seed, the groups at equal learner updates, psi accuracy against the oracle and along a
+solution. Its steps:
 `launch.experiments.sokoban`."""
 import functools
 import os
@@ -8,6 +9,7 @@ from launch.experiments.sokoban import (
   SOKOBAN_GIF,
   SOKOBAN_GIF_LEVEL,
   SOKOBAN_RAE_ARMS,
+  sokoban_reference_runs,
   sokoban_steps,
 )
 
@@ -176,8 +178,72 @@ def sokoban_markdown(table: dict, out: str) -> str:
   load = functools.lru_cache(maxsize=None)(aggregate.load)  # each run's logs read once
   return '\n'.join(part for part in (sokoban_milestones_markdown(table, out, load),
                                       sokoban_paired_markdown(table, out, load),
+                                      sokoban_updates_markdown(table, out, load),
                                       sokoban_watch_markdown(table, out),
                                       sokoban_psi_markdown(table, out)) if part)
+
+
+# Learner updates at which the groups are compared: a recipe's batch and sequence reuse set how
+# many env steps one update costs (batch 256 once: 5,120; batch 16 four times: 80).
+SOKOBAN_UPDATE_MARKS = (1_000, 2_000, 4_000, 10_000, 20_000, 50_000, 100_000, 300_000)
+SOKOBAN_LEARNER_ROWS = 20   # learner log rows a policy entropy at one update is the mean of
+
+
+def _env_steps_at_update(run, update: int) -> float:
+  """Env steps counted when the learner made its `update`-th update (NaN before it has)."""
+  import numpy as np
+
+  from launch.analysis import aggregate
+  s = aggregate.series(run, 'learner_steps', 'actor_steps')
+  i = int(np.searchsorted(s.values, update))
+  return float(s.xs[i]) if i < len(s.values) else float('nan')
+
+
+# The measures at an update: (label, metric, trailing rows read, digits).
+_AT_UPDATE = (('boxes on target', 'boxes_on_target', SOKOBAN_MILESTONE_EPISODES, 2),
+              ('solved', 'solved', SOKOBAN_MILESTONE_EPISODES, 3),
+              ('policy entropy', 'policy_entropy', SOKOBAN_LEARNER_ROWS, 2))
+
+
+def sokoban_updates_markdown(table: dict, out: str, load=None) -> str:
+  """Every group, the reference runs of another recipe included, at equal learner updates
+  rather than equal env steps: the env steps each cost, and boxes on target, solved and policy
+  entropy there (means ± 95% t-interval over the runs; a mark only where every run of the group
+  has reached it). `load` as in `sokoban_milestones_markdown`."""
+  from launch.analysis import aggregate
+  from launch.experiments.pages import mean_ci_text, runs_by_group
+  load = load or aggregate.load
+  groups = {**runs_by_group(sokoban_steps(table['scale'], table['seeds']), out),
+            **sokoban_reference_runs(table['scale'])}
+  cells = {}   # (group, mark, label) -> text
+  for group, run_dirs in groups.items():
+    logs = [load(d) for d in run_dirs]
+    for mark in SOKOBAN_UPDATE_MARKS:
+      env = [_safe(_env_steps_at_update, run, mark) for run in logs]
+      if any(e != e for e in env):
+        continue   # some run of the group has not made that many updates
+      cells[group, mark, 'env steps'] = mean_ci_text(env, 0)
+      for label, metric, rows, digits in _AT_UPDATE:
+        values = [_safe(lambda r=run, e=e: _value_at(aggregate.series(r, metric), e, rows))
+                  for run, e in zip(logs, env)]
+        cells[group, mark, label] = mean_ci_text(values, digits)
+  marks = [m for m in SOKOBAN_UPDATE_MARKS if any(key[1] == m for key in cells)]
+  if not marks:
+    return ''
+  lines = ['## At equal learner updates', '',
+           'Each group where its learner had made as many updates (every run of it; mean ± 95% '
+           't-interval over the runs): the env steps counted by then, and boxes on target and '
+           f'solved over the last {SOKOBAN_MILESTONE_EPISODES:,} training episodes and policy '
+           f'entropy over the last {SOKOBAN_LEARNER_ROWS} learner log rows up to there. One '
+           'update of batch 256, each sequence once, costs 5,120 env steps; one of batch 16, '
+           'each sequence four times, 80.', '',
+           '| group | measure | ' + ' | '.join(f'{m:,} updates' for m in marks) + ' |',
+           '|' + '---|' * (len(marks) + 2)]
+  for group in groups:
+    for label in ('env steps', *(label for label, _, _, _ in _AT_UPDATE)):
+      lines.append(f'| {group} | {label} | ' +
+                   ' | '.join(cells.get((group, m, label), '–') for m in marks) + ' |')
+  return '\n'.join(lines) + '\n'
 
 
 def sokoban_watch_markdown(table: dict, out: str) -> str:
