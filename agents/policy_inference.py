@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import jax
 import jax.numpy as jnp
 
-from agents.policy_net import PolicyNetConfig, centre_on_agent
+from agents.policy_net import PolicyNetConfig, prepare_image
 from estimators import folding
 
 SCOPE = 'policy_value'
@@ -35,10 +35,7 @@ def policy_inference(config: PolicyNetConfig,
   last = f'{SCOPE}/conv_{n - 1}'
 
   def prepare(obs):
-    x = obs.astype(jnp.float32)
-    if c.centre_on:
-      x = centre_on_agent(x, c.centre_on, c.canvas_size)
-    return x / 255.0
+    return prepare_image(obs.astype(jnp.float32), c)
 
   def torso(params, x):
     for i in range(n - 1):

@@ -39,7 +39,17 @@ class PolicyNetConfig:
   # 'lecun': Haiku's default (truncated normal, variance 1/fan_in). 'orthogonal': orthogonal
   # weights with gain sqrt(2) for ReLU layers, 0.01 for the policy logits (a near-uniform first
   # policy) and 1 for the value, zero biases (the PPO/A2C convention).
-  init: str = 'lecun'
+  init: str = dataclasses.field(default='lecun', metadata={
+      'help': "The policy network's initialisation: 'lecun' (Haiku's default, as in Acme) or "
+              "'orthogonal' (ReLU gain, near-uniform first policy).",
+      'choices': INITS})
+  # What multiplies an image's RGB bytes before the first convolution. 1/255 puts them in [0, 1];
+  # 1 feeds the bytes as they are, as a network given gym-sokoban's tiny_rgb_array unscaled sees
+  # them (App. C.3 names no scaling): with Haiku's initialisation its first policy is then far
+  # from uniform (BUILD_NOTES.md, "The authors' recipe at equal learner updates").
+  pixel_scale: float = dataclasses.field(default=1 / 255, metadata={
+      'help': "Image policies: the factor on the RGB bytes before the first convolution "
+              "(1/255: [0, 1]; 1: the bytes as they are)."})
   # Image torsos only: RGB colours that mark the agent's cell. When given, each HxW image is
   # first placed on a (2H-1)x(2W-1) canvas of zeros with the agent's cell at its centre: the
   # whole room stays in view, and what lies next to the agent always reaches the same inputs
@@ -65,6 +75,8 @@ class PolicyNetConfig:
       raise ValueError(f'canvas_size must be odd (the agent at its centre), got {self.canvas_size}')
     if self.canvas_size and not self.centre_on:
       raise ValueError('canvas_size applies only with centre_on (a canvas centred on the agent)')
+    if not self.pixel_scale > 0:
+      raise ValueError(f'pixel_scale must be > 0, got {self.pixel_scale}')
     if any(p not in ('VALID', 'SAME') for p in self.conv_paddings):
       raise ValueError(f"conv_paddings must be 'VALID' or 'SAME', got {self.conv_paddings}")
 
@@ -89,6 +101,15 @@ def centre_on_agent(images: jnp.ndarray, colours, size: int = 0) -> jnp.ndarray:
                                  (rows_out, cols_out, ch))
 
   return jax.vmap(shift)(images, rows, cols)
+
+
+def prepare_image(images: jnp.ndarray, config: 'PolicyNetConfig') -> jnp.ndarray:
+  """[B, H, W, C] RGB bytes as floats -> what the first convolution takes: centred on the agent
+  where the config says so, times its pixel_scale. The learner's network and the actors' folded
+  form (agents.policy_inference) both start here."""
+  if config.centre_on:
+    images = centre_on_agent(images, config.centre_on, config.canvas_size)
+  return images * config.pixel_scale
 
 
 def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConfig:
@@ -124,9 +145,7 @@ class PolicyValueNet(hk.Module):
     relu_gain = 2 ** 0.5
     x = obs.astype(jnp.float32)
     if c.torso == 'conv':
-      if c.centre_on:
-        x = centre_on_agent(x, c.centre_on, c.canvas_size)
-      x = x / 255.0  # image observations are RGB bytes
+      x = prepare_image(x, c)
       n = len(c.conv_channels)
       for i, (ch, st, pad) in enumerate(zip(c.conv_channels, c.conv_strides, c.conv_paddings)):
         x = hk.Conv2D(ch, 3, stride=st, padding=pad, name=f'conv_{i}',

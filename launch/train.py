@@ -59,6 +59,9 @@ flags.DEFINE_bool('cluster_start', False, '--launch_type cluster: also start eve
                   'commands are printed.')
 flags.DEFINE_string('vertex_requirements', None, '--launch_type vertex_ai: the pip requirements '
                     'file the Docker image installs.')
+flags.DEFINE_bool('centre_on_agent', None, "Image policies whose preset centres the room on the "
+                  "agent (sokoban): --nocentre_on_agent feeds the room as drawn, as App. C.3's "
+                  "network takes it. Default: the preset.")
 flags.DEFINE_bool('show_config', False, 'Print the resolved configuration (flags + presets) as '
                   'JSON and exit without launching.')
 
@@ -69,6 +72,30 @@ def _section(name, build):
     return build()
   except ValueError as e:
     raise ValueError(run_flags.naming_fields(name, e)) from None
+
+
+def _policy_network(env_name: str, image: bool, given: dict):
+  """The preset's policy network with the run's changes: the canvas, the centring
+  (--centre_on_agent), the initialisation and the pixels' scale."""
+  from agents import policy_net
+  net = policy_net.default_policy_config(env_name, image)
+  preset_centres = bool(net.centre_on)
+  if FLAGS.centre_on_agent is not None and not preset_centres:
+    raise ValueError(f'--centre_on_agent applies where the preset centres the room on the agent '
+                     f'(sokoban), not to {env_name}')
+  centred = preset_centres and FLAGS.centre_on_agent is not False
+  canvas_size = given.get('canvas_size')
+  if canvas_size and not centred:
+    raise ValueError('--canvas_size applies where the policy centres the room on the agent '
+                     f"(sokoban's preset, without --nocentre_on_agent); {env_name}'s does not here")
+  if 'pixel_scale' in given and given['pixel_scale'] != net.pixel_scale and not image:
+    raise ValueError(f'--policy_pixel_scale applies to image observations, not to {env_name}')
+  changes = {k: given[k] for k in ('init', 'pixel_scale') if k in given}
+  if not centred:
+    changes.update(centre_on=(), canvas_size=0)
+  elif canvas_size is not None:
+    changes['canvas_size'] = canvas_size
+  return dataclasses.replace(net, **changes)
 
 
 def config_from_flags():
@@ -101,16 +128,8 @@ def config_from_flags():
     if mode == 'rac' and ckpt.phi_params is None:
       raise ValueError(f'{checkpoint} holds no phi (train it with --phi) and --mode rac needs phi')
     estimator_network = ckpt.network
-  from agents import policy_net
-  policy_network = policy_net.default_policy_config(
-      env_name, len(env.observation_spec().shape) == 3)
-  canvas_size = given['policy_network'].get('canvas_size')
-  if canvas_size and not policy_network.centre_on:
-    raise ValueError(f'--canvas_size applies where the policy centres the room on the agent '
-                     f'(sokoban), not to {env_name} (policy_network.canvas_size)')
-  if canvas_size is not None and policy_network.centre_on:
-    policy_network = _section('policy_network', lambda: dataclasses.replace(
-        policy_network, canvas_size=canvas_size))
+  policy_network = _section('policy_network', lambda: _policy_network(
+      env_name, len(env.observation_spec().shape) == 3, given['policy_network']))
   run_dir = run.get('run_dir') or os.path.join(
       'runs', f'{env_name}-{run["agent"]}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')
   sections = dict(

@@ -66,8 +66,13 @@ def test_networks_with_nothing_to_fold_have_no_folded_form():
   assert policy_inference.policy_inference(cartpole, (4,)) is None
 
 
-def test_folded_policy_gives_the_layered_logits_and_values():
-  config = agent_networks.default_policy_config('sokoban', image=True)
+@pytest.mark.parametrize('changes', [{}, {'init': 'lecun', 'pixel_scale': 1.0, 'centre_on': (),
+                                          'canvas_size': 0}])
+def test_folded_policy_gives_the_layered_logits_and_values(changes):
+  # The preset's network, and App. C.3's as an Acme user may have had it: Haiku's init, the room
+  # as drawn, the bytes unscaled.
+  config = dataclasses.replace(agent_networks.default_policy_config('sokoban', image=True),
+                               **changes)
   net = hk.without_apply_rng(hk.transform(lambda o: PolicyValueNet(4, config)(o)))
   frames = sokoban_frames(32, seed=1)
   params = net.init(jax.random.PRNGKey(0), frames)

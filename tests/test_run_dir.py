@@ -428,9 +428,26 @@ def test_a_launch_s_end_is_read_from_the_run_directory(tmp_path):
 @pytest.mark.parametrize('args, words', [
     (('--env', 'cartpole', '--canvas_size', '15'), '--canvas_size applies where the policy centres'),
     (('--env', 'sokoban', '--canvas_size', '14'), 'canvas_size must be odd'),
+    (('--env', 'sokoban', '--nocentre_on_agent', '--canvas_size', '15'),
+     '--canvas_size applies where the policy centres'),
+    (('--env', 'cartpole', '--nocentre_on_agent'), '--centre_on_agent applies where the preset'),
+    (('--env', 'cartpole', '--policy_pixel_scale', '1'), 'applies to image observations'),
+    (('--env', 'sokoban', '--policy_pixel_scale', '0'), 'pixel_scale must be > 0'),
 ])
-def test_a_canvas_that_cannot_be_is_one_line(tmp_path, args, words):
+def test_a_policy_network_that_cannot_be_is_one_line(tmp_path, args, words):
   r = _train(*args, '--run_dir', str(tmp_path / 'run'))
   assert r.returncode == 2
   assert words in r.stderr.strip().splitlines()[-1]
   assert not (tmp_path / 'run').exists()
+
+
+def test_the_policy_network_as_app_c3_draws_it_is_three_flags(tmp_path):
+  r = _train('--env', 'sokoban', '--policy_init', 'lecun', '--policy_pixel_scale', '1',
+             '--nocentre_on_agent', '--run_dir', str(tmp_path / 'run'), '--show_config')
+  assert r.returncode == 0, r.stderr[-2000:]
+  net = json.loads(r.stdout[r.stdout.index('{'):])['policy_network']
+  assert (net['init'], net['pixel_scale'], net['centre_on'], net['canvas_size']) == (
+      'lecun', 1.0, [], 0)
+  r = _train('--env', 'sokoban', '--run_dir', str(tmp_path / 'run'), '--show_config')
+  net = json.loads(r.stdout[r.stdout.index('{'):])['policy_network']   # the preset's
+  assert (net['init'], net['pixel_scale'], net['canvas_size']) == ('orthogonal', 1 / 255, 15)

@@ -37,8 +37,10 @@ SECTIONS = (
     # train_phi follows --mode (RAC), seed is the run's.
     Section('estimator_train', TrainConfig, prefix='estimator_',
             exclude=('train_psi', 'train_phi', 'seed')),
-    # The network comes from the preset; the canvas is what a run may change.
+    # The network comes from the preset; a run may change the canvas, the initialisation and
+    # the pixels' scale (--nocentre_on_agent, a flag of launch.train, drops the centring).
     Section('policy_network', PolicyNetConfig, only=('canvas_size',)),
+    Section('policy_network', PolicyNetConfig, prefix='policy_', only=('init', 'pixel_scale')),
 )
 
 # `python -m launch.train` with no flags is the main job: reward-free Cartpole, IMPALA + RAE,
