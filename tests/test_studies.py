@@ -1,5 +1,5 @@
 """The studies of launch/studies/ (sokoban_gate, sokoban_reuse, single_process, psi_ablation,
-turf_coverage; cliff_spread beside launch.experiments.rac_probe in test_rac_probe.py):
+turf_coverage, first_policy; cliff_spread beside launch.experiments.rac_probe in test_rac_probe.py):
 their documented command lines parse as they did with absl flags, the steps they hand the
 experiment runner, and the runner's early stop that the gate uses."""
 import json
@@ -14,6 +14,7 @@ from envs import cli
 from launch.experiments import runner
 from launch.runtime import run_state
 from launch.studies import (
+  first_policy,
   psi_ablation,
   single_process,
   sokoban_gate,
@@ -212,3 +213,16 @@ def test_turf_coverage_counts_clean_steps(tmp_path):
     result = json.load(f)
   np.testing.assert_array_equal(result['clean_steps_per_cell'], 2 * counts)
   assert 'per 6 episodes' in open(out[:-len('json')] + 'md').read()
+
+
+def test_first_policy_is_uniform_with_ours_and_not_with_haikus_init_on_raw_bytes(tmp_path):
+  out = str(tmp_path / 'first_policy.json')
+  assert first_policy.main(['--episodes', '2', '--steps', '5', '--seeds', '2', '--out', out]) == 0
+  with open(out) as f:
+    report = json.load(f)
+  assert report['observations'] == 12 and report['seeds'] == 2
+  entropy = {name: np.mean([r['entropy'] for r in rows])
+             for name, rows in report['variants'].items()}
+  assert entropy['preset: orthogonal, centred, bytes / 255'] == pytest.approx(np.log(4), abs=1e-3)
+  assert entropy["Haiku's init, as drawn, bytes as they are"] < 1.2
+  assert '| network | entropy |' in open(out[:-len('json')] + 'md').read()

@@ -10,4 +10,6 @@ registered experiment runs or imports a study (tests/test_layering.py checks it)
 - cliff_spread: how much Table 2 moves between estimator trainings? (RESULTS.md "Windy cliff-walk")
 - turf_coverage: do random walks reach the clean map's states? (RESULTS.md "Turf", paper's estimators)
 - turf_corner: psi and phi at the goal's corner? (RESULTS.md "Turf", the authors' recipe as released)
+- first_policy: how far from uniform is the Sokoban network's first policy, per initialisation and
+  pixel scale? (BUILD_NOTES.md "The authors' recipe at equal learner updates")
 """
