@@ -59,8 +59,8 @@ flags.DEFINE_bool('cluster_start', False, '--launch_type cluster: also start eve
                   'commands are printed.')
 flags.DEFINE_string('vertex_requirements', None, '--launch_type vertex_ai: the pip requirements '
                     'file the Docker image installs.')
-flags.DEFINE_bool('centre_on_agent', None, "Image policies whose preset centres the room on the "
-                  "agent (sokoban): --nocentre_on_agent feeds the room as drawn, as App. C.3's "
+flags.DEFINE_bool('policy_centre_on_agent', None, "Image policies whose preset centres the room on "
+                  "the agent (sokoban): --nopolicy_centre_on_agent feeds the room as drawn, as App. C.3's "
                   "network takes it. Default: the preset.")
 flags.DEFINE_bool('show_config', False, 'Print the resolved configuration (flags + presets) as '
                   'JSON and exit without launching.')
@@ -76,18 +76,19 @@ def _section(name, build):
 
 def _policy_network(env_name: str, image: bool, given: dict):
   """The preset's policy network with the run's changes: the canvas, the centring
-  (--centre_on_agent), the initialisation and the pixels' scale."""
+  (--policy_centre_on_agent), the initialisation and the pixels' scale."""
   from agents import policy_net
   net = policy_net.default_policy_config(env_name, image)
   preset_centres = bool(net.centre_on)
-  if FLAGS.centre_on_agent is not None and not preset_centres:
-    raise ValueError(f'--centre_on_agent applies where the preset centres the room on the agent '
+  if FLAGS.policy_centre_on_agent is not None and not preset_centres:
+    raise ValueError(f'--policy_centre_on_agent applies where the preset centres the room on the agent '
                      f'(sokoban), not to {env_name}')
-  centred = preset_centres and FLAGS.centre_on_agent is not False
+  centred = preset_centres and FLAGS.policy_centre_on_agent is not False
   canvas_size = given.get('canvas_size')
   if canvas_size and not centred:
-    raise ValueError('--canvas_size applies where the policy centres the room on the agent '
-                     f"(sokoban's preset, without --nocentre_on_agent); {env_name}'s does not here")
+    raise ValueError('--policy_canvas_size applies where the policy centres the room on the '
+                     f"agent (sokoban's preset, without --nopolicy_centre_on_agent); {env_name}'s "
+                     'does not here')
   if 'pixel_scale' in given and given['pixel_scale'] != net.pixel_scale and not image:
     raise ValueError(f'--policy_pixel_scale applies to image observations, not to {env_name}')
   changes = {k: given[k] for k in ('init', 'pixel_scale') if k in given}

@@ -52,10 +52,10 @@ def test_launch_train_defines_the_generated_flags_and_only_run_controls_besides(
                   and getattr(node.value.func, 'attr', '').startswith('DEFINE')}
   generated = {ff.flag for ff in run_flags.field_flags()}
   assert hand_written and not hand_written & generated
-  # centre_on_agent: a switch over the preset's centre_on (a tuple of the agent's colours).
+  # policy_centre_on_agent: a switch over the preset's centre_on (a tuple of the agent's colours).
   assert hand_written == {'reward_free', 'episode_steps', 'env_option', 'goal_mean_length',
                           'resume', 'cluster_description', 'cluster_start',
-                          'vertex_requirements', 'show_config', 'progress', 'centre_on_agent'}
+                          'vertex_requirements', 'show_config', 'progress', 'policy_centre_on_agent'}
 
 
 def _show_config(*args):

@@ -426,11 +426,13 @@ def test_a_launch_s_end_is_read_from_the_run_directory(tmp_path):
 
 
 @pytest.mark.parametrize('args, words', [
-    (('--env', 'cartpole', '--canvas_size', '15'), '--canvas_size applies where the policy centres'),
-    (('--env', 'sokoban', '--canvas_size', '14'), 'canvas_size must be odd'),
-    (('--env', 'sokoban', '--nocentre_on_agent', '--canvas_size', '15'),
-     '--canvas_size applies where the policy centres'),
-    (('--env', 'cartpole', '--nocentre_on_agent'), '--centre_on_agent applies where the preset'),
+    (('--env', 'cartpole', '--policy_canvas_size', '15'),
+     '--policy_canvas_size applies where the policy centres'),
+    (('--env', 'sokoban', '--policy_canvas_size', '14'), 'canvas_size must be odd'),
+    (('--env', 'sokoban', '--nopolicy_centre_on_agent', '--policy_canvas_size', '15'),
+     '--policy_canvas_size applies where the policy centres'),
+    (('--env', 'cartpole', '--nopolicy_centre_on_agent'),
+     '--policy_centre_on_agent applies where the preset'),
     (('--env', 'cartpole', '--policy_pixel_scale', '1'), 'applies to image observations'),
     (('--env', 'sokoban', '--policy_pixel_scale', '0'), 'pixel_scale must be > 0'),
 ])
@@ -443,7 +445,7 @@ def test_a_policy_network_that_cannot_be_is_one_line(tmp_path, args, words):
 
 def test_the_policy_network_as_app_c3_draws_it_is_three_flags(tmp_path):
   r = _train('--env', 'sokoban', '--policy_init', 'lecun', '--policy_pixel_scale', '1',
-             '--nocentre_on_agent', '--run_dir', str(tmp_path / 'run'), '--show_config')
+             '--nopolicy_centre_on_agent', '--run_dir', str(tmp_path / 'run'), '--show_config')
   assert r.returncode == 0, r.stderr[-2000:]
   net = json.loads(r.stdout[r.stdout.index('{'):])['policy_network']
   assert (net['init'], net['pixel_scale'], net['centre_on'], net['canvas_size']) == (

@@ -38,9 +38,9 @@ SECTIONS = (
     Section('estimator_train', TrainConfig, prefix='estimator_',
             exclude=('train_psi', 'train_phi', 'seed')),
     # The network comes from the preset; a run may change the canvas, the initialisation and
-    # the pixels' scale (--nocentre_on_agent, a flag of launch.train, drops the centring).
-    Section('policy_network', PolicyNetConfig, only=('canvas_size',)),
-    Section('policy_network', PolicyNetConfig, prefix='policy_', only=('init', 'pixel_scale')),
+    # the pixels' scale (--nopolicy_centre_on_agent, a flag of launch.train, drops the centring).
+    Section('policy_network', PolicyNetConfig, prefix='policy_',
+            only=('canvas_size', 'init', 'pixel_scale')),
 )
 
 # `python -m launch.train` with no flags is the main job: reward-free Cartpole, IMPALA + RAE,
