@@ -34,6 +34,8 @@ RUNGS="${RUNGS:-$default_rungs}"
 NICE="${NICE:-10}"
 mkdir -p "$OUT"
 log="$OUT/experiment.log"
+# The stop script ends this chain, and no other, through its pid here.
+echo $$ > "$OUT/chain.pid"
 cd "$ROOT" || exit 1
 # The venv's .pth puts the checkout it was made in on sys.path, and Launchpad's node processes
 # start from their own entry script, not from ROOT: PYTHONPATH puts ROOT's code first in all.

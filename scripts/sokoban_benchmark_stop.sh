@@ -21,22 +21,31 @@ esac
 OUT="${OUT:-$here/results/$default_out}"
 cd "$here" || exit 1
 
-stop_run() {
-  local line run pid
-  line=$(pgrep -af 'launch\.train --run_dir' | grep -F "$OUT/runs/" | head -1)
-  [ -n "$line" ] || return 0
-  pid=${line%% *}
-  run=$(sed -E 's/.*--run_dir ([^ ]+).*/\1/' <<< "$line")
-  echo "asking $run (pid $pid) to stop"
-  "$PY" -c 'import sys; from launch.runtime import run_state; run_state.request_stop(sys.argv[1])' "$run"
-  for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 5; done
-  if kill -0 "$pid" 2>/dev/null; then echo "error: $run still running after 10 min" >&2; exit 1; fi
+# Every launch.train of OUT's runs is asked to stop (a launcher left behind by an earlier run
+# counts too: waiting on it alone once held a stop past its session's end), then waited for.
+stop_runs() {
+  local line run pid pids=()
+  while read -r line; do
+    [ -n "$line" ] || continue
+    pid=${line%% *}
+    run=$(sed -E 's/.*--run_dir ([^ ]+).*/\1/' <<< "$line")
+    echo "asking $run (pid $pid) to stop"
+    "$PY" -c 'import sys; from launch.runtime import run_state; run_state.request_stop(sys.argv[1])' "$run"
+    pids+=("$pid")
+  done < <(pgrep -af 'launch\.train --run_dir' | grep -F "$OUT/runs/")
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 5; done
+    if kill -0 "$pid" 2>/dev/null; then echo "error: pid $pid still running after 10 min" >&2; exit 1; fi
+  done
 }
 
 # The chain starts the next run once one ends: stop it first (the run in flight goes on), then
 # the run, so nothing new starts.
-pkill -f 'scripts/sokoban_benchmark\.sh' && echo 'stopped the chain script'
-stop_run
+chain=$(cat "$OUT/chain.pid" 2>/dev/null)
+if [ -n "$chain" ] && grep -qs 'sokoban_benchmark\.sh' "/proc/$chain/cmdline"; then
+  kill "$chain" && echo "stopped the chain script (pid $chain)"
+fi
+stop_runs
 while pgrep -f "launch\.experiment sokoban .*--out $OUT" > /dev/null; do sleep 2; done
 
 for run in "$OUT"/runs/*/; do
@@ -48,6 +57,11 @@ for run in "$OUT"/runs/*/; do
 sys.exit(run_state.saved_actor_steps(sys.argv[1]) > 0)' "$run"; then
     echo "$(basename "$run"): no env steps saved yet; its directory removed, not exported"
     rm -rf "$run"
+    continue
+  fi
+  # The benchmark script exports each run that reaches a rung: only the one stopped is left.
+  if cmp -s "$run/counts.json" "$run/csv/counts.json"; then
+    echo "$(basename "$run"): its export holds its saved steps already"
     continue
   fi
   "$PY" -m launch.export_logs "$run" --checkpoint --replace --actor_every 4 --digits 3 \
