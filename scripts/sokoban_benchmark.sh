@@ -69,9 +69,22 @@ export_run() {
   nice -n "$NICE" "$PY" -m launch.export_logs "$OUT/runs/$1" --checkpoint --replace --actor_every 4 \
     --digits 3 >> "$log" 2>&1
 }
+# The env steps a run has saved, here or in its export (0 for a run not begun).
+saved_steps() {
+  local f
+  for f in "$OUT/runs/$1/counts.json" "$OUT/runs/$1/csv/counts.json"; do
+    if [ -f "$f" ]; then
+      sed -nE 's/.*"actor_steps": *([0-9]+).*/\1/p' "$f" | head -1
+      return
+    fi
+  done
+  echo 0
+}
 for rung in $RUNGS; do
   for seed in 0 1 2; do
     for arm in impala impala_rae; do
+      # A run already past the rung needs no launch of the experiment (each costs ~25 s).
+      [ "$(saved_steps "$arm-s$seed")" -ge "$rung" ] && continue
       experiment --max_steps "$rung" --only "$arm-s$seed" || exit 1
       export_run "$arm-s$seed" || exit 1
     done
