@@ -84,8 +84,9 @@ for rung in $RUNGS; do
   for seed in 0 1 2; do
     for arm in impala impala_rae; do
       # A run already past the rung needs no launch of the experiment (each costs ~25 s).
-      [ "$(saved_steps "$arm-s$seed")" -ge "$rung" ] && continue
-      experiment --max_steps "$rung" --only "$arm-s$seed" || exit 1
+      if [ "$(saved_steps "$arm-s$seed")" -lt "$rung" ]; then
+        experiment --max_steps "$rung" --only "$arm-s$seed" || exit 1
+      fi
       export_run "$arm-s$seed" || exit 1
     done
   done
