@@ -79,6 +79,15 @@ def _value_at(s, step: float, last_n: int) -> float:
   return float(s.values[s.xs <= step][-last_n:].mean()) if s.xs[-1] >= step else float('nan')
 
 
+def _safe_series(run, metric: str):
+  """`aggregate.series(run, metric)` against env steps, None where the run logs no such metric."""
+  from launch.analysis import aggregate
+  try:
+    return aggregate.series(run, metric, 'actor_steps')
+  except ValueError:
+    return None
+
+
 def _safe(fn, *args) -> float:
   try:
     return fn(*args)
@@ -189,14 +198,12 @@ SOKOBAN_UPDATE_MARKS = (1_000, 2_000, 4_000, 10_000, 20_000, 50_000, 100_000, 30
 SOKOBAN_LEARNER_ROWS = 20   # learner log rows a policy entropy at one update is the mean of
 
 
-def _env_steps_at_update(run, update: int) -> float:
-  """Env steps counted when the learner made its `update`-th update (NaN before it has)."""
+def _env_steps_at_update(learner_steps, update: int) -> float:
+  """Env steps counted when the learner made its `update`-th update (NaN before it has), from
+  the run's `learner_steps` series against env steps."""
   import numpy as np
-
-  from launch.analysis import aggregate
-  s = aggregate.series(run, 'learner_steps', 'actor_steps')
-  i = int(np.searchsorted(s.values, update))
-  return float(s.xs[i]) if i < len(s.values) else float('nan')
+  i = int(np.searchsorted(learner_steps.values, update))
+  return float(learner_steps.xs[i]) if i < len(learner_steps.values) else float('nan')
 
 
 # The measures at an update: (label, metric, trailing rows read, digits).
@@ -217,15 +224,19 @@ def sokoban_updates_markdown(table: dict, out: str, load=None) -> str:
             **sokoban_reference_runs(table['scale'])}
   cells = {}   # (group, mark, label) -> text
   for group, run_dirs in groups.items():
-    logs = [load(d) for d in run_dirs]
+    # Each run's series read once for every mark: {name: series or None where not logged}.
+    runs = [{name: _safe_series(load(d), name)
+             for name in ('learner_steps', *(metric for _, metric, _, _ in _AT_UPDATE))}
+            for d in run_dirs]
     for mark in SOKOBAN_UPDATE_MARKS:
-      env = [_safe(_env_steps_at_update, run, mark) for run in logs]
+      env = [float('nan') if run['learner_steps'] is None else
+             _env_steps_at_update(run['learner_steps'], mark) for run in runs]
       if any(e != e for e in env):
         continue   # some run of the group has not made that many updates
       cells[group, mark, 'env steps'] = mean_ci_text(env, 0)
       for label, metric, rows, digits in _AT_UPDATE:
-        values = [_safe(lambda r=run, e=e: _value_at(aggregate.series(r, metric), e, rows))
-                  for run, e in zip(logs, env)]
+        values = [float('nan') if run[metric] is None else _value_at(run[metric], e, rows)
+                  for run, e in zip(runs, env)]
         cells[group, mark, label] = mean_ci_text(values, digits)
   marks = [m for m in SOKOBAN_UPDATE_MARKS if any(key[1] == m for key in cells)]
   if not marks:
