@@ -1,7 +1,6 @@
 """The Sokoban experiment's page (Sec. 5.3, Fig. 5b/5c): milestones, each RAE arm against IMPALA
-seed by seed, the groups at equal learner updates, psi accuracy against the oracle and along a
-solution. Its steps:
-`launch.experiments.sokoban`."""
+seed by seed, the groups at equal learner updates, psi against the oracle and along a solution.
+Its steps: `launch.experiments.sokoban`."""
 import functools
 import os
 
@@ -82,10 +81,7 @@ def _value_at(s, step: float, last_n: int) -> float:
 def _safe_series(run, metric: str):
   """`aggregate.series(run, metric)` against env steps, None where the run logs no such metric."""
   from launch.analysis import aggregate
-  try:
-    return aggregate.series(run, metric, 'actor_steps')
-  except ValueError:
-    return None
+  return aggregate.series(run, metric) if metric in aggregate.metric_names(run) else None
 
 
 def _safe(fn, *args) -> float:
@@ -199,8 +195,7 @@ SOKOBAN_LEARNER_ROWS = 20   # learner log rows a policy entropy at one update is
 
 
 def _env_steps_at_update(learner_steps, update: int) -> float:
-  """Env steps counted when the learner made its `update`-th update (NaN before it has), from
-  the run's `learner_steps` series against env steps."""
+  """Env steps by the learner's `update`-th update (its `learner_steps` series; NaN before)."""
   import numpy as np
   i = int(np.searchsorted(learner_steps.values, update))
   return float(learner_steps.xs[i]) if i < len(learner_steps.values) else float('nan')
