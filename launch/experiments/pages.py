@@ -35,6 +35,15 @@ def run_home(logs: str) -> str:
   return os.path.dirname(logs) if os.path.basename(logs) == run_export.EXPORT_SUBDIR else logs
 
 
+def write_report(out: str, result: dict, text: str) -> None:
+  """A study's or probe's result: JSON at `out` and the markdown `text` beside it (same name,
+  .md), the directory made first."""
+  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  run_state.write_json(out, result)
+  with open(os.path.splitext(out)[0] + '.md', 'w') as f:
+    f.write(text)
+
+
 def read_json(path: str) -> Optional[dict]:
   """run_state.read_json, None also for a file that is not JSON (a page shows what it can)."""
   try:

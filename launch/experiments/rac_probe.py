@@ -32,7 +32,7 @@ import numpy as np
 from absl import flags
 
 from envs import cli
-from launch.runtime import run_state
+from launch.experiments import pages
 
 
 @dataclasses.dataclass
@@ -262,11 +262,8 @@ def main(argv=None):
       line += (f"; {r['episodes_with_ruin']} episodes ruined grass ({r['ruined_grass_total']} "
                f"cells), {r['episodes_reaching_goal']} reached the goal")
     print(f'{line}; {time.time() - t0:.0f}s', flush=True)
-  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  run_state.write_json(args.out, {'checkpoint': os.path.abspath(args.checkpoint),
-                                  'results': results})
-  with open(os.path.splitext(args.out)[0] + '.md', 'w') as f:
-    f.write(markdown(results, args.checkpoint))
+  pages.write_report(args.out, {'checkpoint': os.path.abspath(args.checkpoint),
+                                 'results': results}, markdown(results, args.checkpoint))
 
 
 if __name__ == '__main__':

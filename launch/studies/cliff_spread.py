@@ -25,8 +25,7 @@ import numpy as np
 from absl import flags
 
 from envs import cli
-from launch.experiments import cliff, rac_probe
-from launch.runtime import run_state
+from launch.experiments import cliff, pages, rac_probe
 
 
 def _page_values(path: Optional[str]) -> Dict[str, float]:
@@ -132,11 +131,9 @@ def main(argv=None):
                     'episodes_per_training': [r['episodes'] for r in per_beta[b]],
                     'fallback_fraction': [r['fallback_fraction'] for r in per_beta[b]],
                     'page_launch_train': page.get(f'RAC p={p:g} beta={b:g}')})
-  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  run_state.write_json(args.out, {'estimator_seeds': args.estimator_seeds,
-                                  'episodes': args.episodes, 'cells': cells})
-  with open(os.path.splitext(args.out)[0] + '.md', 'w') as f:
-    f.write(spread_markdown(cells, winds, betas, args.episodes))
+  pages.write_report(args.out, {'estimator_seeds': args.estimator_seeds,
+                                 'episodes': args.episodes, 'cells': cells},
+                     spread_markdown(cells, winds, betas, args.episodes))
 
 
 if __name__ == '__main__':

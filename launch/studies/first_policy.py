@@ -14,14 +14,13 @@ is uniform), the logits' standard deviation across states (mean over the actions
 values'. Writes JSON and a markdown table beside it (same name, .md).
 """
 import dataclasses
-import json
-import os
 from typing import Any, Dict, List
 
 import numpy as np
 from absl import flags
 
 from envs import cli
+from launch.experiments import pages
 
 # (name, changes to the preset's policy network).
 VARIANTS = (
@@ -79,11 +78,7 @@ def run(episodes: int, steps: int, seeds: int, out: str = None) -> Dict[str, Any
   text = markdown(report)
   print(text, end='')
   if out:
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, 'w') as f:
-      json.dump(report, f, indent=1)
-    with open(os.path.splitext(out)[0] + '.md', 'w') as f:
-      f.write(text)
+    pages.write_report(out, report, text)
   return report
 
 

@@ -14,14 +14,13 @@ irreversible, what RAE penalises), psi(x', x) (phi's regression target: the chan
 back), and phi(x, a) when the checkpoint has phi. RAC at beta forbids a when phi(x, a) < beta.
 Writes JSON and a markdown table beside it (same name, .md).
 """
-import json
-import os
 from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 from absl import flags
 
 from envs import cli
+from launch.experiments import pages
 
 UP, DOWN, LEFT, RIGHT = range(4)
 ACTION_NAMES = ('up', 'down', 'left', 'right')
@@ -83,11 +82,7 @@ def run(checkpoints: Sequence[str], out: str = None) -> Dict[str, List[Dict[str,
   text = markdown(results)
   print(text, end='')
   if out:
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, 'w') as f:
-      json.dump(results, f, indent=1)
-    with open(os.path.splitext(out)[0] + '.md', 'w') as f:
-      f.write(text)
+    pages.write_report(out, results, text)
   return results
 
 

@@ -16,13 +16,12 @@ taken with the agent on that cell and no grass ruined, scaled to --per_episodes 
 paper-scale dataset), and the mean number of such steps per episode. Writes JSON and a markdown
 grid beside it (.md).
 """
-import os
 
 import numpy as np
 from absl import flags
 
 from envs import cli
-from launch.runtime import run_state
+from launch.experiments import pages
 
 
 def clean_visits(episodes: int, seed: int = 1, env_options=None):
@@ -93,13 +92,11 @@ def main(argv=None):
   except envs.EnvError as e:
     raise SystemExit(f'error: bad --env_option: {e}') from e
   scaled = np.rint(counts * args.per_episodes / args.episodes).astype(np.int64)
-  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-  run_state.write_json(args.out, {'episodes': args.episodes, 'env_options': options,
-                                  'per_episodes': args.per_episodes,
-                                  'clean_steps_per_cell': scaled.tolist(),
-                                  'mean_clean_steps_per_episode': float(per_episode.mean())})
-  with open(os.path.splitext(args.out)[0] + '.md', 'w') as f:
-    f.write(markdown(scaled, args.per_episodes, float(per_episode.mean()), options))
+  pages.write_report(args.out, {'episodes': args.episodes, 'env_options': options,
+                                 'per_episodes': args.per_episodes,
+                                 'clean_steps_per_cell': scaled.tolist(),
+                                 'mean_clean_steps_per_episode': float(per_episode.mean())},
+                     markdown(scaled, args.per_episodes, float(per_episode.mean()), options))
 
 
 if __name__ == '__main__':
