@@ -13,8 +13,11 @@
 #
 # SCALE: authors (default: App. C.3's agent to 50M, results/sokoban_authors) or long (our agent
 # to 30M, results/sokoban_30m). ROOT: the checkout whose code runs (a frozen copy keeps edits in
-# the main one out of the runs); PY: its interpreter; OUT: where the runs live; RUNGS: the env
-# steps every run reaches before any goes further; NICE: the runs' niceness. From a frozen copy:
+# the main one out of the runs); PY: its interpreter; OUT: where the runs live; RUNS: the runs
+# taken, in this order at every rung (default: both arms' 3 seeds; the authors scale's one-seed
+# diagnostics are taken by naming them, e.g. RUNS="impala_drawn-s0 impala_drawn_haiku-s0
+# impala_drawn_haiku_bytes-s0"); RUNGS: the env steps every run reaches before any goes further;
+# NICE: the runs' niceness. From a frozen copy:
 #
 #   git worktree add --detach /work/frozen HEAD
 #   ROOT=/work/frozen PY=$PWD/.venv/bin/python OUT=$PWD/results/sokoban_authors \
@@ -31,6 +34,7 @@ ROOT="${ROOT:-$here}"
 PY="${PY:-$ROOT/.venv/bin/python}"
 OUT="${OUT:-$here/results/$default_out}"
 RUNGS="${RUNGS:-$default_rungs}"
+RUNS="${RUNS:-impala-s0 impala_rae-s0 impala-s1 impala_rae-s1 impala-s2 impala_rae-s2}"
 NICE="${NICE:-10}"
 mkdir -p "$OUT"
 log="$OUT/experiment.log"
@@ -81,15 +85,14 @@ saved_steps() {
   echo 0
 }
 for rung in $RUNGS; do
-  for seed in 0 1 2; do
-    for arm in impala impala_rae; do
-      # A run already past the rung needs no launch of the experiment (each costs ~25 s).
-      if [ "$(saved_steps "$arm-s$seed")" -lt "$rung" ]; then
-        experiment --max_steps "$rung" --only "$arm-s$seed" || exit 1
-      fi
-      export_run "$arm-s$seed" || exit 1
-    done
+  for run in $RUNS; do
+    # A run already past the rung needs no launch of the experiment (each costs ~25 s).
+    if [ "$(saved_steps "$run")" -lt "$rung" ]; then
+      experiment --max_steps "$rung" --only "$run" || exit 1
+    fi
+    export_run "$run" || exit 1
   done
 done
-# The whole experiment but the random episodes (psi is trained by now, perhaps on another machine).
-experiment --only "train_psi,eval_psi_*,psi_trace,impala-s?*,impala_rae-s?*"
+# These runs' final evaluations and the page; psi's steps are done by now (perhaps on another
+# machine), so the random episodes are not collected again.
+experiment --only "train_psi,eval_psi_*,psi_trace$(printf ',%s*' $RUNS)"

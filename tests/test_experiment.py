@@ -61,6 +61,27 @@ def test_sokoban_long_scale_is_the_small_agent_to_30m_steps_with_two_arms():
   assert 'train_psi' in names and 'train_psi_paper' not in names
 
 
+def test_the_authors_scale_adds_its_diagnostics_once_each_as_impala_with_one_change_more():
+  runs = {st.name: st for st in registry.sokoban_steps('authors', 3) if st.is_training}
+  diagnostics = ['impala_drawn-s0', 'impala_drawn_haiku-s0', 'impala_drawn_haiku_bytes-s0']
+  assert sorted(runs) == sorted([f'{a}-s{i}' for a in ('impala', 'impala_rae') for i in (0, 1, 2)]
+                                + diagnostics)
+  base = runs['impala-s0'].flags
+  # Each diagnostic is IMPALA's seed 0 with the flags of the one before it and one change more.
+  before = ()
+  for name in diagnostics:
+    step = runs[name]
+    assert step.seed == 0 and step.max_steps == 50_000_000
+    assert step.flags[:len(base)] == base
+    added = step.flags[len(base):]
+    assert added[:len(before)] == before and len(added) > len(before)
+    before = added
+  assert before == ('--nopolicy_centre_on_agent', '--policy_init', 'lecun',
+                    '--policy_pixel_scale', '1')
+  # The other scales run none.
+  assert not any('drawn' in st.name for st in registry.sokoban_steps('long', 3))
+
+
 def test_only_selects_steps_by_pattern_and_list_shows_the_budget(tmp_path):
   r = _cli('sokoban', '--seeds', '2', '--out', str(tmp_path), '--max_steps', '12345',
            '--only', 'impala-s*,psi_trace', '--list')

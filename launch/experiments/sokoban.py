@@ -42,6 +42,7 @@ SOKOBAN_SCALES = {
     # several launches in rungs (scripts/sokoban_benchmark.sh).
     'authors': dict(episodes=20_000, pairs=5_000_000, max_steps=50_000_000, actors=2,
                     envs_per_actor=32, run_seconds=7_000, rae_arms=('impala_rae',),
+                    diagnostics=('impala_drawn', 'impala_drawn_haiku', 'impala_drawn_haiku_bytes'),
                     agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
                     eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                     eval_oracle_levels=100),
@@ -75,6 +76,18 @@ SOKOBAN_RAE_ARMS = (
     ('impala_rae_lam1', 'IMPALA+RAE (lambda 1)', 'psi.ckpt', 1.0),
 )
 _ALL_ARMS = tuple(arm[0] for arm in SOKOBAN_RAE_ARMS)   # a scale's default 'rae_arms'
+# A scale's `diagnostics`: one seed each of IMPALA with its agent changed towards what the
+# authors' unreleased network may have been, each adding one change to the one before, in the
+# order they are worth measuring: the room as App. C.3 draws it (not centred on the agent); then
+# Haiku's default initialisation, as Acme's networks have it; then the bytes fed unscaled, whose
+# first policy is near-deterministic (launch.studies.first_policy). (run name, group, flags)
+SOKOBAN_DIAGNOSTICS = (
+    ('impala_drawn', 'IMPALA, room as drawn', ('--nopolicy_centre_on_agent',)),
+    ('impala_drawn_haiku', "IMPALA, room as drawn, Haiku's init",
+     ('--nopolicy_centre_on_agent', '--policy_init', 'lecun')),
+    ('impala_drawn_haiku_bytes', "IMPALA, room as drawn, Haiku's init, bytes unscaled",
+     ('--nopolicy_centre_on_agent', '--policy_init', 'lecun', '--policy_pixel_scale', '1')),
+)
 SOKOBAN_BETA = presets.thresholds('sokoban', 'rae')['beta']
 SOKOBAN_GIF = 'policy_boxoban.gif'   # the final greedy policy on SOKOBAN_GIF_LEVEL of Boxoban
 SOKOBAN_GIF_LEVEL = 0
@@ -142,6 +155,10 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
       runs.append(train_step(f'{name}-s{seed}', group, seed, s['max_steps'], s['run_seconds'],
                              *common, '--mode', 'rae', '--estimator_checkpoint', f'{{out}}/{ckpt}',
                              '--beta', str(SOKOBAN_BETA), *lam_flags))
+  for name, group, flags in SOKOBAN_DIAGNOSTICS:
+    if name in s.get('diagnostics', ()):
+      runs.append(train_step(f'{name}-s0', group, 0, s['max_steps'], s['run_seconds'], *common,
+                             '--mode', 'none', *flags))
   # Each run is followed by the evaluations of its final policy, so that a budget reached over
   # several sessions shows every finished run whole: greedy and sampled, on the 1k training
   # levels, on Boxoban levels it never saw, and (oracle-counted irreversible actions, expensive)
