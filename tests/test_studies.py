@@ -1,5 +1,5 @@
 """The studies of launch/studies/ (sokoban_gate, sokoban_reuse, single_process, psi_ablation,
-turf_coverage, first_policy; cliff_spread beside launch.experiments.rac_probe in test_rac_probe.py):
+turf_coverage, first_policy, level_sets; cliff_spread beside launch.experiments.rac_probe in test_rac_probe.py):
 their documented command lines parse as they did with absl flags, the steps they hand the
 experiment runner, and the runner's early stop that the gate uses."""
 import json
@@ -15,6 +15,7 @@ from launch.experiments import runner
 from launch.runtime import run_state
 from launch.studies import (
   first_policy,
+  level_sets,
   psi_ablation,
   single_process,
   sokoban_gate,
@@ -226,3 +227,33 @@ def test_first_policy_is_uniform_with_ours_and_not_with_haikus_init_on_raw_bytes
   assert entropy['preset: orthogonal, centred, bytes / 255'] == pytest.approx(np.log(4), abs=1e-3)
   assert entropy["Haiku's init, as drawn, bytes as they are"] < 1.2
   assert '| network | entropy |' in open(out[:-len('json')] + 'md').read()
+
+
+def test_level_sets_wilson_interval_by_hand():
+  lo, hi = level_sets.wilson(50, 100)
+  assert lo == pytest.approx(0.40383, abs=1e-5) and hi == pytest.approx(0.59617, abs=1e-5)
+  assert level_sets.wilson(0, 100)[0] == 0.0 and level_sets.wilson(0, 100)[1] > 0.03
+
+
+def test_level_sets_counts_moves_pushes_and_levels_with_no_solution():
+  from envs import levels as levels_lib
+  one_push, walk_then_push, dead = levels_lib.parse_levels(
+      '; 0\n#####\n#@$.#\n#####\n'
+      '; 1\n######\n#@ $.#\n######\n'
+      '; 2\n#####\n#$  #\n# @.#\n#####\n', source='<test>')
+  report = level_sets.optimal_solutions([one_push, walk_then_push, dead], max_nodes=1000)
+  assert report['levels'] == 3 and report['solved'] == 2
+  assert report['unsolved'] == {'dead_box': 1}
+  assert report['moves_mean'] == 1.5 and report['pushes_mean'] == 1.0
+
+
+def test_level_sets_writes_both_sets_reports(tmp_path):
+  out = str(tmp_path / 'level_sets.json')
+  assert level_sets.main(['--solve_levels', '1', '--episodes', '3', '--out', out]) == 0
+  with open(out) as f:
+    report = json.load(f)
+  assert [s['name'] for s in report['sets']] == [name for name, _ in level_sets.LEVEL_SETS]
+  for s in report['sets']:
+    assert s['size'] == 1000 and s['boxes'] == [4] and s['optimal']['solved'] == 1
+    assert s['random']['episodes'] == 3 and 0 <= s['random']['solved_fraction'] <= 1
+  assert '| level set | levels |' in open(out[:-len('json')] + 'md').read()
