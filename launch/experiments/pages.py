@@ -44,6 +44,13 @@ def write_report(out: str, result: dict, text: str) -> None:
     f.write(text)
 
 
+def show_report(out: Optional[str], result: dict, text: str) -> None:
+  """A study's markdown on stdout, and written with its JSON (write_report) when `out` is given."""
+  print(text, end='')
+  if out:
+    write_report(out, result, text)
+
+
 def read_json(path: str) -> Optional[dict]:
   """run_state.read_json, None also for a file that is not JSON (a page shows what it can)."""
   try:

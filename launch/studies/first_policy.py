@@ -76,9 +76,7 @@ def run(episodes: int, steps: int, seeds: int, out: str = None) -> Dict[str, Any
   report = {'observations': int(len(frames)), 'episodes': episodes, 'seeds': seeds,
             'variants': results}
   text = markdown(report)
-  print(text, end='')
-  if out:
-    pages.write_report(out, report, text)
+  pages.show_report(out, report, text)
   return report
 
 

@@ -105,9 +105,7 @@ def run(solve_levels: int, max_nodes: int, episodes: int, seed: int, out: str = 
   report = {'solve_levels': solve_levels, 'max_nodes': max_nodes, 'episodes': episodes,
             'seed': seed, 'sets': sets}
   text = markdown(report)
-  print(text, end='')
-  if out:
-    pages.write_report(out, report, text)
+  pages.show_report(out, report, text)
   return report
 
 

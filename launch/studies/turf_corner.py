@@ -80,9 +80,7 @@ def markdown(results: Dict[str, List[Dict[str, Any]]]) -> str:
 def run(checkpoints: Sequence[str], out: str = None) -> Dict[str, List[Dict[str, Any]]]:
   results = {path: score(path) for path in checkpoints}
   text = markdown(results)
-  print(text, end='')
-  if out:
-    pages.write_report(out, results, text)
+  pages.show_report(out, results, text)
   return results
 
 
