@@ -17,6 +17,9 @@
 - Rewards (the paper's, gym-sokoban's defaults, set explicitly): -0.1 per step, +1 for a box pushed
   onto a target, -1 for a box pushed off one, +10 when the level is solved.
 - Solving (all boxes on targets) terminates (discount 0); `max_steps` (120) truncates (discount 1).
+  `timeout_terminates=True` ends the `max_steps`-th step with discount 0 instead, as gym-sokoban
+  under Acme's `GymWrapper` does (its `done` at the step limit carries no `TimeLimit.truncated`),
+  which is how the authors' Acme agent saw the step limit.
 - `get_state()` is the true state, hashable: (level index, player (row, col), sorted box positions);
   walls and targets are fixed per level. The step counter is not part of it, and `set_state`
   restores a state with the counter at 0, so time limits never cut an oracle's search.
@@ -166,10 +169,11 @@ class Sokoban(dm_env.Environment):
 
   def __init__(self, seed: int = 0, levels: Union[str, Sequence[levels_lib.Level]] = 'default',
                max_steps: int = 120, level_index: Optional[int] = None,
-               action_set: str = 'push'):
+               action_set: str = 'push', timeout_terminates: bool = False):
     self._levels = load_level_set(levels)
     self._level_index_option, self._max_steps = check_options(
         len(self._levels), max_steps, level_index, action_set)
+    self._timeout_terminates = bool(timeout_terminates)
     self._rng = np.random.default_rng(seed)
 
     # Every level as gym-sokoban arrays, padded with walls to the set's largest shape.
@@ -217,7 +221,9 @@ class Sokoban(dm_env.Environment):
                                                 observation_mode='tiny_rgb_array')
     self._t += 1
     reward = float(reward)
-    return base.finish_step(self, reward, obs, bool(done and info.get('all_boxes_on_target', False)))
+    solved = bool(done and info.get('all_boxes_on_target', False))
+    timed_out = self._timeout_terminates and self._t >= self._max_steps
+    return base.finish_step(self, reward, obs, solved or timed_out)
 
   def observation_spec(self):
     return specs.BoundedArray(self._shape + (3,), np.uint8, 0, 255, 'observation')

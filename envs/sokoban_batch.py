@@ -18,7 +18,8 @@ side by side):
   - reward -0.1 a step, +1 when the count of boxes on targets rises, -1 when it falls, +10 when
     no target is left uncovered (added in that order, in float64, then cast to float32: a table
     of the six possible values);
-  - all targets covered terminates (discount 0); the max_steps-th step truncates (discount 1).
+  - all targets covered terminates (discount 0); the max_steps-th step truncates (discount 1),
+    or terminates with `timeout_terminates=True`.
 
 Rooms are kept flat ([K, H*W] cell codes, the player as a flat index). Every level is closed
 (the player can never reach the grid's edge: `envs.levels` checks it for parsed levels and this
@@ -65,7 +66,7 @@ def _reward_table() -> np.ndarray:
 
 
 _REWARDS = _reward_table()
-_DISCOUNTS = np.array([1.0, 0.0], np.float32)   # not solved (transition, truncation), solved
+_DISCOUNTS = np.array([1.0, 0.0], np.float32)   # going on (or truncated), terminated
 
 
 def _check_closed(encoded: sokoban.EncodedLevels, levels: Sequence[levels_lib.Level]) -> None:
@@ -96,13 +97,15 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
 
   def __init__(self, seeds: Sequence[int],
                levels: Union[str, Sequence[levels_lib.Level]] = 'default', max_steps: int = 120,
-               level_index: Optional[int] = None, action_set: str = 'push'):
+               level_index: Optional[int] = None, action_set: str = 'push',
+               timeout_terminates: bool = False):
     seeds = list(seeds)
     if not seeds:
       raise ValueError('SokobanBatch needs at least one seed (one per environment)')
     self._levels = sokoban.load_level_set(levels)
     self._level_index_option, self._max_steps = sokoban.check_options(
         len(self._levels), max_steps, level_index, action_set)
+    self._timeout_terminates = bool(timeout_terminates)
     self._num_actions = sokoban.num_actions(action_set)
     self._rngs = [np.random.default_rng(s) for s in seeds]
     encoded = sokoban.encode_levels(self._levels)
@@ -178,10 +181,12 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     on_target = self._num_boxes - uncovered
     solved = uncovered == 0
     rewards = _REWARDS[np.sign(on_target - self._on_target) + 1, solved.view(np.int8)]
-    discounts = _DISCOUNTS[solved.view(np.int8)]
     self._on_target = on_target
     self._t += 1
-    last = solved | (self._t >= self._max_steps)
+    timed_out = self._t >= self._max_steps
+    last = solved | timed_out
+    ends = (last if self._timeout_terminates else solved).view(np.int8)
+    discounts = _DISCOUNTS[ends]
     reached = self._render(None)
     # rewards[k, ...] is a 0-d float32 array, as SinglePrecisionWrapper's are.
     timesteps = [dm_env.TimeStep(_STEP_TYPES[l], rewards[k, ...], discounts[k, ...], reached[k])

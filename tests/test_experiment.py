@@ -65,7 +65,7 @@ def test_the_authors_scale_adds_its_diagnostics_once_each_as_impala_with_one_cha
   runs = {st.name: st for st in registry.sokoban_steps('authors', 3) if st.is_training}
   diagnostics = ['impala_drawn-s0', 'impala_drawn_haiku-s0', 'impala_drawn_haiku_bytes-s0']
   assert sorted(runs) == sorted([f'{a}-s{i}' for a in ('impala', 'impala_rae') for i in (0, 1, 2)]
-                                + diagnostics)
+                                + diagnostics + ['impala_timeout_ends-s0'])
   base = runs['impala-s0'].flags
   # Each diagnostic is IMPALA's seed 0 with the flags of the one before it and one change more.
   before = ()
@@ -78,6 +78,9 @@ def test_the_authors_scale_adds_its_diagnostics_once_each_as_impala_with_one_cha
     before = added
   assert before == ('--nopolicy_centre_on_agent', '--policy_init', 'lecun',
                     '--policy_pixel_scale', '1')
+  # The environment's diagnostic changes only the step limit's discount.
+  timeout = runs['impala_timeout_ends-s0']
+  assert timeout.seed == 0 and timeout.flags == base + ('--env_option', 'timeout_terminates=true')
   # The other scales run none.
   assert not any('drawn' in st.name for st in registry.sokoban_steps('long', 3))
 

@@ -185,6 +185,18 @@ def test_truncation_at_120_steps():
   assert env.step(UP).first()
 
 
+def test_timeout_terminates_option_ends_the_120th_step_with_discount_0():
+  env = Sokoban.from_text(TWO_BOX_ROOM, timeout_terminates=True)
+  env.reset()
+  for t in range(1, 121):
+    ts = env.step(UP if t % 2 else DOWN)
+    if t < 120:
+      assert ts.mid()
+  assert ts.last() and ts.discount == 0.0 and ts.reward == pytest.approx(-0.1)
+  assert env.episode_info()['solved'] == 0.0
+  assert env.step(UP).first()
+
+
 def test_set_state_resets_step_counter():
   env = Sokoban.from_text(TWO_BOX_ROOM, max_steps=5)
   env.reset()

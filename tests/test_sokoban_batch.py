@@ -134,7 +134,8 @@ def _play(seeds, steps, policy_seed, solver_envs=(), **options):
       if want.last():
         ended.add(k)
         info = env.episode_info()
-        seen['solved' if want.discount == 0 else 'truncated'] += 1
+        seen['solved' if info['solved'] else 'truncated'] += 1
+        seen[f'last discount {float(want.discount):g}'] += 1
         levels_played.add(env.level_index)
         first = env.reset()
         assert k in out.finished, where
@@ -142,7 +143,7 @@ def _play(seeds, steps, policy_seed, solver_envs=(), **options):
         _assert_same_timestep(out.finished[k].first, first, where + ' (reset)')
         _assert_same_image(out.observations[k], first.observation, where)
         if k in solver_envs:
-          assert want.discount == 0 and not plans[k], where   # the solution solved it
+          assert info['solved'] and not plans[k], where   # the solution solved it
           plans[k] = list(solutions(env.level_index))
       else:
         _assert_same_image(out.observations[k], want.observation, where)
@@ -176,6 +177,15 @@ def test_mixed_level_set_with_solved_episodes():
   assert seen['solved'] >= 250 and seen['truncated'] >= 50
   assert seen['reward +10.9'] > 0 and seen['reward -1.1'] > 0 and seen['reward +0.9'] > 0
   assert seen['levels'] == len(levels)
+
+
+def test_timeouts_that_terminate():
+  """With timeout_terminates every episode's last step has discount 0, solved or timed out."""
+  seen = _play(list(range(8)), 300, policy_seed=4, solver_envs=(0, 2, 4, 6),
+               levels=_mixed_levels(), max_steps=30, timeout_terminates=True)
+  assert seen['solved'] >= 4 * (300 // 30) and seen['truncated'] >= 4 * (300 // 30) - 4
+  assert seen['last discount 0'] == seen['solved'] + seen['truncated']
+  assert seen['last discount 1'] == 0
 
 
 def test_one_level_option():

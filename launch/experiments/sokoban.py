@@ -42,7 +42,8 @@ SOKOBAN_SCALES = {
     # several launches in rungs (scripts/sokoban_benchmark.sh).
     'authors': dict(episodes=20_000, pairs=5_000_000, max_steps=50_000_000, actors=2,
                     envs_per_actor=32, run_seconds=7_000, rae_arms=('impala_rae',),
-                    diagnostics=('impala_drawn', 'impala_drawn_haiku', 'impala_drawn_haiku_bytes'),
+                    diagnostics=('impala_drawn', 'impala_drawn_haiku', 'impala_drawn_haiku_bytes',
+                                 'impala_timeout_ends'),
                     agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
                     eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                     eval_oracle_levels=100),
@@ -76,17 +77,22 @@ SOKOBAN_RAE_ARMS = (
     ('impala_rae_lam1', 'IMPALA+RAE (lambda 1)', 'psi.ckpt', 1.0),
 )
 _ALL_ARMS = tuple(arm[0] for arm in SOKOBAN_RAE_ARMS)   # a scale's default 'rae_arms'
-# A scale's `diagnostics`: one seed each of IMPALA with its agent changed towards what the
-# authors' unreleased network may have been, each adding one change to the one before, in the
-# order they are worth measuring: the room as App. C.3 draws it (not centred on the agent); then
-# Haiku's default initialisation, as Acme's networks have it; then the bytes fed unscaled, whose
-# first policy is near-deterministic (launch.studies.first_policy). (run name, group, flags)
+# A scale's `diagnostics`: one seed each of IMPALA changed towards the authors' system. The
+# first three change the agent towards what their unreleased network may have been, each adding
+# one change to the one before, in the order they are worth measuring: the room as App. C.3 draws
+# it (not centred on the agent); then Haiku's default initialisation, as Acme's networks have it;
+# then the bytes fed unscaled, whose first policy is near-deterministic
+# (launch.studies.first_policy). The last changes only the environment: the step limit ends the
+# episode (discount 0), as gym-sokoban's `done` does under Acme's GymWrapper, where ours truncates
+# and bootstraps. (run name, group, flags)
 SOKOBAN_DIAGNOSTICS = (
     ('impala_drawn', 'IMPALA, room as drawn', ('--nopolicy_centre_on_agent',)),
     ('impala_drawn_haiku', "IMPALA, room as drawn, Haiku's init",
      ('--nopolicy_centre_on_agent', '--policy_init', 'lecun')),
     ('impala_drawn_haiku_bytes', "IMPALA, room as drawn, Haiku's init, bytes unscaled",
      ('--nopolicy_centre_on_agent', '--policy_init', 'lecun', '--policy_pixel_scale', '1')),
+    ('impala_timeout_ends', 'IMPALA, step limit ends episodes',
+     ('--env_option', 'timeout_terminates=true')),
 )
 SOKOBAN_BETA = presets.thresholds('sokoban', 'rae')['beta']
 SOKOBAN_GIF = 'policy_boxoban.gif'   # the final greedy policy on SOKOBAN_GIF_LEVEL of Boxoban
