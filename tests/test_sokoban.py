@@ -174,25 +174,15 @@ def test_rewards_and_termination():
   assert env.step(UP).first()  # auto-reset after the end
 
 
-def test_truncation_at_120_steps():
-  env = Sokoban.from_text(TWO_BOX_ROOM)
+@pytest.mark.parametrize('timeout_terminates, discount', [(False, 1.0), (True, 0.0)])
+def test_the_120th_step_truncates_or_with_timeout_terminates_ends(timeout_terminates, discount):
+  env = Sokoban.from_text(TWO_BOX_ROOM, timeout_terminates=timeout_terminates)
   env.reset()
   for t in range(1, 121):
     ts = env.step(UP if t % 2 else DOWN)
     if t < 120:
       assert ts.mid()
-  assert ts.last() and ts.discount == 1.0 and ts.reward == pytest.approx(-0.1)
-  assert env.step(UP).first()
-
-
-def test_timeout_terminates_option_ends_the_120th_step_with_discount_0():
-  env = Sokoban.from_text(TWO_BOX_ROOM, timeout_terminates=True)
-  env.reset()
-  for t in range(1, 121):
-    ts = env.step(UP if t % 2 else DOWN)
-    if t < 120:
-      assert ts.mid()
-  assert ts.last() and ts.discount == 0.0 and ts.reward == pytest.approx(-0.1)
+  assert ts.last() and ts.discount == discount and ts.reward == pytest.approx(-0.1)
   assert env.episode_info()['solved'] == 0.0
   assert env.step(UP).first()
 
