@@ -225,6 +225,24 @@ def test_page_pairs_each_rae_arm_with_impala_of_the_same_seed(tmp_path):
   assert not any('(lambda 1)' in row for row in rows)
 
 
+def test_a_diagnostic_on_its_way_leaves_the_arms_area_budget_alone(tmp_path):
+  from launch.experiments import sokoban_page
+  out = str(tmp_path)
+  # The arms' runs log 1,200 episodes (to 120,000 env steps), the diagnostic 600 (to 60,000).
+  episodes = {'IMPALA': 1200, 'IMPALA+RAE': 1200, 'IMPALA, room as drawn': 600}
+  for step in registry.sokoban_steps('authors', 1):
+    if step.is_training and step.group in episodes:
+      k = episodes[step.group]
+      _fake_run(os.path.join(out, step.run_dir), [-1.0] * k, [0] * (k // 2) + [1] * (k // 2))
+  md = sokoban_page.sokoban_milestones_markdown({'scale': 'authors', 'seeds': 1}, out)
+  assert 'over the first 120,000 env steps' in md
+  rows = {row.split(' | ')[0]: row for row in md.splitlines() if row.startswith('| ')}
+  from launch.analysis import aggregate
+  area = aggregate.mean_over_budget(os.path.join(out, 'runs', 'impala-s0'), 'solved', 120_000)
+  assert 0.4 < area < 0.6 and rows['| IMPALA'].endswith(f'| {area:.4f} |')
+  assert rows['| IMPALA, room as drawn'].endswith('| – |')
+
+
 def test_the_arms_are_compared_every_5m_steps_on_the_window_logged_by_then(tmp_path):
   from launch.experiments import sokoban_page
   assert sokoban_page._marks(30_000_199) == [5e6, 10e6, 15e6, 20e6, 25e6]
