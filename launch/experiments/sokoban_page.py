@@ -22,29 +22,25 @@ SOKOBAN_MARK_STEPS = 5_000_000      # the arms' curves compared every 5M env ste
 
 def sokoban_milestones_markdown(table: dict, out: str, load=None) -> str:
   """Per group: env steps at which the trailing 1,000 training episodes first solved each of
-  SOKOBAN_MILESTONES (mean ± 95% t-interval over the seeds that got there, and how many did), and the
-  area under the solved curve over the budget every run of the compared arms has reached: a
-  one-seed diagnostic still on its way sets no budget, and has no area until it gets there.
-  `load`: run dir -> its logs (`aggregate.load`, or a cache of it shared by the page's sections)."""
+  SOKOBAN_MILESTONES (mean ± 95% t-interval over the seeds that got there, how many did), and the
+  area under the solved curve up to the compared arms' (not diagnostics') common budget. `load`:
+  run dir -> its logs (`aggregate.load`, or a cache of it shared by the page's sections)."""
   from launch.analysis import aggregate
   from launch.experiments.pages import mean_ci_text, runs_by_group
   load = load or aggregate.load
   groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
   if not groups:
     return ''
-  diagnostics = {group for _, group, _ in SOKOBAN_DIAGNOSTICS}
-  compared = [d for group, ds in groups.items() if group not in diagnostics for d in ds]
-  budget = _common_budget([load(d) for d in compared or
-                           [d for ds in groups.values() for d in ds]])
+  diagnostic = {group for _, group, _ in SOKOBAN_DIAGNOSTICS}
+  budget = _common_budget([load(d) for g, ds in groups.items() if g not in diagnostic for d in ds])
   n = SOKOBAN_MILESTONE_EPISODES
   lines = ['## Milestones: env steps to a solved fraction', '',
            f'Env steps at which the last {n:,} logged training episodes first solved the given '
            f'fraction (where an export kept every k-th episode, the last {n:,} kept ones: as '
            'many samples, over k times the episodes; mean ± 95% t-interval over the seeds that '
-           'reached it; in brackets: how many of '
-           f'the seeds did). Area: the mean of the solved curve over the first {budget:,.0f} env '
-           'steps (the budget every run of the compared arms has reached; – for a group with no '
-           'run there yet), so larger is sooner.', '',
+           'reached it; in brackets: how many of the seeds did). Area: the mean of the solved '
+           f'curve over the first {budget:,.0f} env steps (the budget every run of the compared '
+           'arms has reached; – for a group with no run there), so larger is sooner.', '',
            '| group | ' + ' | '.join(f'{m:.0%} solved' for m in SOKOBAN_MILESTONES) +
            ' | area under the solved curve |', '|' + '---|' * (len(SOKOBAN_MILESTONES) + 2)]
   for group, run_dirs in groups.items():
@@ -66,8 +62,7 @@ def _common_budget(logs) -> float:
   area up to the count would then be NaN for that run."""
   from launch.analysis import aggregate
   ends = [_safe(lambda run: aggregate.series(run, 'solved').xs[-1], run) for run in logs]
-  ends = [e for e in ends if e == e]
-  return min(ends) if ends else 0.0
+  return min((e for e in ends if e == e), default=0.0)
 
 
 def _marks(budget: float):
