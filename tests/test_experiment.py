@@ -226,6 +226,7 @@ def test_page_pairs_each_rae_arm_with_impala_of_the_same_seed(tmp_path):
 
 
 def test_a_diagnostic_on_its_way_leaves_the_arms_area_budget_alone(tmp_path):
+  from launch.analysis import aggregate
   from launch.experiments import sokoban_page
   out = str(tmp_path)
   # The arms' runs log 1,200 episodes (to 120,000 env steps), the diagnostic 600 (to 60,000).
@@ -237,7 +238,6 @@ def test_a_diagnostic_on_its_way_leaves_the_arms_area_budget_alone(tmp_path):
   md = sokoban_page.sokoban_milestones_markdown({'scale': 'authors', 'seeds': 1}, out)
   assert 'over the first 120,000 env steps' in md
   rows = {row.split(' | ')[0]: row for row in md.splitlines() if row.startswith('| ')}
-  from launch.analysis import aggregate
   area = aggregate.mean_over_budget(os.path.join(out, 'runs', 'impala-s0'), 'solved', 120_000)
   assert 0.4 < area < 0.6 and rows['| IMPALA'].endswith(f'| {area:.4f} |')
   assert rows['| IMPALA, room as drawn'].endswith('| – |')
