@@ -56,6 +56,13 @@ class LossConfig:
   max_abs_reward: float = float('inf')
   normalize_advantages: bool = False
   self_imitation_value_cost: float = 0.01
+  # V-trace's lambda (agents.losses.masked_vtrace): 1 is IMPALA's, < 1 leans on the value more.
+  vtrace_lambda: float = 1.0
+  # Small L2 terms: on the logits, the sum of their squares over a sequence's steps and actions,
+  # averaged over the batch's sequences (so chunking the batch leaves the loss unchanged); on
+  # the weights, the sum of the squares of every parameter.
+  logit_l2_cost: float = 0.0
+  weight_l2_cost: float = 0.0
   # RAC: the learner's policy restricted to the actions the shield allowed when the step was
   # taken (read from the behaviour logits, agents.shield.allowed_by_behaviour), in V-trace's
   # ratios, the policy gradient, the entropy bonus and the diagnostics alike.
@@ -68,7 +75,8 @@ def batch_loss_fn(unroll_fn: Callable, cfg: LossConfig) -> Callable:
   def sequence_vtrace(logits, values, data):
     return losses.masked_vtrace(values, logits, data.extras['logits'], data.action,
                                 data.reward, data.discount, data.start_of_episode,
-                                discount=cfg.discount, max_abs_reward=cfg.max_abs_reward)
+                                discount=cfg.discount, max_abs_reward=cfg.max_abs_reward,
+                                lambda_=cfg.vtrace_lambda)
 
   def sequence_loss(logits, values, data, vtrace, rhos, real, shift, scale):
     return losses.vtrace_loss_terms(logits, values, data.action, vtrace, rhos, real,
@@ -94,9 +102,27 @@ def batch_loss_fn(unroll_fn: Callable, cfg: LossConfig) -> Callable:
         logits, values, data, vtrace, rhos, real, shift, scale)
     # Per-sequence statistics -> batch: maxima stay maxima, the rest are means.
     metrics = {k: jnp.max(v) if k.endswith('_max') else jnp.mean(v) for k, v in metrics.items()}
-    return jnp.mean(loss), metrics
+    loss = jnp.mean(loss)
+    if cfg.logit_l2_cost:
+      loss += cfg.logit_l2_cost * jnp.sum(jnp.square(logits)) / b
+    if cfg.weight_l2_cost:
+      loss += cfg.weight_l2_cost * sum(jnp.sum(jnp.square(p))
+                                       for p in jax.tree_util.tree_leaves(params))
+    return loss, metrics
 
   return batch_loss
+
+
+def split_minibatches(data, minibatches: int) -> list:
+  """A batch of B sequences as `minibatches` consecutive slices of B / minibatches, each
+  sequence in exactly one: the field's IMPALA takes one Adam step on each, in order."""
+  size = data.action.shape[0]
+  if minibatches < 1 or size % minibatches:
+    raise ValueError(f'a batch of {size} sequences does not split into {minibatches} '
+                     'minibatches of equal size')
+  step = size // minibatches
+  return [jax.tree_util.tree_map(lambda x, i=i: x[i:i + step], data)
+          for i in range(0, size, step)]
 
 
 def apply_gradients(optimizer: optax.GradientTransformation, state: TrainingState, loss, metrics,

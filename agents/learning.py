@@ -61,6 +61,8 @@ class IMPALALearner(acme.Learner):
                discount: float = 0.99, entropy_cost: float = 0.01, baseline_cost: float = 0.5,
                max_abs_reward: float = jnp.inf, normalize_advantages: bool = False,
                self_imitation_value_cost: float = 0.01, shield_mask: bool = False,
+               vtrace_lambda: float = 1.0, logit_l2_cost: float = 0.0,
+               weight_l2_cost: float = 0.0, minibatches: int = 1,
                imitation_iterator: Optional[Iterator] = None, imitation_updates: int = 0,
                imitation_ready: Optional[Callable[[], bool]] = None,
                counter: Optional[counting.Counter] = None,
@@ -69,6 +71,8 @@ class IMPALALearner(acme.Learner):
                updates_per_call: int = 1, chunk_sequences: int = 0):
     self._iterator = iterator
     self._updates_per_call = updates_per_call
+    # Each sampled batch is split into this many slices, one Adam step on each in order.
+    self._minibatches = minibatches
     # A skipped update leaves the parameters as they were; this many in a row means the
     # learning itself diverged (the next batches will not be different), so the learner stops.
     self._skips = update_guard.SkipCounter('learner', max_consecutive_skips)
@@ -81,7 +85,8 @@ class IMPALALearner(acme.Learner):
                                baseline_cost=baseline_cost, max_abs_reward=max_abs_reward,
                                normalize_advantages=normalize_advantages,
                                self_imitation_value_cost=self_imitation_value_cost,
-                               shield_mask=shield_mask),
+                               shield_mask=shield_mask, vtrace_lambda=vtrace_lambda,
+                               logit_l2_cost=logit_l2_cost, weight_l2_cost=weight_l2_cost),
         initial_core=initial_core, devices=devices, chunk_sequences=chunk_sequences)
 
     if updates_per_call > 1 and self._update.num_devices > 1:
@@ -104,14 +109,18 @@ class IMPALALearner(acme.Learner):
 
   def step(self):
     k = self._updates_per_call
-    batches = [next(self._iterator).data for _ in range(k)]
+    batches = [minibatch for _ in range(k) for minibatch in
+               impala_step.split_minibatches(next(self._iterator).data, self._minibatches)]
     start = time.time()
     # Batch i is trained on by the call's i-th update.
     lag = merged_lag([policy_lag(self._updates + i, data) for i, data in enumerate(batches)])
-    if k == 1:
-      self._state, metrics = self._update.sgd(self._state, batches[0])
-      metrics = {name: np.asarray(v)[None] for name, v in jax.device_get(metrics).items()}
-    else:   # one call: the same k updates in the same order
+    if k == 1:   # one sampled batch: an update per minibatch, one call each
+      rows = []
+      for data in batches:
+        self._state, metrics = self._update.sgd(self._state, data)
+        rows.append(jax.device_get(metrics))
+      metrics = {name: np.stack([np.asarray(row[name]) for row in rows]) for name in rows[0]}
+    else:   # one call: the same updates in the same order
       stacked = jax.tree_util.tree_map(lambda *x: np.stack(x), *batches)
       self._state, metrics = self._update.sgd_many(self._state, stacked)
       metrics = jax.device_get(metrics)
@@ -128,7 +137,7 @@ class IMPALALearner(acme.Learner):
       for _ in range(k * self._imitation_updates if self._imitating else 0):
         steps = next(self._imitation_iterator).data
         metrics.update(self.imitate(steps.observation, steps.action, steps.returns))
-    counts = self._counter.increment(steps=k, time_elapsed=time.time() - start)
+    counts = self._counter.increment(steps=len(batches), time_elapsed=time.time() - start)
     # The CSV's columns are those of its first row, and rows are placed on env steps by
     # actor_steps: a first update made before the actors' first counts reach the counter
     # would leave that column out of the whole log.

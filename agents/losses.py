@@ -22,9 +22,11 @@ import rlax
 def masked_vtrace(values: jnp.ndarray, logits: jnp.ndarray, behaviour_logits: jnp.ndarray,
                   actions: jnp.ndarray, rewards: jnp.ndarray, discounts: jnp.ndarray,
                   start_of_episode: jnp.ndarray, *, discount: float,
-                  max_abs_reward: float = jnp.inf):
+                  max_abs_reward: float = jnp.inf, lambda_: float = 1.0):
   """V-trace over one sequence with the filler step neutralised: (vtrace, rhos, real), where
-  real[t] = 1 for the T-1 real steps and 0 for a filler step."""
+  real[t] = 1 for the T-1 real steps and 0 for a filler step. lambda_ < 1 mixes each target's
+  bootstrap towards the one-step value (Espeholt et al. 2018, Remark 2; c_t = lambda min(1, rho_t)),
+  as rlax defines it."""
   rewards = jnp.clip(rewards, -max_abs_reward, max_abs_reward)
   # filler[t] = step t is the dummy step that closes an episode (the next step starts one).
   filler = start_of_episode[1:].astype(bool)
@@ -34,7 +36,8 @@ def masked_vtrace(values: jnp.ndarray, logits: jnp.ndarray, behaviour_logits: jn
   discount_t = jnp.where(filler, 0.0, discounts[:-1] * discount)
   rhos = rlax.categorical_importance_sampling_ratios(logits[:-1], behaviour_logits[:-1], actions[:-1])
   vtrace = rlax.vtrace_td_error_and_advantage(v_tm1=v_tm1, v_t=v_t, r_t=r_t,
-                                              discount_t=discount_t, rho_tm1=rhos)
+                                              discount_t=discount_t, rho_tm1=rhos,
+                                              lambda_=lambda_)
   return vtrace, rhos, real
 
 

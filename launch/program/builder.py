@@ -73,8 +73,13 @@ def make_estimators(cfg: RunConfig, spec: specs.EnvironmentSpec) -> est_nets.Est
 
 def make_optimizer(impala) -> optax.GradientTransformation:
   """The IMPALA learner's optimiser (its state is checkpointed: evaluation rebuilds it)."""
+  learning_rate = impala.learning_rate
+  if impala.learning_rate_decay_updates:
+    learning_rate = optax.linear_schedule(impala.learning_rate, 0.0,
+                                          impala.learning_rate_decay_updates)
   return optax.chain(optax.clip_by_global_norm(impala.max_gradient_norm),
-                     optax.adam(impala.learning_rate, b1=impala.adam_b1, b2=impala.adam_b2))
+                     optax.adam(learning_rate, b1=impala.adam_b1, b2=impala.adam_b2,
+                                eps=impala.adam_eps))
 
 
 # Reverb tables and adders ----------------------------------------------------------------------
@@ -211,7 +216,9 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
       random_key, discount=cfg.impala.discount,
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
       self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
-      shield_mask=cfg.reversibility.learner_mask,
+      shield_mask=cfg.reversibility.learner_mask, vtrace_lambda=cfg.impala.vtrace_lambda,
+      logit_l2_cost=cfg.impala.logit_l2_cost, weight_l2_cost=cfg.impala.weight_l2_cost,
+      minibatches=cfg.impala.minibatches,
       imitation_iterator=imitation, imitation_updates=cfg.impala.self_imitation_updates,
       imitation_ready=imitation_ready, counter=counter, logger=logger,
       max_consecutive_skips=cfg.max_skipped_updates,

@@ -1,5 +1,6 @@
 """Typed run configuration, built once from command-line flags and passed to every node."""
 import dataclasses
+import math
 import os
 from typing import Any, Dict, Optional
 
@@ -38,6 +39,22 @@ class ImpalaConfig:
   learning_rate: float = documented(1e-3, 'IMPALA Adam learning rate.')
   adam_b1: float = documented(0.9, 'IMPALA Adam first-moment decay.')
   adam_b2: float = documented(0.999, 'IMPALA Adam second-moment decay.')
+  adam_eps: float = documented(1e-8, "IMPALA Adam's epsilon (added to the second moment's root).")
+  learning_rate_decay_steps: int = documented(
+      0, 'Env steps over which the IMPALA learning rate falls linearly to 0 (counted in Adam '
+      'steps: the env steps each one trains on at one sample per sequence, times the reuse); '
+      'past them it stays 0. 0: a constant learning rate.')
+  minibatches: int = documented(
+      1, 'Minibatches per sampled batch: batch_size sequences are split into this many slices '
+      'of equal size and the learner takes one Adam step on each, in order, each slice once.')
+  vtrace_lambda: float = documented(
+      1.0, "V-trace's lambda (Espeholt et al. 2018, Remark 2): 1 is IMPALA's; below 1 the "
+      'targets lean more on the value of the next state.')
+  logit_l2_cost: float = documented(
+      0.0, "Weight of an L2 term on the policy's logits: the sum of their squares over a "
+      "sequence's steps and actions, averaged over the batch's sequences.")
+  weight_l2_cost: float = documented(
+      0.0, "Weight of an L2 term on the policy network's parameters (sum of their squares).")
   discount: float = documented(0.99, 'IMPALA discount.')
   entropy_cost: float = documented(0.01, 'IMPALA entropy cost.')
   baseline_cost: float = documented(0.5, 'IMPALA value-loss weight.')
@@ -71,7 +88,16 @@ class ImpalaConfig:
   def __post_init__(self):
     _at_least(self, 1, 'batch_size', 'self_imitation_batch', 'self_imitation_episodes',
               'self_imitation_steps', 'updates_per_call')
-    _at_least(self, 0, 'entropy_cost', 'self_imitation_value_cost')
+    _at_least(self, 0, 'entropy_cost', 'self_imitation_value_cost', 'learning_rate_decay_steps',
+              'logit_l2_cost', 'weight_l2_cost')
+    _at_least(self, 1, 'minibatches')
+    if self.batch_size % self.minibatches:
+      raise ValueError(f'batch_size {self.batch_size} does not split into {self.minibatches} '
+                       'minibatches of equal size')
+    if not 0 <= self.vtrace_lambda <= 1:
+      raise ValueError(f'vtrace_lambda must lie in [0, 1], got {self.vtrace_lambda}')
+    if not self.adam_eps > 0:
+      raise ValueError(f'adam_eps must be > 0, got {self.adam_eps}')
     if self.max_queue_size is None:
       object.__setattr__(self, 'max_queue_size', max(160, 2 * self.batch_size))
     if self.sequence_length < 2:
@@ -99,6 +125,21 @@ class ImpalaConfig:
   @property
   def uses_replay(self) -> bool:
     return self.samples_per_insert > 0
+
+  @property
+  def minibatch_size(self) -> int:
+    return self.batch_size // self.minibatches
+
+  @property
+  def learning_rate_decay_updates(self) -> int:
+    """Adam steps over which the learning rate decays (0: none): learning_rate_decay_steps
+    over the env steps one step trains on. A sequence of T steps carries T - 1 new env steps
+    (Acme's adders overlap one), and each is sampled max(1, samples_per_insert) times."""
+    if not self.learning_rate_decay_steps:
+      return 0
+    env_steps_per_update = (self.minibatch_size * (self.sequence_length - 1)
+                            / max(1.0, self.samples_per_insert))
+    return max(1, int(math.ceil(self.learning_rate_decay_steps / env_steps_per_update)))
 
   @property
   def uses_self_imitation(self) -> bool:
@@ -241,7 +282,7 @@ class RunConfig:
   @property
   def learner_batch_sizes(self):
     """The batch sizes the IMPALA learner splits over its devices."""
-    sizes = [self.impala.batch_size]
+    sizes = [self.impala.minibatch_size]
     if self.impala.uses_self_imitation:
       sizes.append(self.impala.self_imitation_batch)
     return sizes
