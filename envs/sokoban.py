@@ -17,6 +17,9 @@
 - Rewards (the paper's, gym-sokoban's defaults, set explicitly): -0.1 per step, +1 for a box pushed
   onto a target, -1 for a box pushed off one, +10 when the level is solved.
 - Solving (all boxes on targets) terminates (discount 0); `max_steps` (120) truncates (discount 1).
+  `max_steps_min=L` draws each episode's limit uniformly from [L, max_steps] at its reset, from
+  the env's rng after its level (the field's Boxoban training: episodes then end at varied
+  times, so the value cannot learn the time left from the room alone).
   `timeout_terminates=True` ends the `max_steps`-th step with discount 0 instead, as gym-sokoban
   under Acme's `GymWrapper` does (its `done` at the step limit carries no `TimeLimit.truncated`),
   which is how the authors' Acme agent saw the step limit.
@@ -110,10 +113,13 @@ def load_level_set(levels: Union[str, os.PathLike, Sequence[levels_lib.Level]] =
 
 
 def check_options(num_levels: int, max_steps: int, level_index: Optional[int],
-                  action_set: str) -> Tuple[Optional[int], int]:
+                  action_set: str, max_steps_min: int = 0) -> Tuple[Optional[int], int]:
   """Validates Sokoban's options (one-line ValueErrors); (level_index or None, max_steps)."""
   if int(max_steps) < 1:
     raise ValueError(f'max_steps must be >= 1, got {max_steps}')
+  if not 0 <= int(max_steps_min) <= int(max_steps):
+    raise ValueError(f'max_steps_min must lie in [0, max_steps = {max_steps}] (0: every episode '
+                     f'has max_steps), got {max_steps_min}')
   if action_set not in ACTION_SETS:
     raise ValueError(f'action_set must be one of {ACTION_SETS}, got {action_set!r}')
   if level_index is not None and not 0 <= int(level_index) < num_levels:
@@ -169,10 +175,13 @@ class Sokoban(dm_env.Environment):
 
   def __init__(self, seed: int = 0, levels: Union[str, Sequence[levels_lib.Level]] = 'default',
                max_steps: int = 120, level_index: Optional[int] = None,
-               action_set: str = 'push', timeout_terminates: bool = False):
+               action_set: str = 'push', timeout_terminates: bool = False,
+               max_steps_min: int = 0):
     self._levels = load_level_set(levels)
     self._level_index_option, self._max_steps = check_options(
-        len(self._levels), max_steps, level_index, action_set)
+        len(self._levels), max_steps, level_index, action_set, max_steps_min)
+    # With max_steps_min, _max_steps is the current episode's limit, drawn at each reset.
+    self._limit_range = (int(max_steps_min), self._max_steps) if max_steps_min else None
     self._timeout_terminates = bool(timeout_terminates)
     self._rng = np.random.default_rng(seed)
 
@@ -208,6 +217,9 @@ class Sokoban(dm_env.Environment):
       index = self._level_index_option
     else:
       index = int(self._rng.integers(len(self._levels)))
+    if self._limit_range:
+      low, high = self._limit_range
+      self._max_steps = int(self._rng.integers(low, high + 1))
     self._load(index, self._start[index].copy())
     return dm_env.restart(self._observation())
 

@@ -98,13 +98,14 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
   def __init__(self, seeds: Sequence[int],
                levels: Union[str, Sequence[levels_lib.Level]] = 'default', max_steps: int = 120,
                level_index: Optional[int] = None, action_set: str = 'push',
-               timeout_terminates: bool = False):
+               timeout_terminates: bool = False, max_steps_min: int = 0):
     seeds = list(seeds)
     if not seeds:
       raise ValueError('SokobanBatch needs at least one seed (one per environment)')
     self._levels = sokoban.load_level_set(levels)
     self._level_index_option, self._max_steps = sokoban.check_options(
-        len(self._levels), max_steps, level_index, action_set)
+        len(self._levels), max_steps, level_index, action_set, max_steps_min)
+    self._max_steps_min = int(max_steps_min)
     self._timeout_terminates = bool(timeout_terminates)
     self._num_actions = sokoban.num_actions(action_set)
     self._rngs = [np.random.default_rng(s) for s in seeds]
@@ -130,6 +131,7 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     self._player = np.zeros(k, np.int64)
     self._level = np.zeros(k, np.int64)
     self._t = np.zeros(k, np.int64)
+    self._limit = np.full(k, self._max_steps, np.int64)   # each episode's step limit
     self._on_target = np.zeros(k, np.int64)   # gym-sokoban's boxes_on_target, for the rewards
     self._num_boxes = np.zeros(k, np.int64)
     self._started = False
@@ -183,7 +185,7 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     rewards = _REWARDS[np.sign(on_target - self._on_target) + 1, solved.view(np.int8)]
     self._on_target = on_target
     self._t += 1
-    timed_out = self._t >= self._max_steps
+    timed_out = self._t >= self._limit
     last = solved | timed_out
     ends = (last if self._timeout_terminates else solved).view(np.int8)
     discounts = _DISCOUNTS[ends]
@@ -237,6 +239,9 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     else:
       n = len(self._levels)
       chosen = np.array([self._rngs[k].integers(n) for k in envs.tolist()], dtype=np.int64)
+    if self._max_steps_min:   # after the level, from the same rng, as Sokoban.reset draws them
+      self._limit[envs] = [self._rngs[k].integers(self._max_steps_min, self._max_steps + 1)
+                           for k in envs.tolist()]
     self._level[envs] = chosen
     self._room[envs] = self._level_start[chosen]
     self._fixed[envs] = self._level_fixed[chosen]

@@ -154,8 +154,10 @@ def evaluate(run_dir: str, levels: Optional[str] = None, num_levels: int = 100,
   cfg = run_config.from_dict(raw, run_dir)
   networks, params, steps, obs_shape = load_policy(cfg, run_dir)
   level_set = pad_levels(level_set, obs_shape[:2])
-  # Every episode's env keeps the run's options (time limit, ...) but holds only its level.
-  options = {k: v for k, v in cfg.env_options.items() if k not in ('levels', 'level_index')}
+  # Every episode's env keeps the run's options (time limit, ...) but holds only its level, and
+  # plays to the full limit where training drew a shorter one per episode.
+  options = {k: v for k, v in cfg.env_options.items()
+             if k not in ('levels', 'level_index', 'max_steps_min')}
   judge = IrreversibilityJudge(options, level_set, max_expansions) if count_irreversible else None
   episodes = [(p, i) for p in policies for i in range(num_levels)]
   level_envs = [envs.make('sokoban', seed=0, **options, levels=[level_set[i]]) for _, i in episodes]
