@@ -18,6 +18,8 @@ from envs import presets
 # ask XLA for host devices (agents.host_devices.request_host_devices).
 DUMMY_CORE_STATE = np.zeros((), np.float32)
 INITS = ('lecun', 'orthogonal')
+TORSOS = ('mlp', 'conv', 'resnet')
+IMAGE_TORSOS = ('conv', 'resnet')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +27,10 @@ class PolicyNetConfig:
   """Torso -> shared hidden layers -> separate policy and value heads.
 
   torso='conv': 3x3 convs (conv_channels/conv_strides/conv_paddings), ReLU after each except
-  possibly the last, flattened; torso='mlp': the observation flattened. Then `shared_hidden`
+  possibly the last, flattened; torso='resnet': per stage, a 3x3 conv (its channels, stride
+  and padding) then `residual_blocks` residual blocks x + conv(relu(conv(relu(x)))) of 3x3 SAME
+  convs, and a ReLU before flattening (IMPALA's ResNet without its pooling: rooms are small);
+  torso='mlp': the observation flattened. Then `shared_hidden`
   (ReLU) for both heads, then for each head its own `head_hidden` (ReLU) and a final linear layer
   (num_actions logits / one value).
   """
@@ -34,6 +39,7 @@ class PolicyNetConfig:
   conv_strides: Tuple[int, ...] = ()
   conv_paddings: Tuple[str, ...] = ()
   relu_after_last_conv: bool = True
+  residual_blocks: int = 0   # torso='resnet': residual blocks after each stage's conv
   shared_hidden: Tuple[int, ...] = (64, 64)
   head_hidden: Tuple[int, ...] = ()
   # 'lecun': Haiku's default (truncated normal, variance 1/fan_in). 'orthogonal': orthogonal
@@ -62,12 +68,16 @@ class PolicyNetConfig:
       'help': "Image policies centred on the agent (sokoban): the canvas's side, odd; 0: 2H-1."})
 
   def __post_init__(self):
-    if self.torso not in ('mlp', 'conv'):
-      raise ValueError(f"policy torso must be 'mlp' or 'conv', got {self.torso!r}")
+    if self.torso not in TORSOS:
+      raise ValueError(f'policy torso must be one of {TORSOS}, got {self.torso!r}')
     n = len(self.conv_channels)
-    if self.torso == 'conv' and (not n or len(self.conv_strides) != n or
+    if self.torso == 'resnet' and self.residual_blocks < 1:
+      raise ValueError(f'a resnet torso needs residual_blocks >= 1, got {self.residual_blocks}')
+    if self.torso != 'resnet' and self.residual_blocks:
+      raise ValueError(f'residual_blocks apply to the resnet torso, not to {self.torso!r}')
+    if self.torso in IMAGE_TORSOS and (not n or len(self.conv_strides) != n or
                                  len(self.conv_paddings) != n):
-      raise ValueError('conv policy torso needs conv_channels, conv_strides and conv_paddings '
+      raise ValueError(f'{self.torso} policy torso needs conv_channels, conv_strides and conv_paddings '
                        'of equal, non-zero length')
     if self.init not in INITS:
       raise ValueError(f'policy init must be one of {INITS}, got {self.init!r}')
@@ -120,10 +130,22 @@ def default_policy_config(env_name: Optional[str], image: bool) -> PolicyNetConf
   if env_name is None:
     env_name = 'sokoban' if image else 'cartpole'
   config = PolicyNetConfig(**presets.get(env_name).policy_network)
-  if (config.torso == 'conv') != image:
-    raise ValueError(f'the {env_name} preset\'s policy network has a {config.torso} torso, '
-                     f'which does not fit {"image" if image else "vector"} observations')
+  check_fits(config, env_name, image)
   return config
+
+
+def named_policy_config(name: str, env_name: str, image: bool) -> PolicyNetConfig:
+  """Policy-network preset `name` (envs.presets.policy_network_names) for `env_name`; a
+  ValueError (one line) for an unknown name, another environment's, or one that does not fit."""
+  config = PolicyNetConfig(**presets.policy_network(name, env_name))
+  check_fits(config, name, image)
+  return config
+
+
+def check_fits(config: PolicyNetConfig, name: str, image: bool) -> None:
+  if (config.torso in IMAGE_TORSOS) != image:
+    raise ValueError(f'the {name} preset\'s policy network has a {config.torso} torso, '
+                     f'which does not fit {"image" if image else "vector"} observations')
 
 
 class PolicyValueNet(hk.Module):
@@ -144,6 +166,18 @@ class PolicyValueNet(hk.Module):
     c = self._config
     relu_gain = 2 ** 0.5
     x = obs.astype(jnp.float32)
+    if c.torso == 'resnet':
+      x = prepare_image(x, c)
+      for i, (ch, st, pad) in enumerate(zip(c.conv_channels, c.conv_strides, c.conv_paddings)):
+        x = hk.Conv2D(ch, 3, stride=st, padding=pad, name=f'conv_{i}',
+                      **self._weights(relu_gain))(x)
+        for j in range(c.residual_blocks):
+          y = x
+          for k in range(2):
+            y = hk.Conv2D(ch, 3, padding='SAME', name=f'block_{i}_{j}_conv_{k}',
+                          **self._weights(relu_gain))(jax.nn.relu(y))
+          x = x + y
+      x = jax.nn.relu(x)
     if c.torso == 'conv':
       x = prepare_image(x, c)
       n = len(c.conv_channels)

@@ -239,6 +239,37 @@ PRESETS: Dict[str, EnvPreset] = {
 }
 
 
+# Policy networks a run may take instead of its environment's (launch.train --policy_preset),
+# named '<env>_<kind>'. Sokoban's are sized for a 2-core CPU learner against what the field's
+# Boxoban agents use (a ResNet of 9 blocks of 32-64 channels, or a DRC ConvLSTM, 10-100x our
+# preset's cost per step): BUILD_NOTES.md, "Sokoban recipe and networks".
+POLICY_NETWORKS: Dict[str, Mapping[str, Any]] = {
+    # The preset's (8, 16, 16) network, centred on the agent, by name.
+    'sokoban_small': PRESETS['sokoban'].policy_network,
+    # A small ResNet on the room as drawn (SAME convs, so no canvas is needed): a 3x3 stem of 16
+    # channels and a residual block at the room's size, then a stride-2 conv of 32 channels
+    # (10x10 -> 5x5) and a block, one dense layer of 256 shared by the two linear heads. About
+    # 4x the preset's multiply-adds per frame; 2 blocks per stage cost 20x.
+    'sokoban_resnet': dict(torso='resnet', conv_channels=(16, 32), conv_strides=(1, 2),
+                           conv_paddings=('SAME', 'SAME'), residual_blocks=1,
+                           shared_hidden=(256,), head_hidden=(), init='orthogonal'),
+}
+
+
+def policy_network_names() -> Tuple[str, ...]:
+  return tuple(sorted(POLICY_NETWORKS))
+
+
+def policy_network(name: str, env: str) -> Mapping[str, Any]:
+  """PolicyNetConfig fields of policy-network preset `name`, which must be one of `env`'s."""
+  if name not in POLICY_NETWORKS:
+    raise PresetError(f'unknown policy network preset {name!r}; presets: '
+                      f'{", ".join(policy_network_names())}')
+  if not name.startswith(env + '_'):
+    raise PresetError(f'policy network preset {name!r} is not one of {env}\'s')
+  return POLICY_NETWORKS[name]
+
+
 # What each mode adds to an environment's watched measures (agents.loop's per-episode columns).
 MODE_WATCH = {'none': (), 'rae': (('penalised_steps', 'penalised steps'),),
               'rac': (('rejections', 'refused'),)}

@@ -62,6 +62,9 @@ flags.DEFINE_string('vertex_requirements', None, '--launch_type vertex_ai: the p
 flags.DEFINE_bool('policy_centre_on_agent', None, "Image policies whose preset centres the room on "
                   "the agent (sokoban): --nopolicy_centre_on_agent feeds the room as drawn, as App. C.3's "
                   "network takes it. Default: the preset.")
+flags.DEFINE_string('policy_preset', None, 'A named policy network instead of the environment\'s '
+                    '(envs.presets.POLICY_NETWORKS, e.g. sokoban_resnet); the --policy_* flags '
+                    'change it as they change the preset one. Default: the environment\'s.')
 flags.DEFINE_bool('show_config', False, 'Print the resolved configuration (flags + presets) as '
                   'JSON and exit without launching.')
 
@@ -78,7 +81,8 @@ def _policy_network(env_name: str, image: bool, given: dict):
   """The preset's policy network with the run's changes: the canvas, the centring
   (--policy_centre_on_agent), the initialisation and the pixels' scale."""
   from agents import policy_net
-  net = policy_net.default_policy_config(env_name, image)
+  net = (policy_net.named_policy_config(FLAGS.policy_preset, env_name, image)
+         if FLAGS.policy_preset else policy_net.default_policy_config(env_name, image))
   preset_centres = bool(net.centre_on)
   if FLAGS.policy_centre_on_agent is not None and not preset_centres:
     raise ValueError(f'--policy_centre_on_agent applies where the preset centres the room on the agent '
