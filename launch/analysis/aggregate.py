@@ -119,6 +119,13 @@ def _sorted_finite(xs, values, x_name, weights=None) -> Series:
   return Series(xs[keep][order], values[keep][order], x_name, weights[keep][order])
 
 
+def wall_time_at(run: RunLike, steps) -> np.ndarray:
+  """Seconds of the run's launches by each of `steps` env steps (NaN past its last episode)."""
+  xs, walls = _episode_wall_times(_as_run(run))
+  steps = np.asarray(steps, float)
+  return np.where(steps <= xs[-1], np.interp(steps, xs, walls), np.nan)
+
+
 def _episode_wall_times(run: RunLogs) -> Tuple[np.ndarray, np.ndarray]:
   """(actor_steps, wall time) of the episodes, wall time made non-decreasing in steps (the
   actors' clocks and step counts are read at slightly different moments)."""

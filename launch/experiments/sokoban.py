@@ -17,6 +17,32 @@ from launch.runtime import run_export
 SOKOBAN_AGENT = dict(self_imitation_updates=0)
 SOKOBAN_AGENT_FLAGS = ('batch_size', 'samples_per_insert', 'max_gradient_norm',
                        'self_imitation_updates')
+# The field's IMPALA recipe for Boxoban (AlignmentResearch/train-learned-planner, the configs of
+# its logged learned-planner runs), as ImpalaConfig fields: V-trace lambda 0.5, discount 0.97,
+# value cost 0.25, Adam b1 0.9 / b2 0.99 / eps 1.6e-7, learning rate 4e-4 annealed linearly to 0
+# over the run, every gradient clipped to norm 2.5e-4 (about 0.045 unclipped: a normalised step),
+# 256 sequences of 20 steps split into 8 minibatches of 32, each used once (a queue). Its logit L2
+# is 1.6e-6 x the squares summed over a 32-room minibatch; ours averages the per-sequence sums,
+# so 32x that. No self-imitation. The episode's limit is drawn from [30, 120] at each reset
+# (FIELD_ENV_OPTIONS); evaluation plays to 120.
+def field_agent(max_steps: int) -> dict:
+  """The field's recipe, its learning rate decaying to 0 over `max_steps` env steps."""
+  return dict(batch_size=256, minibatches=8, sequence_length=20, samples_per_insert=0,
+              discount=0.97, baseline_cost=0.25, entropy_cost=0.01, vtrace_lambda=0.5,
+              learning_rate=4e-4, learning_rate_decay_steps=max_steps, adam_b1=0.9,
+              adam_b2=0.99, adam_eps=1.6e-7, max_gradient_norm=2.5e-4,
+              logit_l2_cost=1.6e-6 * 32, weight_l2_cost=1.6e-8, self_imitation_updates=0)
+
+
+FIELD_ENV_OPTIONS = ('--env_option', 'max_steps_min=30')
+
+
+def agent_flags(agent: dict) -> tuple:
+  """ImpalaConfig fields as launch.train flags."""
+  return tuple(arg for name, value in agent.items()
+               for arg in (f'--{name}', str(value) if isinstance(value, int) else f'{value:g}'))
+
+
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
                  run_seconds=90,
@@ -47,6 +73,12 @@ SOKOBAN_SCALES = {
                     agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
                     eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                     eval_oracle_levels=100),
+    # field: the field's recipe (field_agent) to 30M env steps, both arms, in rungs as 'long'.
+    'field': dict(episodes=20_000, pairs=5_000_000, max_steps=30_000_000, actors=2,
+                  envs_per_actor=32, run_seconds=7_000, rae_arms=('impala_rae',),
+                  agent=field_agent(30_000_000), run_flags=FIELD_ENV_OPTIONS,
+                  eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
+                  eval_oracle_levels=100),
     # host: 'long' sized for the host it runs on by launch.runtime.host_preset.
     'host': lambda: _host_scale(),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.
@@ -148,10 +180,9 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
     steps += _sokoban_psi_steps(s, '_paper', 'sokoban_paper')
   # Every arm gets the same agent settings; only the RAE flags differ.
   agent = {**presets.get('sokoban').impala, **SOKOBAN_AGENT, **s.get('agent', {})}
+  written = {name: agent[name] for name in (*SOKOBAN_AGENT_FLAGS, *s.get('agent', {}))}
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
-            str(s['envs_per_actor']),
-            *(arg for name in SOKOBAN_AGENT_FLAGS for arg in (f'--{name}', f'{agent[name]:g}')),
-            *s.get('run_flags', ()))
+            str(s['envs_per_actor']), *agent_flags(written), *s.get('run_flags', ()))
   runs = []
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],

@@ -1,0 +1,83 @@
+"""Which Sokoban agent learns, per env step and per wall-hour on this machine: our preset's recipe
+against the field's (`launch.experiments.sokoban.field_agent`) with each policy-network preset,
+and the field's recipe without its biggest single piece; one run each per seed, on the small
+rooms (7x7, 2 boxes) to 5M env steps or on the 1k set (10x10, 4 boxes) to 10M. Each run's final
+policy is then played on its training levels and on held-out ones. Its page:
+`launch.experiments.sokoban_recipe_page`."""
+import os
+from typing import List
+
+from envs import presets
+from envs import sokoban as sokoban_env
+from launch.experiments.sokoban import (
+  BOXOBAN_LEVELS,
+  FIELD_ENV_OPTIONS,
+  SOKOBAN_AGENT,
+  SOKOBAN_AGENT_FLAGS,
+  agent_flags,
+  field_agent,
+)
+from launch.experiments.spec import Step, scale_settings, train_step
+
+LEVELS_DIR = os.path.dirname(sokoban_env.DEFAULT_LEVELS)
+# gym-sokoban's Sokoban-small-v0 rooms: 1,000 training levels (seed 0) and 500 held out (seed 1),
+# from scripts/generate_sokoban_levels.py --size 7 --boxes 2.
+SMALL_ROOMS = os.path.join(LEVELS_DIR, 'sokoban_7x7_2boxes_train.txt')
+SMALL_ROOMS_HELD_OUT = os.path.join(LEVELS_DIR, 'sokoban_7x7_2boxes_heldout.txt')
+
+# Per scale: the training and held-out levels, env steps per run, the env steps at which the
+# page compares the arms, and the evaluation sizes.
+RECIPE_SCALES = {
+    'tiny': dict(levels=SMALL_ROOMS, held_out=SMALL_ROOMS_HELD_OUT, max_steps=30_000,
+                 marks=(10_000, 20_000), actors=1, envs_per_actor=8, field_batch=32,
+                 eval_levels=20, eval_held_out=20),
+    'small_rooms': dict(levels=SMALL_ROOMS, held_out=SMALL_ROOMS_HELD_OUT, max_steps=5_000_000,
+                        marks=(1_000_000, 2_500_000, 5_000_000), actors=2, envs_per_actor=32,
+                        field_batch=256, eval_levels=1000, eval_held_out=500),
+    'boxoban_1k': dict(levels='default', held_out=BOXOBAN_LEVELS, max_steps=10_000_000,
+                       marks=(1_000_000, 2_500_000, 5_000_000, 10_000_000), actors=2,
+                       envs_per_actor=32, field_batch=256, eval_levels=1000, eval_held_out=500),
+}
+
+
+def recipe_arms(s: dict):
+  """(run name, group, flags) of each arm at scale `s`. The preset's arm is the Sokoban
+  comparison's agent (the preset without self-imitation) on 2 x 16 rooms; the field's arms
+  run 64 rooms in all, as the authors' scale does."""
+  preset = {**presets.get('sokoban').impala, **SOKOBAN_AGENT}
+  preset_flags = agent_flags({name: preset[name] for name in SOKOBAN_AGENT_FLAGS})
+  field = dict(field_agent(s['max_steps']), batch_size=s['field_batch'])
+  rooms = ('--num_actors', str(s['actors']))
+  field_rooms = (*rooms, '--envs_per_actor', str(s['envs_per_actor']), *FIELD_ENV_OPTIONS)
+  field_flags = (*field_rooms, *agent_flags(field))
+  return (
+      ('preset', 'preset recipe, preset net',
+       (*rooms, '--envs_per_actor', str(max(1, s['envs_per_actor'] // 2)), *preset_flags)),
+      ('field', "field's recipe, preset net", field_flags),
+      ('field_resnet', "field's recipe, ResNet",
+       (*field_flags, '--policy_preset', 'sokoban_resnet')),
+      # The ablation: the field's recipe with IMPALA's lambda of 1, the piece our earlier try
+      # of the field's recipe (batch 32, clip 2.5e-4, b1 0.9, lr 4e-4) lacked and did not learn.
+      ('field_lambda1', "field's recipe, lambda 1, preset net",
+       (*field_rooms, *agent_flags(dict(field, vtrace_lambda=1.0)))),
+  )
+
+
+def recipe_steps(scale: str, seeds: int) -> List[Step]:
+  s = scale_settings(RECIPE_SCALES, scale, 'sokoban_recipe')
+  steps = []
+  for name, group, flags in recipe_arms(s):
+    for seed in range(seeds):
+      run = train_step(f'{name}-s{seed}', group, seed, s['max_steps'], s['max_steps'] / 2000,
+                       '--env', 'sokoban', '--env_option', f"levels={s['levels']}", *flags,
+                       '--mode', 'none')
+      steps.append(run)
+      for eval_name, levels, n in (('eval_train', s['levels'], s['eval_levels']),
+                                   ('eval_held_out', s['held_out'], s['eval_held_out'])):
+        steps.append(Step(
+            f'{run.name}-{eval_name}', 'launch.evaluate_policy',
+            ('--run_dir', os.path.join('{out}', run.run_dir), '--levels', levels,
+             '--num_levels', str(n), '--policy', 'both',
+             '--out', os.path.join('{out}', run.run_dir, f'{eval_name}.json')),
+            done=os.path.join(run.run_dir, f'{eval_name}.json'), est_seconds=n * 0.05))
+  return steps

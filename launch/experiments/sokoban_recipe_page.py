@@ -1,0 +1,76 @@
+"""The Sokoban recipe comparison's page: each arm at equal env steps (solved, boxes on target,
+return, policy entropy), the wall-hours it took to get there on this machine and the solved
+fraction per wall-hour, and its final policy on training and held-out levels. Its steps:
+`launch.experiments.sokoban_recipe`."""
+import functools
+import os
+
+from launch.experiments.sokoban_recipe import RECIPE_SCALES, recipe_steps
+
+EPISODES = 1000      # the trailing training episodes a value at a mark is the mean of
+LEARNER_ROWS = 20    # the trailing learner log rows a policy entropy at a mark is the mean of
+
+
+def recipe_markdown(table: dict, out: str) -> str:
+  from launch.analysis import aggregate
+  from launch.experiments.pages import fmt, logs_dir, read_json, run_home
+  s = RECIPE_SCALES[table['scale']]
+  load = functools.lru_cache(maxsize=None)(aggregate.load)
+  lines = ['## Each arm at equal env steps', '',
+           f'Solved, boxes on target and return: the last {EPISODES:,} training episodes logged '
+           f'by the mark (their time limit drawn per episode where the recipe draws it); policy '
+           f'entropy: the last {LEARNER_ROWS} learner log rows (uniform over 4 actions: 1.39). '
+           'Hours: wall-clock hours of the run\'s launches to the mark on this machine; solved '
+           'per hour: the solved fraction at the mark over those hours.', '',
+           '| run | env steps | solved | boxes on target | return | policy entropy | hours | '
+           'solved per hour |', '|' + '---|' * 8]
+  evals = ['## Final policies', '',
+           'Every level played once from its start to the 120-step limit (launch.evaluate_policy), '
+           'greedy and sampled: the training levels and levels none of the runs trained on.', '',
+           '| run | env steps | training levels, greedy | sampled | held-out levels, greedy | '
+           'sampled |', '|' + '---|' * 6]
+  for step in recipe_steps(table['scale'], table['seeds']):
+    if not step.is_training:
+      continue
+    logs = logs_dir(os.path.join(out, step.run_dir))
+    if logs is None:
+      continue
+    run = load(logs)
+    for mark in s['marks']:
+      cells = [_at(run, metric, mark, EPISODES) for metric in
+               ('solved', 'boxes_on_target', 'episode_return')]
+      cells.append(_at(run, 'policy_entropy', mark, LEARNER_ROWS))
+      hours = _safe(lambda: float(aggregate.wall_time_at(run, [mark])[0]) / 3600)
+      per_hour = cells[0] / hours if hours == hours and hours > 0 else float('nan')
+      if all(c != c for c in cells):
+        continue   # the run has not reached this mark
+      lines.append(f'| {step.name} ({step.group}) | {mark / 1e6:g}M | {fmt(cells[0], 3)} | '
+                   f'{fmt(cells[1], 2)} | {fmt(cells[2], 2)} | {fmt(cells[3], 2)} | '
+                   f'{fmt(hours, 2)} | {fmt(per_hour, 3)} |')
+    home = run_home(logs)
+    result = lambda name, policy: ((read_json(os.path.join(home, f'{name}.json')) or {})
+                                   .get('policies', {}).get(policy, {}).get('solved_fraction'))
+    steps = (read_json(os.path.join(home, 'eval_train.json')) or {}).get('checkpoint_steps')
+    if steps is not None:
+      evals.append(f'| {step.name} | {steps} learner steps | ' + ' | '.join(
+          fmt(result(name, policy), 3) for name in ('eval_train', 'eval_held_out')
+          for policy in ('greedy', 'sampled')) + ' |')
+  return '\n'.join(lines + [''] + evals) + '\n'
+
+
+def _at(run, metric: str, step: float, last_n: int) -> float:
+  """Mean of the last `last_n` values of `metric` logged by env step `step`; NaN before the run
+  reaches it or where it logs no such metric."""
+  from launch.analysis import aggregate
+
+  def value():
+    s = aggregate.series(run, metric)
+    return float(s.values[s.xs <= step][-last_n:].mean()) if s.xs[-1] >= step else float('nan')
+  return _safe(value)
+
+
+def _safe(fn) -> float:
+  try:
+    return fn()
+  except (ValueError, IndexError):   # no such metric logged, or nothing logged yet
+    return float('nan')
