@@ -11,8 +11,11 @@
 #   nohup setsid bash scripts/sokoban_benchmark.sh > /dev/null 2>&1 &   # progress: OUT/experiment.log
 #   bash scripts/sokoban_benchmark_stop.sh     # before a session ends; then commit OUT
 #
-# SCALE: authors (default: App. C.3's agent to 50M, results/sokoban_authors) or long (our agent
-# to 30M, results/sokoban_30m). ROOT: the checkout whose code runs (a frozen copy keeps edits in
+# SCALE: authors (default: App. C.3's agent to 50M, results/sokoban_authors), long (our agent
+# to 30M, results/sokoban_30m) or field (the field's recipe to 30M, results/sokoban_field); or
+# a scale of the recipe comparison (`launch.experiment sokoban_recipe`, one seed, no psi):
+# small_rooms (7x7 rooms with 2 boxes to 5M, results/sokoban_recipe_small_rooms) or boxoban_1k
+# (the 1k set to 10M, results/sokoban_recipe_1k). ROOT: the checkout whose code runs (a frozen copy keeps edits in
 # the main one out of the runs); PY: its interpreter; OUT: where the runs live; RUNS: the runs
 # taken, in this order at every rung (default: both arms' 3 seeds; the authors scale's one-seed
 # diagnostics are taken by naming them, e.g. RUNS="impala_drawn-s0 impala_drawn_haiku-s0
@@ -25,10 +28,18 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCALE="${SCALE:-authors}"
+EXPERIMENT=sokoban
+SEEDS=3
+RECIPE_RUNS="field-s0 field_resnet-s0 field_lambda1-s0 preset-s0"
 case "$SCALE" in
   authors) default_out=sokoban_authors; default_rungs="10000000 20000000 30000000 40000000 50000000" ;;
   long) default_out=sokoban_30m; default_rungs="10000000 20000000 30000000" ;;
-  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors or long)" >&2; exit 2 ;;
+  field) default_out=sokoban_field; default_rungs="10000000 20000000 30000000" ;;
+  small_rooms) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_small_rooms
+    default_rungs="1000000 2500000 5000000"; RUNS="${RUNS:-$RECIPE_RUNS}" ;;
+  boxoban_1k) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_1k
+    default_rungs="2500000 5000000 10000000"; RUNS="${RUNS:-$RECIPE_RUNS}" ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, small_rooms or boxoban_1k)" >&2; exit 2 ;;
 esac
 ROOT="${ROOT:-$here}"
 PY="${PY:-$ROOT/.venv/bin/python}"
@@ -51,19 +62,23 @@ fi
 
 experiment() {
   echo "== $(date -u '+%F %T') launch.experiment $*" >> "$log"
-  nice -n "$NICE" "$PY" -m launch.experiment sokoban --scale "$SCALE" --seeds 3 --out "$OUT" "$@" \
+  nice -n "$NICE" "$PY" -m launch.experiment "$EXPERIMENT" --scale "$SCALE" --seeds "$SEEDS" --out "$OUT" "$@" \
     >> "$log" 2>&1
 }
 
-# The same psi drives every comparison's RAE arm: the 30M comparison's, with its scores.
-shared_psi="$here/results/sokoban_30m"
-if [ ! -f "$OUT/psi.ckpt" ] && [ "$OUT" != "$shared_psi" ] && [ -f "$shared_psi/psi.ckpt" ]; then
-  cp "$shared_psi/psi.ckpt" "$OUT/" && cp -r "$shared_psi/psi_eval" "$shared_psi/psi_trace.png" "$OUT/"
+psi_steps=''
+if [ "$EXPERIMENT" = sokoban ]; then
+  # The same psi drives every comparison's RAE arm: the 30M comparison's, with its scores.
+  shared_psi="$here/results/sokoban_30m"
+  if [ ! -f "$OUT/psi.ckpt" ] && [ "$OUT" != "$shared_psi" ] && [ -f "$shared_psi/psi.ckpt" ]; then
+    cp "$shared_psi/psi.ckpt" "$OUT/" && cp -r "$shared_psi/psi_eval" "$shared_psi/psi_trace.png" "$OUT/"
+  fi
+  # The random episodes only feed psi's training: a machine that has the psi skips them.
+  psi_steps='train_psi,eval_psi_*,psi_trace'
+  [ -f "$OUT/psi.ckpt" ] || psi_steps="collect_random,$psi_steps"
+  experiment --only "$psi_steps" || exit 1
+  psi_steps="train_psi,eval_psi_*,psi_trace,"
 fi
-# The random episodes only feed psi's training: a machine that has the psi skips them.
-psi_steps='train_psi,eval_psi_*,psi_trace'
-[ -f "$OUT/psi.ckpt" ] || psi_steps="collect_random,$psi_steps"
-experiment --only "$psi_steps" || exit 1
 # One run at a time, each exported with its newest checkpoint as soon as it reaches the rung: a
 # session that ends without the stop script loses at most the run in flight, not the rung.
 export_run() {
@@ -95,4 +110,5 @@ for rung in $RUNGS; do
 done
 # These runs' final evaluations and the page; psi's steps are done by now (perhaps on another
 # machine), so the random episodes are not collected again.
-experiment --only "train_psi,eval_psi_*,psi_trace$(printf ',%s*' $RUNS)"
+runs_and_evals=$(printf '%s*,' $RUNS)
+experiment --only "$psi_steps${runs_and_evals%,}"

@@ -7,16 +7,21 @@
 #
 #   bash scripts/sokoban_benchmark_stop.sh
 #
-# SCALE: as the benchmark script's (authors or long); PY: the interpreter (default: this
+# SCALE: as the benchmark script's; PY: the interpreter (default: this
 # checkout's .venv); OUT: where the runs live (default: the scale's).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PY:-$here/.venv/bin/python}"
 SCALE="${SCALE:-authors}"
+EXPERIMENT=sokoban
+SEEDS=3
 case "$SCALE" in
   authors) default_out=sokoban_authors ;;
   long) default_out=sokoban_30m ;;
-  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors or long)" >&2; exit 2 ;;
+  field) default_out=sokoban_field ;;
+  small_rooms) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_small_rooms ;;
+  boxoban_1k) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_1k ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, small_rooms or boxoban_1k)" >&2; exit 2 ;;
 esac
 OUT="${OUT:-$here/results/$default_out}"
 cd "$here" || exit 1
@@ -46,7 +51,7 @@ if [ -n "$chain" ] && grep -qs 'sokoban_benchmark\.sh' "/proc/$chain/cmdline"; t
   kill "$chain" && echo "stopped the chain script (pid $chain)"
 fi
 stop_runs
-while pgrep -f "launch\.experiment sokoban .*--out $OUT" > /dev/null; do sleep 2; done
+while pgrep -f "launch\.experiment $EXPERIMENT .*--out $OUT" > /dev/null; do sleep 2; done
 
 for run in "$OUT"/runs/*/; do
   run=${run%/}
@@ -67,5 +72,5 @@ sys.exit(run_state.saved_actor_steps(sys.argv[1]) > 0)' "$run"; then
   "$PY" -m launch.export_logs "$run" --checkpoint --replace --actor_every 4 --digits 3 \
     | sed "s|^|$(basename "$run"): |" || exit 1
 done
-"$PY" -m launch.experiment sokoban --scale "$SCALE" --seeds 3 --out "$OUT" --report_only > /dev/null || exit 1
+"$PY" -m launch.experiment "$EXPERIMENT" --scale "$SCALE" --seeds "$SEEDS" --out "$OUT" --report_only > /dev/null || exit 1
 echo "exported; now: git add $OUT && git commit"
