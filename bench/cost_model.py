@@ -1,9 +1,12 @@
 r"""The cost model of a Sokoban run at the authors' agent recipe (`launch.experiment sokoban
---scale authors`: 2 actors x 32 rooms, batch 256 x 20, each sequence trained on once), IMPALA and
-IMPALA + RAE (frozen psi): where each env step's CPU goes, and how far each part is from what this
-CPU can do.
+--scale authors`: 2 actors x 32 rooms, batch 256 x 20, each sequence trained on once) or at the
+field's (`--scale field`: the same rooms and batch, in 8 minibatches of 32), with the preset's
+policy network or a named one, IMPALA and IMPALA + RAE (frozen psi): where each env step's CPU
+goes, and how far each part is from what this CPU can do.
 
     python -m bench.cost_model --out results/bench/cost_model_authors.json
+    python -m bench.cost_model --recipe field --policy_preset sokoban_resnet --arms impala \
+        --out results/bench/cost_model_field_resnet.json
 
 Two kinds of measurement, in one invocation, on a machine with nothing else running:
 - **The whole program** (`bench.program_profile`, per arm): a real `launch.train` run with the
@@ -35,8 +38,9 @@ from absl import flags
 from bench import common, program_profile
 from envs import cli
 
-ROOMS = 32                  # rooms per actor at the authors' scale
-BATCH, UNROLL = 256, 20     # the authors' learner batch
+ROOMS = 32                  # rooms per actor at the authors' and the field's scales
+UNROLL = 20                 # steps per sequence
+RECIPES = ('authors', 'field')   # scales of `launch.experiment sokoban`
 ONE_THREAD = {'XLA_FLAGS': '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1',
               'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
 ARMS = {'impala': 'impala-s0', 'rae': 'impala_rae-s0'}
@@ -77,15 +81,29 @@ def measure_peak() -> dict:
           'peak_gflop_s': max(blas, xla) / 1e9, 'copy_gbyte_s': copy / 1e9}
 
 
-def _authors_agent():
-  """The authors' scale's IMPALA settings (preset + the scale's overrides), as the runs get them."""
+def _agent(recipe: str) -> dict:
+  """The recipe's IMPALA settings (preset + the scale's overrides), as the runs get them."""
   from envs import presets
   from launch.experiments import sokoban
   return {**presets.get('sokoban').impala, **sokoban.SOKOBAN_AGENT,
-          **sokoban.SOKOBAN_SCALES['authors']['agent']}
+          **sokoban.SOKOBAN_SCALES[recipe]['agent']}
 
 
-def measure_parts() -> dict:
+def _impala(recipe: str):
+  from launch.program import config
+  return config.ImpalaConfig(**{k: v for k, v in _agent(recipe).items()
+                                if k in config.ImpalaConfig.__dataclass_fields__})
+
+
+def policy_config(policy_preset: str):
+  """The policy network measured: the named preset, or ('') the environment's."""
+  from agents import policy_net
+  if policy_preset:
+    return policy_net.named_policy_config(policy_preset, 'sokoban', True)
+  return policy_net.default_policy_config('sokoban', True)
+
+
+def measure_parts(recipe: str, policy_preset: str) -> dict:
   """The one-core cost and FLOPs of each part (run in a child with one XLA and BLAS thread)."""
   import numpy as np
   from acme import specs, wrappers
@@ -93,10 +111,13 @@ def measure_parts() -> dict:
   import envs
   spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make('sokoban', seed=0)))
   rng = np.random.default_rng(0)
-  out = {'peak': measure_peak(), 'rooms': ROOMS, 'batch': BATCH, 'unroll': UNROLL,
+  impala = _impala(recipe)
+  net = policy_config(policy_preset)
+  out = {'peak': measure_peak(), 'rooms': ROOMS, 'batch': impala.batch_size,
+         'minibatch': impala.minibatch_size, 'unroll': UNROLL,
          'environment': _measure_environment(spec, rng)}
-  out.update(_measure_actor(spec, rng))
-  out.update(_measure_learner(spec, rng))
+  out.update(_measure_actor(spec, rng, net))
+  out.update(_measure_learner(spec, rng, impala, net))
   return out
 
 
@@ -116,18 +137,19 @@ def _measure_environment(spec, rng) -> dict:
           'bytes_per_step': int(np.prod(spec.observations.shape)) * spec.observations.dtype.itemsize}
 
 
-def _policy(spec):
+def _policy(spec, net):
   import jax
 
   from agents import networks as agent_networks
-  nets = agent_networks.make_networks(spec, agent_networks.default_policy_config('sokoban', True))
+  nets = agent_networks.make_networks(spec, net)
   return nets, nets.unroll_init_fn(jax.random.PRNGKey(0), agent_networks.DUMMY_CORE_STATE)
 
 
-def _measure_actor(spec, rng) -> dict:
+def _measure_actor(spec, rng, net) -> dict:
   """The actor's fused call for 32 rooms, policy only and policy + psi (untrained values: the
   cost does not depend on them), with the networks folded (as the actors run them) and layered;
-  per env step, policy_inference is the first, psi_inference the difference."""
+  per env step, policy_inference is the first, psi_inference the difference. A policy with
+  nothing to fold (a ResNet) runs layered in both forms, as its actors run it."""
   from agents import acting, policy_inference
   from agents import networks as agent_networks
   from bench import common as bench_common
@@ -135,14 +157,13 @@ def _measure_actor(spec, rng) -> dict:
   from estimators import folding
   from estimators import networks as est_nets
   num_actions = spec.actions.num_values
-  nets, policy = _policy(spec)
+  nets, policy = _policy(spec, net)
   with tempfile.TemporaryDirectory() as d:
     ckpt = est_checkpoint.load(bench_common.untrained_estimators(
         os.path.join(d, 'psi.ckpt'), 'sokoban', spec))
   est = est_nets.make_estimators(ckpt.network, num_actions)
   obs = rng.integers(0, 256, (ROOMS,) + spec.observations.shape, dtype='uint8')
-  folded = {'policy_inference': policy_inference.policy_inference(
-                agent_networks.default_policy_config('sokoban', True), spec.observations.shape),
+  folded = {'policy_inference': policy_inference.policy_inference(net, spec.observations.shape),
             'psi_inference': folding.psi_inference(ckpt.network, spec.observations.shape)}
   calls = {}
   for form in ('layered', 'folded'):
@@ -155,10 +176,12 @@ def _measure_actor(spec, rng) -> dict:
           **(folded if form == 'folded' else {}))
       calls[form, mode] = 1e6 * _cpu_per_call(actor.step, obs, obs, obs) / ROOMS
   pol, psi = folded['policy_inference'], folded['psi_inference']
+  layered_policy = _flops(lambda p, o: nets.unroll_fn(p, o, agent_networks.DUMMY_CORE_STATE),
+                          policy, obs)
   flops = {
-      ('layered', 'policy'): _flops(lambda p, o: nets.unroll_fn(
-          p, o, agent_networks.DUMMY_CORE_STATE), policy, obs),
-      ('folded', 'policy'): _flops(pol.forward, pol.fold(policy), obs),
+      ('layered', 'policy'): layered_policy,
+      ('folded', 'policy'): (layered_policy if pol is None else
+                             _flops(pol.forward, pol.fold(policy), obs)),
       ('layered', 'psi'): _flops(lambda p, x, y: est.psi_apply(p, None, x, y, False),
                                  ckpt.psi_params, obs, obs),
       ('folded', 'psi'): _flops(psi.logits, psi.fold(ckpt.psi_params), obs, obs)}
@@ -171,18 +194,20 @@ def _measure_actor(spec, rng) -> dict:
   return out
 
 
-def _measure_learner(spec, rng) -> dict:
-  """The learner's update at the authors' batch (forward, backward, optimiser) as it runs (the
-  batch's gradient in chunks) and in one call, per frame; FLOPs from the one-call form."""
+def _measure_learner(spec, rng, impala, net) -> dict:
+  """The learner's update, one Adam step on one minibatch (the whole batch where there is one),
+  forward, backward, optimiser, as it runs (the gradient in chunks) and in one call, per frame;
+  FLOPs from the one-call form."""
   from agents import impala_step
   from launch.program import builder, config
-  nets, policy = _policy(spec)
-  impala = config.ImpalaConfig(**{k: v for k, v in _authors_agent().items()
-                                  if k in config.ImpalaConfig.__dataclass_fields__})
+  nets, policy = _policy(spec, net)
   loss = impala_step.LossConfig(discount=impala.discount, entropy_cost=impala.entropy_cost,
-                                baseline_cost=impala.baseline_cost)
-  data = _sequences(spec, rng)
-  frames = BATCH * UNROLL
+                                baseline_cost=impala.baseline_cost,
+                                vtrace_lambda=impala.vtrace_lambda,
+                                logit_l2_cost=impala.logit_l2_cost,
+                                weight_l2_cost=impala.weight_l2_cost)
+  data = _sequences(spec, rng, impala.minibatch_size)
+  frames = impala.minibatch_size * UNROLL
   sgd = impala_step.sgd_step_fn(nets.unroll_fn, builder.make_optimizer(impala), loss)
   whole = impala_step.Update(nets.unroll_fn, builder.make_optimizer(impala), loss)
   flops = _flops(sgd, whole.init(policy), data) / frames
@@ -197,13 +222,13 @@ def _measure_learner(spec, rng) -> dict:
   return out
 
 
-def _sequences(spec, rng):
-  """A batch of BATCH sequences of UNROLL steps with random contents, as the learner reads one."""
+def _sequences(spec, rng, size: int):
+  """A batch of `size` sequences of UNROLL steps with random contents, as the learner reads one."""
   import numpy as np
 
   from agents import impala_step
   a = spec.actions.num_values
-  shape = (BATCH, UNROLL)
+  shape = (size, UNROLL)
   return impala_step.Sequences(
       observation=rng.integers(0, 256, shape + spec.observations.shape, dtype=np.uint8),
       action=rng.integers(0, a, shape).astype(np.int32),
@@ -214,10 +239,12 @@ def _sequences(spec, rng):
               'core_state': np.zeros(shape, np.float32)})
 
 
-def _arm_flags(mode: str, ckpt: str):
+def _arm_flags(mode: str, ckpt: str, recipe: str, policy_preset: str):
   from launch.experiments import sokoban
-  steps = {s.name: list(s.flags) for s in sokoban.sokoban_steps('authors', 1) if hasattr(s, 'flags')}
+  steps = {s.name: list(s.flags) for s in sokoban.sokoban_steps(recipe, 1) if hasattr(s, 'flags')}
   flags_ = [f.replace('{out}/psi.ckpt', ckpt) for f in steps[ARMS[mode]]]
+  if policy_preset:
+    flags_ += ['--policy_preset', policy_preset]
   # The profile sets --run_dir and --max_steps itself.
   out, skip = [], False
   for f in flags_:
@@ -238,7 +265,7 @@ def model(parts: dict, profile: dict, mode: str) -> dict:
   actors = sum(v['cpu_us_per_env_step'] for k, v in nodes.items() if k.startswith('actor'))
   learner = nodes.get('learner', {}).get('cpu_us_per_env_step', 0.0)
   learner_info = profile.get('learner', {})
-  frames_per_step = learner_info.get('updates_per_env_step', 0.0) * BATCH * UNROLL
+  frames_per_step = learner_info.get('updates_per_env_step', 0.0) * parts['minibatch'] * UNROLL
   rows = {}
 
   def row(name, us, floor_us, basis):
@@ -284,6 +311,10 @@ def define_flags(fv: flags.FlagValues) -> None:
                        '(start-up, compiling, the queue filling).', flag_values=fv)
   flags.DEFINE_float('window_s', 60.0, 'Seconds of each run measured.', flag_values=fv)
   flags.DEFINE_string('workdir', None, 'Where the runs go (default: a temp dir).', flag_values=fv)
+  flags.DEFINE_enum('recipe', 'authors', RECIPES, 'The agent recipe: a scale of '
+                    '`launch.experiment sokoban`.', flag_values=fv)
+  flags.DEFINE_string('policy_preset', '', 'A named policy network (envs.presets.POLICY_NETWORKS); '
+                      "empty: the Sokoban preset's.", flag_values=fv)
   flags.DEFINE_string('parts_json', None, 'Internal: measure the parts in this process (one '
                       'thread) and write them here.', flag_values=fv)
 
@@ -292,7 +323,7 @@ def main(argv=None):
   args, _ = cli.parse(define_flags, argv, prog='python -m bench.cost_model',
                       description=__doc__.split('\n\n')[0])
   if args.parts_json:
-    common.write_json(args.parts_json, measure_parts())
+    common.write_json(args.parts_json, measure_parts(args.recipe, args.policy_preset))
     return
   unknown = set(args.arms) - set(ARMS)
   if unknown:
@@ -300,20 +331,22 @@ def main(argv=None):
   workdir = args.workdir or tempfile.mkdtemp(prefix='bench-cost-model-')
   os.makedirs(workdir, exist_ok=True)
   parts_path = os.path.join(workdir, 'parts.json')
-  subprocess.run([sys.executable, '-m', 'bench.cost_model', '--parts_json', parts_path],
+  subprocess.run([sys.executable, '-m', 'bench.cost_model', '--parts_json', parts_path,
+                  '--recipe', args.recipe, '--policy_preset', args.policy_preset],
                  env=dict(os.environ, **ONE_THREAD), check=True)
   with open(parts_path) as f:
     parts = json.load(f)
-  result = {'recipe': 'launch.experiment sokoban --scale authors', 'parts_one_core': parts,
-            'arms': {}}
+  result = {'recipe': f'launch.experiment sokoban --scale {args.recipe}',
+            'policy_network': args.policy_preset or 'sokoban (the preset)',
+            'parts_one_core': parts, 'arms': {}}
   from bench import sokoban_speed
   ckpt = sokoban_speed.untrained_psi(os.path.join(workdir, 'untrained_psi.ckpt'))
   for mode in args.arms:
     print(f'--- profiling {mode}', flush=True)
     arm_dir = os.path.join(workdir, mode)
     os.makedirs(arm_dir, exist_ok=True)
-    profile = program_profile.profile(_arm_flags(mode, ckpt), args.warmup_steps, args.window_s,
-                                      arm_dir)
+    profile = program_profile.profile(_arm_flags(mode, ckpt, args.recipe, args.policy_preset),
+                                      args.warmup_steps, args.window_s, arm_dir)
     result['arms'][mode] = {'model': model(parts, profile, mode), 'profile': profile}
     common.write_json(args.out, result)
   arms = result['arms']

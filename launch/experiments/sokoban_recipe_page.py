@@ -9,6 +9,7 @@ from launch.experiments.sokoban_recipe import RECIPE_SCALES, recipe_steps
 
 EPISODES = 1000      # the trailing training episodes a value at a mark is the mean of
 LEARNER_ROWS = 20    # the trailing learner log rows a policy entropy at a mark is the mean of
+SPEED_FILE = 'speed.json'   # each arm's env steps/s on a quiet machine (bench.recipe_speed)
 
 
 def recipe_markdown(table: dict, out: str) -> str:
@@ -20,10 +21,14 @@ def recipe_markdown(table: dict, out: str) -> str:
            f'Solved, boxes on target and return: the last {EPISODES:,} training episodes logged '
            f'by the mark (their time limit drawn per episode where the recipe draws it); policy '
            f'entropy: the last {LEARNER_ROWS} learner log rows (uniform over 4 actions: 1.39). '
-           'Hours: wall-clock hours of the run\'s launches to the mark on this machine; solved '
+           'Hours: the mark over the arm\'s env steps per second measured on this machine with '
+           f'nothing else running ({SPEED_FILE}, `bench.recipe_speed`; env steps/s in the first '
+           'row of each run); where it has not been measured, the wall-clock hours of the '
+           'run\'s own launches, marked *, which other work on the machine lengthened. Solved '
            'per hour: the solved fraction at the mark over those hours.', '',
            '| run | env steps | solved | boxes on target | return | policy entropy | hours | '
            'solved per hour |', '|' + '---|' * 8]
+  speed = (read_json(os.path.join(out, SPEED_FILE)) or {}).get('arms', {})
   evals = ['## Final policies', '',
            'Every level played once from its start to the 120-step limit (launch.evaluate_policy), '
            'greedy and sampled: the training levels and levels none of the runs trained on.', '',
@@ -36,17 +41,24 @@ def recipe_markdown(table: dict, out: str) -> str:
     if logs is None:
       continue
     run = load(logs)
+    rate = speed.get(step.name.rsplit('-s', 1)[0], {}).get('env_steps_per_s')
+    label = f'{step.name} ({step.group}' + (f', {rate:,.0f} env steps/s)' if rate else ')')
     for mark in s['marks']:
       cells = [_at(run, metric, mark, EPISODES) for metric in
                ('solved', 'boxes_on_target', 'episode_return')]
       cells.append(_at(run, 'policy_entropy', mark, LEARNER_ROWS))
-      hours = _safe(lambda: float(aggregate.wall_time_at(run, [mark])[0]) / 3600)
-      per_hour = cells[0] / hours if hours == hours and hours > 0 else float('nan')
       if all(c != c for c in cells):
         continue   # the run has not reached this mark
-      lines.append(f'| {step.name} ({step.group}) | {mark / 1e6:g}M | {fmt(cells[0], 3)} | '
+      if rate:
+        hours, hours_text = mark / rate / 3600, fmt(mark / rate / 3600, 2)
+      else:
+        hours = _safe(lambda: float(aggregate.wall_time_at(run, [mark])[0]) / 3600)
+        hours_text = fmt(hours, 2) + '*'
+      per_hour = cells[0] / hours if hours == hours and hours > 0 else float('nan')
+      lines.append(f'| {label} | {mark / 1e6:g}M | {fmt(cells[0], 3)} | '
                    f'{fmt(cells[1], 2)} | {fmt(cells[2], 2)} | {fmt(cells[3], 2)} | '
-                   f'{fmt(hours, 2)} | {fmt(per_hour, 3)} |')
+                   f'{hours_text} | {fmt(per_hour, 3)} |')
+      label = ''
     home = run_home(logs)
     result = lambda name, policy: ((read_json(os.path.join(home, f'{name}.json')) or {})
                                    .get('policies', {}).get(policy, {}).get('solved_fraction'))
