@@ -95,7 +95,7 @@ def _impala(recipe: str):
                                 if k in config.ImpalaConfig.__dataclass_fields__})
 
 
-def policy_config(policy_preset: str):
+def measured_policy_config(policy_preset: str):
   """The policy network measured: the named preset, or ('') the environment's."""
   from agents import policy_net
   if policy_preset:
@@ -112,7 +112,7 @@ def measure_parts(recipe: str, policy_preset: str) -> dict:
   spec = specs.make_environment_spec(wrappers.SinglePrecisionWrapper(envs.make('sokoban', seed=0)))
   rng = np.random.default_rng(0)
   impala = _impala(recipe)
-  net = policy_config(policy_preset)
+  net = measured_policy_config(policy_preset)
   out = {'peak': measure_peak(), 'rooms': ROOMS, 'batch': impala.batch_size,
          'minibatch': impala.minibatch_size, 'unroll': UNROLL,
          'environment': _measure_environment(spec, rng)}

@@ -52,10 +52,12 @@ def test_launch_train_defines_the_generated_flags_and_only_run_controls_besides(
                   and getattr(node.value.func, 'attr', '').startswith('DEFINE')}
   generated = {ff.flag for ff in run_flags.field_flags()}
   assert hand_written and not hand_written & generated
-  # policy_centre_on_agent: a switch over the preset's centre_on (a tuple of the agent's colours).
+  # policy_centre_on_agent: a switch over the preset's centre_on (a tuple of the agent's colours);
+  # policy_preset: a named network replacing the preset's whole (envs.presets.POLICY_NETWORKS).
   assert hand_written == {'reward_free', 'episode_steps', 'env_option', 'goal_mean_length',
                           'resume', 'cluster_description', 'cluster_start',
-                          'vertex_requirements', 'show_config', 'progress', 'policy_centre_on_agent'}
+                          'vertex_requirements', 'show_config', 'progress', 'policy_centre_on_agent',
+                          'policy_preset'}
 
 
 def _show_config(*args):

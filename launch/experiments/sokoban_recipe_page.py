@@ -52,7 +52,7 @@ def recipe_markdown(table: dict, out: str) -> str:
       if rate:
         hours, hours_text = mark / rate / 3600, fmt(mark / rate / 3600, 2)
       else:
-        hours = _safe(lambda: float(aggregate.wall_time_at(run, [mark])[0]) / 3600)
+        hours = _or_nan(lambda: float(aggregate.wall_time_at(run, [mark])[0]) / 3600)
         hours_text = fmt(hours, 2) + '*'
       per_hour = cells[0] / hours if hours == hours and hours > 0 else float('nan')
       lines.append(f'| {label} | {mark / 1e6:g}M | {fmt(cells[0], 3)} | '
@@ -78,10 +78,10 @@ def _at(run, metric: str, step: float, last_n: int) -> float:
   def value():
     s = aggregate.series(run, metric)
     return float(s.values[s.xs <= step][-last_n:].mean()) if s.xs[-1] >= step else float('nan')
-  return _safe(value)
+  return _or_nan(value)
 
 
-def _safe(fn) -> float:
+def _or_nan(fn) -> float:
   try:
     return fn()
   except (ValueError, IndexError):   # no such metric logged, or nothing logged yet

@@ -53,8 +53,8 @@ class ImpalaConfig:
   logit_l2_cost: float = documented(
       0.0, "Weight of an L2 term on the policy's logits: the sum of their squares over a "
       "sequence's steps and actions, averaged over the batch's sequences.")
-  weight_l2_cost: float = documented(
-      0.0, "Weight of an L2 term on the policy network's parameters (sum of their squares).")
+  weight_l2_cost: float = documented(0.0, "Weight of an L2 term on the policy network's "
+                                     'parameters (the sum of their squares).')
   discount: float = documented(0.99, 'IMPALA discount.')
   entropy_cost: float = documented(0.01, 'IMPALA entropy cost.')
   baseline_cost: float = documented(0.5, 'IMPALA value-loss weight.')
@@ -87,10 +87,9 @@ class ImpalaConfig:
 
   def __post_init__(self):
     _at_least(self, 1, 'batch_size', 'self_imitation_batch', 'self_imitation_episodes',
-              'self_imitation_steps', 'updates_per_call')
+              'self_imitation_steps', 'updates_per_call', 'minibatches')
     _at_least(self, 0, 'entropy_cost', 'self_imitation_value_cost', 'learning_rate_decay_steps',
               'logit_l2_cost', 'weight_l2_cost')
-    _at_least(self, 1, 'minibatches')
     if self.batch_size % self.minibatches:
       raise ValueError(f'batch_size {self.batch_size} does not split into {self.minibatches} '
                        'minibatches of equal size')
@@ -132,9 +131,9 @@ class ImpalaConfig:
 
   @property
   def learning_rate_decay_updates(self) -> int:
-    """Adam steps over which the learning rate decays (0: none): learning_rate_decay_steps
-    over the env steps one step trains on. A sequence of T steps carries T - 1 new env steps
-    (Acme's adders overlap one), and each is sampled max(1, samples_per_insert) times."""
+    """Adam steps over which the learning rate decays (0: none): learning_rate_decay_steps over
+    the env steps one step trains on, a sequence's T - 1 new ones (Acme's adders overlap one)
+    each sampled max(1, samples_per_insert) times."""
     if not self.learning_rate_decay_steps:
       return 0
     env_steps_per_update = (self.minibatch_size * (self.sequence_length - 1)
