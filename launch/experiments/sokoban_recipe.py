@@ -29,7 +29,7 @@ SMALL_ROOMS_HELD_OUT = os.path.join(LEVELS_DIR, 'sokoban_7x7_2boxes_heldout.txt'
 # page compares the arms, and the evaluation sizes.
 RECIPE_SCALES = {
     'tiny': dict(levels=SMALL_ROOMS, held_out=SMALL_ROOMS_HELD_OUT, max_steps=30_000,
-                 marks=(10_000, 20_000), actors=1, envs_per_actor=8, field_batch=32,
+                 marks=(10_000, 20_000), actors=1, envs_per_actor=8, field_batch=64,
                  eval_levels=20, eval_held_out=20),
     'small_rooms': dict(levels=SMALL_ROOMS, held_out=SMALL_ROOMS_HELD_OUT, max_steps=5_000_000,
                         marks=(1_000_000, 2_500_000, 5_000_000), actors=2, envs_per_actor=32,
@@ -60,6 +60,15 @@ def recipe_arms(s: dict):
       # of the field's recipe (batch 32, clip 2.5e-4, b1 0.9, lr 4e-4) lacked and did not learn.
       ('field_lambda1', "field's recipe, lambda 1, preset net",
        (*field_rooms, *agent_flags(dict(field, vtrace_lambda=1.0)))),
+      # The field's recipe makes one Adam step per 608 env steps: 8k in 5M, where its own runs
+      # take 50k+ to 30M and beyond. Two ways to 4x the steps per env step: minibatches of 8
+      # sequences (the same learner compute), or each sequence sampled 4 times from a replay
+      # (4x the compute).
+      ('field_mb32', "field's recipe, 32 minibatches of 8, preset net",
+       (*field_rooms, *agent_flags(dict(field, minibatches=32)))),
+      ('field_reuse4', "field's recipe, each sequence 4 times, preset net",
+       (*field_rooms, *agent_flags(dict(field, samples_per_insert=4,
+                                        replay_size=4 * s['field_batch'])))),
   )
 
 

@@ -19,7 +19,10 @@ def recipe_markdown(table: dict, out: str) -> str:
   load = functools.lru_cache(maxsize=None)(aggregate.load)
   lines = ['## Each arm at equal env steps', '',
            f'Solved, boxes on target and return: the last {EPISODES:,} training episodes logged '
-           f'by the mark (their time limit drawn per episode where the recipe draws it); policy '
+           f'by the mark. The field\'s arms draw each training episode\'s limit from [30, 120] '
+           'steps, the preset\'s plays 120: their training figures favour the preset (more time '
+           'to solve, and a return with more step penalties), the final policies below are '
+           'played alike. Policy '
            f'entropy: the last {LEARNER_ROWS} learner log rows (uniform over 4 actions: 1.39). '
            'Hours: the mark over the arm\'s env steps per second measured on this machine with '
            f'nothing else running ({SPEED_FILE}, `bench.recipe_speed`; env steps/s in the first '
@@ -71,13 +74,16 @@ def recipe_markdown(table: dict, out: str) -> str:
 
 
 def _at(run, metric: str, step: float, last_n: int) -> float:
-  """Mean of the last `last_n` values of `metric` logged by env step `step`; NaN before the run
-  reaches it or where it logs no such metric."""
+  """Mean of the last `last_n` values of `metric` logged by env step `step`; NaN before the
+  run's episodes reach it (the learner's last rows may be logged a little short of the run's
+  last step) or where it logs no such metric."""
   from launch.analysis import aggregate
 
   def value():
+    if aggregate.series(run, 'solved').xs[-1] < step:
+      return float('nan')
     s = aggregate.series(run, metric)
-    return float(s.values[s.xs <= step][-last_n:].mean()) if s.xs[-1] >= step else float('nan')
+    return float(s.values[s.xs <= step][-last_n:].mean())
   return _or_nan(value)
 
 
