@@ -116,9 +116,10 @@ class IMPALALearner(acme.Learner):
     lag = merged_lag([policy_lag(self._updates + i, data) for i, data in enumerate(batches)])
     if k == 1:   # one sampled batch: an update per minibatch, one call each
       rows = []
-      for data in batches:
+      for data in batches:   # dispatched one after another, read back together
         self._state, metrics = self._update.sgd(self._state, data)
-        rows.append(jax.device_get(metrics))
+        rows.append(metrics)
+      rows = jax.device_get(rows)
       metrics = {name: np.stack([np.asarray(row[name]) for row in rows]) for name in rows[0]}
     else:   # one call: the same updates in the same order
       stacked = jax.tree_util.tree_map(lambda *x: np.stack(x), *batches)
