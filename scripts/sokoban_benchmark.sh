@@ -30,7 +30,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCALE="${SCALE:-authors}"
 EXPERIMENT=sokoban
 SEEDS=3
-RECIPE_RUNS="field-s0 field_resnet-s0 field_lambda1-s0 preset-s0 field_mb32-s0 field_reuse4-s0"
+RECIPE_RUNS="field-s0 field_resnet-s0 field_lambda1-s0 preset-s0 field_mb32-s0 field_reuse4-s0 field_mb32_reuse4-s0"
 case "$SCALE" in
   authors) default_out=sokoban_authors; default_rungs="10000000 20000000 30000000 40000000 50000000" ;;
   long) default_out=sokoban_30m; default_rungs="10000000 20000000 30000000" ;;

@@ -338,7 +338,8 @@ def test_the_recipe_comparison_runs_each_arm_then_its_evaluations():
   steps = registry.get('sokoban_recipe').steps('small_rooms', 1)
   runs = [s for s in steps if s.is_training]
   assert [r.name for r in runs] == ['preset-s0', 'field-s0', 'field_resnet-s0',
-                                    'field_lambda1-s0', 'field_mb32-s0', 'field_reuse4-s0']
+                                    'field_lambda1-s0', 'field_mb32-s0', 'field_reuse4-s0',
+                                    'field_mb32_reuse4-s0']
   ablation = list(runs[3].flags)
   assert ablation.count('--vtrace_lambda') == 1
   assert ablation[ablation.index('--vtrace_lambda') + 1] == '1'

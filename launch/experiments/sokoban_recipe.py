@@ -69,6 +69,10 @@ def recipe_arms(s: dict):
       ('field_reuse4', "field's recipe, each sequence 4 times, preset net",
        (*field_rooms, *agent_flags(dict(field, samples_per_insert=4,
                                         replay_size=4 * s['field_batch'])))),
+      # Both at once: 16x the field's Adam steps per env step, one per 38.
+      ('field_mb32_reuse4', "field's recipe, 32 minibatches, each sequence 4 times, preset net",
+       (*field_rooms, *agent_flags(dict(field, minibatches=32, samples_per_insert=4,
+                                        replay_size=4 * s['field_batch'])))),
   )
 
 
