@@ -347,3 +347,15 @@ def test_the_recipe_comparison_runs_each_arm_then_its_evaluations():
   evals = [s.name for s in steps if not s.is_training]
   assert evals[:2] == ['preset-s0-eval_train', 'preset-s0-eval_held_out']
   assert all('7x7' in a for r in runs for a in r.flags if a.startswith('levels='))
+
+
+def test_the_speed_bench_runs_each_arm_as_the_comparison_runs_it():
+  from bench import recipe_speed
+  from launch.experiments import registry
+  arms = recipe_speed.arm_flags('small_rooms')
+  runs = {s.name.rsplit('-s', 1)[0]: list(s.flags)
+          for s in registry.get('sokoban_recipe').steps('small_rooms', 1) if s.is_training}
+  assert set(arms) == set(runs)
+  for name, flags in arms.items():
+    assert flags == runs[name]   # the run's own flags: --run_dir, --seed, --max_steps aside
+    assert '--run_dir' not in flags and '--max_steps' not in flags
