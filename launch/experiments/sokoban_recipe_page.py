@@ -35,8 +35,8 @@ def recipe_markdown(table: dict, out: str) -> str:
   evals = ['## Final policies', '',
            'Every level played once from its start to the 120-step limit (launch.evaluate_policy), '
            'greedy and sampled: the training levels and levels none of the runs trained on.', '',
-           '| run | env steps | training levels, greedy | sampled | held-out levels, greedy | '
-           'sampled |', '|' + '---|' * 6]
+           '| run | checkpoint (learner calls) | training levels, greedy | sampled | '
+           'held-out levels, greedy | sampled |', '|' + '---|' * 6]
   for step in recipe_steps(table['scale'], table['seeds']):
     if not step.is_training:
       continue
@@ -67,7 +67,7 @@ def recipe_markdown(table: dict, out: str) -> str:
                                    .get('policies', {}).get(policy, {}).get('solved_fraction'))
     steps = (read_json(os.path.join(home, 'eval_train.json')) or {}).get('checkpoint_steps')
     if steps is not None:
-      evals.append(f'| {step.name} | {steps} learner steps | ' + ' | '.join(
+      evals.append(f'| {step.name} | {steps:,} | ' + ' | '.join(
           fmt(result(name, policy), 3) for name in ('eval_train', 'eval_held_out')
           for policy in ('greedy', 'sampled')) + ' |')
   return '\n'.join(lines + [''] + evals) + '\n'
