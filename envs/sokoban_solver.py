@@ -2,11 +2,12 @@
 boxes), with walks between pushes as BFS shortest paths and the sum of lone-box push distances
 to the nearest targets as an admissible heuristic; dead cells (from which no box reaches a
 target) are pruned. Levels are `envs.levels.Level`s; actions are envs.sokoban's up, down,
-left, right (0-3). Used by estimators.psi_trace (psi along a solution, Fig. 5c)."""
+left, right (0-3). Used by estimators.psi_trace (psi along a solution, Fig. 5c). `solvable` asks
+only whether any solution exists (a dead end is a state with none), by a cheaper search."""
 import heapq
 import itertools
 import math
-from typing import Any, Dict, FrozenSet, List, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -148,3 +149,62 @@ def _unfold(walls: np.ndarray, parent, state: PushState) -> List[int]:
     walk = _walk(walls, frozenset(boxes), player)
     actions += _path(walk, (box[0] - MOVES[d][0], box[1] - MOVES[d][1])) + [d]
   return actions
+
+
+def _frozen_square(walls: np.ndarray, boxes: FrozenSet[Cell], targets: FrozenSet[Cell],
+                   cell: Cell) -> bool:
+  """Whether a box at `cell` is in a 2x2 square of walls and boxes holding a box off target:
+  none of those boxes can ever move again, so the state has no solution."""
+  for dr in (-1, 0):
+    for dc in (-1, 0):
+      square = [(cell[0] + dr + i, cell[1] + dc + j) for i in (0, 1) for j in (0, 1)]
+      if all(c in boxes or not _is_floor(walls, c) for c in square) and any(
+          c in boxes and c not in targets for c in square):
+        return True
+  return False
+
+
+def solvable(level, max_nodes: int = 100_000) -> Optional[bool]:
+  """Whether `level` (an envs.levels.Level, or any state of one written as a Level) can still be
+  solved, in any number of moves: True, False (a dead end), or None when `max_nodes` push
+  states were expanded without an answer.
+
+  Greedy best-first over push states, each named by its boxes and the first cell of the
+  player's reachable area (states that differ only by where the player stands in one area are
+  one state). Pruned, losing no solution: a box on a dead cell (`push_distances`) and a box
+  frozen in a 2x2 square off target. A reversible move never changes the answer, so along an
+  episode only the states after irreversible ones need asking."""
+  walls = np.asarray(level.walls, bool)
+  targets = frozenset(level.targets)
+  dist = push_distances(walls, sorted(targets))
+  boxes = frozenset(level.boxes)
+  if boxes == targets:
+    return True
+  if any(b not in dist for b in boxes):
+    return False
+  tie = itertools.count()
+  heap = [(0, next(tie), tuple(level.player), boxes)]
+  seen = set()
+  expanded = 0
+  while heap:
+    _, _, player, boxes = heapq.heappop(heap)
+    walk = _walk(walls, boxes, player)
+    key = (min(walk), boxes)
+    if key in seen:
+      continue
+    seen.add(key)
+    if expanded >= max_nodes:
+      return None
+    expanded += 1
+    for box in boxes:
+      for d in range(4):
+        stand, dest = (box[0] - MOVES[d][0], box[1] - MOVES[d][1]), _step(box, d)
+        if stand not in walk or dest in boxes or dest not in dist:
+          continue
+        new_boxes = (boxes - {box}) | {dest}
+        if new_boxes == targets:
+          return True
+        if _frozen_square(walls, new_boxes, targets, dest):
+          continue
+        heapq.heappush(heap, (sum(dist[b] for b in new_boxes), next(tie), box, new_boxes))
+  return False

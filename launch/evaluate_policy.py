@@ -27,7 +27,10 @@ irreversible. The oracle counts the push that solves a level as irreversible (a 
 cannot be left), so `mean_irreversible_excl_solving` leaves it out; checks that hit
 --max_expansions are 'unknown', counted apart and not as irreversible. It also counts the
 pushes (steps that moved a box; only those can be irreversible): `mean_pushes`, and
-`irreversible_per_push`, the fraction of the pushes outside a solution that were irreversible.
+`irreversible_per_push`, the fraction of the pushes outside a solution that were irreversible;
+and `dead_end_fraction`, the episodes that entered a state from which the level can no longer be
+solved (`envs.sokoban_solver.solvable`, asked after each irreversible step; searches past
+--max_expansions are counted apart, in `dead_end_unknown`).
 
 Bad input (no run directory, no checkpoint, a run that is not Sokoban/IMPALA, an unreadable
 level file, impossible numbers, an --out that cannot be written) is one line on stderr, exit 2.
@@ -63,8 +66,9 @@ class PolicyEvaluation:
                       choices=('greedy', 'sampled', 'both'))
   seed: int = field(0, 'Seed of the sampled policy.')
   count_irreversible: bool = field(False, 'Count the irreversible actions taken, by the exact '
-                                   'oracle (slow: a search per new (state, action)).')
-  max_expansions: int = field(100_000, 'Oracle search budget per check.')
+                                   'oracle (slow: a search per new (state, action)), and the '
+                                   'episodes that entered a dead end.')
+  max_expansions: int = field(100_000, 'Oracle (and dead-end) search budget per check.')
   out: Optional[str] = field(None, 'Write the results as JSON to this file.')
   gif: Optional[str] = field(None, 'Also write a GIF of the episodes played on --gif_levels: '
                              'the room, and for an RAE run with a frozen psi its value per step '

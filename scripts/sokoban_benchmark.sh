@@ -15,7 +15,11 @@
 # to 30M, results/sokoban_30m) or field (the field's recipe to 30M, results/sokoban_field); or
 # a scale of the recipe comparison (`launch.experiment sokoban_recipe`, one seed, no psi):
 # small_rooms (7x7 rooms with 2 boxes to 5M, results/sokoban_recipe_small_rooms) or boxoban_1k
-# (the 1k set to 10M, results/sokoban_recipe_1k). ROOT: the checkout whose code runs (a frozen copy keeps edits in
+# (the 1k set to 10M, results/sokoban_recipe_1k); or a rung of the ladder of rooms
+# (`launch.experiment sokoban_ladder`: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes or 10x10_4boxes,
+# results/sokoban_ladder_RUNG), its psi trained on the rung's own random episodes, its rungs of
+# env steps 2.5M, 5M, 10M, 15M, 20M up to the rung's budget (LADDER_SCALES). A rung's budget is
+# probed first with its IMPALA seed 0 alone (RUNS=impala-s0). ROOT: the checkout whose code runs (a frozen copy keeps edits in
 # the main one out of the runs); PY: its interpreter; OUT: where the runs live; RUNS: the runs
 # taken, in this order at every rung (default: both arms' 3 seeds; the authors scale's one-seed
 # diagnostics are taken by naming them, e.g. RUNS="impala_drawn-s0 impala_drawn_haiku-s0
@@ -39,7 +43,9 @@ case "$SCALE" in
     default_rungs="1000000 2500000 5000000"; RUNS="${RUNS:-$RECIPE_RUNS}" ;;
   boxoban_1k) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_1k
     default_rungs="2500000 5000000 10000000"; RUNS="${RUNS:-$RECIPE_RUNS}" ;;
-  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, small_rooms or boxoban_1k)" >&2; exit 2 ;;
+  7x7_2boxes|7x7_3boxes|10x10_3boxes|10x10_4boxes) EXPERIMENT=sokoban_ladder
+    default_out="sokoban_ladder_$SCALE"; default_rungs="2500000 5000000 10000000 15000000 20000000" ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
 esac
 ROOT="${ROOT:-$here}"
 PY="${PY:-$ROOT/.venv/bin/python}"
@@ -67,7 +73,15 @@ experiment() {
 }
 
 psi_steps=''
-if [ "$EXPERIMENT" = sokoban ]; then
+if [ "$EXPERIMENT" = sokoban_ladder ]; then
+  # No run goes past the rung's budget: the rungs above it give way to the budget itself.
+  budget=$("$PY" -c "from launch.experiments.sokoban_ladder import LADDER_SCALES as s; print(s['$SCALE']['max_steps'])") || exit 1
+  RUNGS="$(for r in $RUNGS; do [ "$r" -lt "$budget" ] && echo "$r"; done) $budget"
+  # Each rung's psi, from its own random episodes, before any run.
+  psi_steps='collect_random,train_psi,eval_psi_*,psi_trace'
+  experiment --only "$psi_steps" || exit 1
+  psi_steps="$psi_steps,"
+elif [ "$EXPERIMENT" = sokoban ]; then
   # The same psi drives every comparison's RAE arm: the 30M comparison's, with its scores.
   shared_psi="$here/results/sokoban_30m"
   if [ ! -f "$OUT/psi.ckpt" ] && [ "$OUT" != "$shared_psi" ] && [ -f "$shared_psi/psi.ckpt" ]; then

@@ -21,7 +21,9 @@ case "$SCALE" in
   field) default_out=sokoban_field ;;
   small_rooms) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_small_rooms ;;
   boxoban_1k) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_1k ;;
-  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, small_rooms or boxoban_1k)" >&2; exit 2 ;;
+  7x7_2boxes|7x7_3boxes|10x10_3boxes|10x10_4boxes) EXPERIMENT=sokoban_ladder
+    default_out="sokoban_ladder_$SCALE" ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
 esac
 OUT="${OUT:-$here/results/$default_out}"
 cd "$here" || exit 1

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from envs import cli
+from envs import cli, level_stats
 from launch.experiments import runner
 from launch.runtime import run_state
 from launch.studies import (
@@ -230,9 +230,9 @@ def test_first_policy_is_uniform_with_ours_and_not_with_haikus_init_on_raw_bytes
 
 
 def test_level_sets_wilson_interval_by_hand():
-  lo, hi = level_sets.wilson(50, 100)
+  lo, hi = level_stats.wilson(50, 100)
   assert lo == pytest.approx(0.40383, abs=1e-5) and hi == pytest.approx(0.59617, abs=1e-5)
-  assert level_sets.wilson(0, 100)[0] == 0.0 and level_sets.wilson(0, 100)[1] > 0.03
+  assert level_stats.wilson(0, 100)[0] == 0.0 and level_stats.wilson(0, 100)[1] > 0.03
 
 
 def test_level_sets_counts_moves_pushes_and_levels_with_no_solution():
@@ -241,7 +241,7 @@ def test_level_sets_counts_moves_pushes_and_levels_with_no_solution():
       '; 0\n#####\n#@$.#\n#####\n'
       '; 1\n######\n#@ $.#\n######\n'
       '; 2\n#####\n#$  #\n# @.#\n#####\n', source='<test>')
-  report = level_sets.optimal_solutions([one_push, walk_then_push, dead], max_nodes=1000)
+  report = level_stats.optimal_solutions([one_push, walk_then_push, dead], max_nodes=1000)
   assert report['levels'] == 3 and report['solved'] == 2
   assert report['unsolved'] == {'dead_box': 1}
   assert report['moves_mean'] == 1.5 and report['pushes_mean'] == 1.0

@@ -1,6 +1,8 @@
 """Episodes of a policy on Sokoban levels, all played together: one jitted forward pass per
 step covers every episode still running (padded to a power of two, so few batch shapes are
-compiled); with an IrreversibilityJudge, the exact oracle counts the irreversible actions taken."""
+compiled); with an IrreversibilityJudge, the exact oracle counts the irreversible actions taken
+and a solvability search marks the episodes that entered a dead end (a state from which the level
+can no longer be solved)."""
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -41,6 +43,7 @@ class IrreversibilityJudge:
     self._env = envs.make('sokoban', seed=0, **{**env_options, 'levels': levels})
     self._max_expansions = max_expansions
     self._cache = {}
+    self._solvable = {}
 
   def check(self, level: int, state, action: int):
     from envs import oracle
@@ -49,6 +52,18 @@ class IrreversibilityJudge:
       self._cache[key] = oracle.check(self._env, key[0], key[1],
                                       max_expansions=self._max_expansions)
     return self._cache[key]
+
+  def solvable(self, level: int, state) -> Optional[bool]:
+    """Whether the level can still be solved from `state` (None: the search's budget ran out)."""
+    import dataclasses
+
+    from envs import sokoban_solver
+    key = (level,) + tuple(state[1:])
+    if key not in self._solvable:
+      room = dataclasses.replace(self._env.levels[level], player=tuple(state[1]),
+                                 boxes=tuple(sorted(state[2])))
+      self._solvable[key] = sokoban_solver.solvable(room, max_nodes=self._max_expansions)
+    return self._solvable[key]
 
   @property
   def unique_checks(self) -> int:
@@ -64,7 +79,7 @@ def play(act, params, level_envs: List[Any], levels: List[int], greedy: List[boo
   records = [{'level': int(level), 'length': 0, 'return': 0.0, 'actions': ''} for level in levels]
   if judge is not None:
     for r in records:
-      r.update(irreversible=0, oracle_unknown=0, pushes=0)
+      r.update(irreversible=0, oracle_unknown=0, pushes=0, dead_end=0, dead_end_unknown=0)
   running = list(range(len(level_envs)))
   while running:
     batch = padded_batch(running, obs, keys, greedy)
@@ -94,7 +109,9 @@ def take_step(env, record: Dict[str, Any], action: int,
   """Steps one episode, judging the action first (the oracle needs the state before it); at
   the episode's end records its outcome. Returns the new observation. A judged episode also
   counts its pushes (steps that moved a box): only a push can be irreversible, so
-  irreversible / pushes says how careful the pushing was, apart from how much of it there was."""
+  irreversible / pushes says how careful the pushing was, apart from how much of it there was.
+  After an irreversible (or undecided) step, until the first dead end, it asks whether the level can still be solved: a reversible step keeps the answer,
+  so no other step can enter a dead end."""
   from envs import oracle
   if judge is not None:
     before = env.get_state()
@@ -103,7 +120,12 @@ def take_step(env, record: Dict[str, Any], action: int,
     record['oracle_unknown'] += int(verdict.status == oracle.UNKNOWN)
   ts = env.step(action)
   if judge is not None:
-    record['pushes'] += int(env.get_state()[2] != before[2])
+    after = env.get_state()
+    record['pushes'] += int(after[2] != before[2])
+    if not (verdict.reversible or record['dead_end'] or record['dead_end_unknown']):
+      answer = judge.solvable(record['level'], after)
+      record['dead_end'] = int(answer is False)
+      record['dead_end_unknown'] = int(answer is None)
   record['length'] += 1
   record['actions'] += str(action)
   record['return'] += float(ts.reward)
@@ -130,7 +152,10 @@ def summarize(records: List[Dict[str, Any]], count_irreversible: bool) -> Dict[s
                irreversible_per_push=(irreversible / outside_solution if outside_solution
                                       else None),
                oracle_checks=int(sum(r['length'] for r in records)),
-               oracle_unknown=int(sum(r['oracle_unknown'] for r in records)))
+               oracle_unknown=int(sum(r['oracle_unknown'] for r in records)),
+               # Episodes that entered a state with no solution; undecided ones counted apart.
+               dead_end_fraction=mean('dead_end'),
+               dead_end_unknown=int(sum(r['dead_end_unknown'] for r in records)))
   return out
 
 

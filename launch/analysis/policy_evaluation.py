@@ -190,7 +190,8 @@ def format_table(result: Dict[str, Any]) -> str:
   irr = result['count_irreversible']
   head = f"{'policy':<8} {'levels':>6} {'solved':>7} {'boxes':>6} {'length':>7} {'return':>7}"
   if irr:
-    head += f" {'irrev':>6} {'w/o solve':>9} {'pushes':>6} {'per push':>8} {'unknown':>7}"
+    head += (f" {'irrev':>6} {'w/o solve':>9} {'pushes':>6} {'per push':>8} {'unknown':>7}"
+             f" {'dead end':>8}")
   lines = [f"{result['run_dir']} at learner step {result['checkpoint_steps']}; levels "
            f"{result['levels']} (first {result['num_levels']})", head]
   for name, s in result['policies'].items():
@@ -200,6 +201,6 @@ def format_table(result: Dict[str, Any]) -> str:
       per_push = s['irreversible_per_push']
       row += (f" {s['mean_irreversible']:>6.2f} {s['mean_irreversible_excl_solving']:>9.2f} "
               f"{s['mean_pushes']:>6.2f} {'-' if per_push is None else f'{per_push:.3f}':>8} "
-              f"{s['oracle_unknown']:>7}")
+              f"{s['oracle_unknown']:>7} {s['dead_end_fraction']:>8.3f}")
     lines.append(row)
   return '\n'.join(lines)

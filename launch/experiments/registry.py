@@ -9,6 +9,8 @@ from launch.experiments import cartpole_plus, cartpole_reward_free, turf_page
 from launch.experiments import turf as turf_exps
 from launch.experiments.cliff import CLIFF_SCALES, cliff_grid_markdown, cliff_steps
 from launch.experiments.sokoban import SOKOBAN_SCALES, sokoban_reference_runs, sokoban_steps
+from launch.experiments.sokoban_ladder import LADDER_SCALES, ladder_steps
+from launch.experiments.sokoban_ladder_page import ladder_markdown
 from launch.experiments.sokoban_page import SOKOBAN_MILESTONE_EPISODES, sokoban_markdown
 from launch.experiments.sokoban_recipe import RECIPE_SCALES, recipe_steps
 from launch.experiments.sokoban_recipe_page import recipe_markdown
@@ -65,6 +67,32 @@ EXPERIMENTS: Dict[str, Experiment] = {
             ('solved held-out greedy', 'eval_held_out.json', 'greedy', 'solved_fraction'),
         ),
         extra_markdown=recipe_markdown,
+    ),
+    'sokoban_ladder': Experiment(
+        name='sokoban_ladder',
+        description="IMPALA vs IMPALA+RAE on gym-sokoban's ladder of rooms (7x7 with 2 and 3 "
+                    'boxes, 10x10 with 3 and 4), one rung per scale: psi trained offline on '
+                    "the rung's random episodes and frozen, one agent recipe for every rung and "
+                    'arm, 3 seeds each',
+        paper='Fig. 5b: IMPALA+RAE learns faster than IMPALA; RAE is meant to keep the agent out '
+              'of irreversible pushes, so fewer of its episodes should enter a dead end.',
+        steps=ladder_steps,
+        scales=tuple(LADDER_SCALES),
+        metrics=('solved', 'boxes_on_target', 'episode_return', 'penalised_steps',
+                 'policy_entropy'),
+        table_metrics=('solved', 'boxes_on_target', 'episode_return', 'penalised_steps'),
+        table_last_n=SOKOBAN_MILESTONE_EPISODES,
+        evaluations=(
+            ('solved train greedy', 'eval_train.json', 'greedy', 'solved_fraction'),
+            ('solved train sampled', 'eval_train.json', 'sampled', 'solved_fraction'),
+            ('solved held-out greedy', 'eval_held_out.json', 'greedy', 'solved_fraction'),
+            ('solved held-out sampled', 'eval_held_out.json', 'sampled', 'solved_fraction'),
+            ('dead-end episodes sampled', 'eval_irreversible.json', 'sampled',
+             'dead_end_fraction'),
+            ('irreversible/push sampled', 'eval_irreversible.json', 'sampled',
+             'irreversible_per_push'),
+        ),
+        extra_markdown=ladder_markdown,
     ),
     'cliff': Experiment(
         name='cliff',

@@ -140,16 +140,19 @@ BOXOBAN_LEVELS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '
                                               'data', 'boxoban', 'unfiltered_test_000.txt'))
 
 
-def _sokoban_psi_steps(s: dict, suffix: str, preset: str) -> List[Step]:
+def sokoban_psi_steps(s: dict, suffix: str, preset: str,
+                      eval_levels=(('train_levels', 'default'), ('boxoban', BOXOBAN_LEVELS)),
+                      ) -> List[Step]:
   """Train one psi on the random episodes and score it against the oracle: random transitions
-  from the training levels and from Boxoban levels it never saw (Sec. 5.3: "high accuracy";
-  the labels are cached, so each psi is scored on the same transitions), and along a solution."""
+  from each of `eval_levels` ((name, level file): by default the training levels and Boxoban
+  levels it never saw; Sec. 5.3: "high accuracy"; the labels are cached, so each psi is scored
+  on the same transitions), and along a solution of the first one's level 0."""
   ckpt = f'psi{suffix}.ckpt'
   steps = [Step(f'train_psi{suffix}', 'estimators.train',
                 ('--dataset', '{out}/data/random', '--out', f'{{out}}/{ckpt}', '--network_preset',
                  preset, '--num_pairs', str(s['pairs']), '--noprogress'),
                 done=ckpt, est_seconds=s['pairs'] / 20_000)]
-  for name, levels in (('train_levels', 'default'), ('boxoban', BOXOBAN_LEVELS)):
+  for name, levels in eval_levels:
     steps.append(Step(
         f'eval_psi{suffix}_{name}', 'estimators.evaluate',
         ('--checkpoint', f'{{out}}/{ckpt}', '--env', 'sokoban', '--env_option', f'levels={levels}',
@@ -157,7 +160,8 @@ def _sokoban_psi_steps(s: dict, suffix: str, preset: str) -> List[Step]:
          '--labels_cache', '{out}/psi_labels', '--out', f'{{out}}/psi_eval{suffix}/{name}'),
         done=f'psi_eval{suffix}/{name}/report.json', est_seconds=s['eval_transitions'] * 0.1))
   steps.append(Step(f'psi_trace{suffix}', 'estimators.psi_trace',
-                    ('--checkpoint', f'{{out}}/{ckpt}', '--level', '0', '--beta', str(SOKOBAN_BETA),
+                    ('--checkpoint', f'{{out}}/{ckpt}', '--levels', eval_levels[0][1], '--level',
+                     '0', '--beta', str(SOKOBAN_BETA),
                      '--out', f'{{out}}/psi_trace{suffix}.png',
                      '--json', f'{{out}}/psi_eval{suffix}/trace.json'),
                     done=f'psi_eval{suffix}/trace.json', est_seconds=60))
@@ -175,9 +179,9 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   # Two psi: the Sokoban preset (the best of launch.studies.psi_ablation) drives IMPALA+RAE; the paper's
   # network (App. C.3) drives a second RAE group, so the page shows what the better psi changes.
   arms = [arm for arm in SOKOBAN_RAE_ARMS if arm[0] in s.get('rae_arms', _ALL_ARMS)]
-  steps += _sokoban_psi_steps(s, '', 'sokoban')
+  steps += sokoban_psi_steps(s, '', 'sokoban')
   if any(ckpt == 'psi_paper.ckpt' for _, _, ckpt, _ in arms):
-    steps += _sokoban_psi_steps(s, '_paper', 'sokoban_paper')
+    steps += sokoban_psi_steps(s, '_paper', 'sokoban_paper')
   # Every arm gets the same agent settings; only the RAE flags differ.
   agent = {**presets.get('sokoban').impala, **SOKOBAN_AGENT, **s.get('agent', {})}
   written = {name: agent[name] for name in (*SOKOBAN_AGENT_FLAGS, *s.get('agent', {}))}

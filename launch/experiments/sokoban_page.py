@@ -8,10 +8,10 @@ from launch.experiments.sokoban import (
   SOKOBAN_DIAGNOSTICS,
   SOKOBAN_GIF,
   SOKOBAN_GIF_LEVEL,
-  SOKOBAN_RAE_ARMS,
   sokoban_reference_runs,
   sokoban_steps,
 )
+from launch.experiments.sokoban_psi_page import sokoban_psi_markdown
 
 # 1% and 2% tell arms apart early (at 5M env steps no arm's last 1,000 episodes had solved 5%);
 # 90% is "solves the set", the paper's claim for IMPALA + RAE by 30M steps (Fig. 5b).
@@ -20,15 +20,16 @@ SOKOBAN_MILESTONE_EPISODES = 1000   # the trailing training episodes a milestone
 SOKOBAN_MARK_STEPS = 5_000_000      # the arms' curves compared every 5M env steps
 
 
-def sokoban_milestones_markdown(table: dict, out: str, load=None) -> str:
+def sokoban_milestones_markdown(table: dict, out: str, load=None, steps=None) -> str:
   """Per group: env steps at which the trailing 1,000 training episodes first solved each of
   SOKOBAN_MILESTONES (mean ± 95% t-interval over the seeds that got there, how many did), and the
   area under the solved curve up to the compared arms' (not diagnostics') common budget. `load`:
-  run dir -> its logs (`aggregate.load`, or a cache of it shared by the page's sections)."""
+  run dir -> its logs (`aggregate.load`, or a cache of it shared by the page's sections); `steps`:
+  the experiment's steps (default: this one's at the table's scale)."""
   from launch.analysis import aggregate
   from launch.experiments.pages import mean_ci_text, runs_by_group
   load = load or aggregate.load
-  groups = runs_by_group(sokoban_steps(table['scale'], table['seeds']), out)
+  groups = runs_by_group(steps or sokoban_steps(table['scale'], table['seeds']), out)
   if not groups:
     return ''
   diagnostic = {group for _, group, _ in SOKOBAN_DIAGNOSTICS}
@@ -106,21 +107,22 @@ SOKOBAN_PAIRED_EVALS = (
 )
 
 
-def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
+def sokoban_paired_markdown(table: dict, out: str, load=None, steps=None,
+                            evals=SOKOBAN_PAIRED_EVALS) -> str:
   """Each RAE arm against IMPALA of the same seed, over the completed runs: the arms share
   every setting but the RAE flags, seed included, so the per-seed difference (RAE minus IMPALA)
   takes out what a seed does to both. Negative steps to a milestone: RAE got there sooner.
-  `load` as in `sokoban_milestones_markdown`."""
+  `load` and `steps` as in `sokoban_milestones_markdown`; `evals`: the final-policy measures."""
   from launch.analysis import aggregate
   from launch.experiments.pages import fmt, logs_dir, mean_ci_text, read_json, run_home
   load = load or aggregate.load
-  steps = [st for st in sokoban_steps(table['scale'], table['seeds']) if st.is_training]
+  steps = [st for st in steps or sokoban_steps(table['scale'], table['seeds']) if st.is_training]
   logs_of = {(st.group, st.seed): logs_dir(os.path.join(out, st.run_dir)) for st in steps}
   done = {key: d for key, d in logs_of.items()
           if d is not None and os.path.exists(os.path.join(d, 'done'))}
   seeds = sorted({seed for group, seed in done if group == 'IMPALA'})
-  arms = [group for _, group, _, _ in SOKOBAN_RAE_ARMS
-          if any((group, seed) in done for seed in seeds)]
+  arms = [group for group in dict.fromkeys(st.group for st in steps if st.group != 'IMPALA')
+          if group.startswith('IMPALA+RAE') and any((group, seed) in done for seed in seeds)]
   if not arms:
     return ''
   compared = {'IMPALA', *arms}
@@ -149,7 +151,7 @@ def sokoban_paired_markdown(table: dict, out: str, load=None) -> str:
   measures.append(('area under the solved curve', 4,
                    lambda k: _safe(aggregate.mean_over_budget, logs[k], 'solved', budget)))
   measures += [(label, digits, evaluation(file, policy, key))
-               for label, file, policy, key, digits in SOKOBAN_PAIRED_EVALS]
+               for label, file, policy, key, digits in evals]
   lines = ['## Each RAE arm against IMPALA, seed by seed', '',
            'RAE minus IMPALA on the same seed, over the completed runs (the arms share every '
            'setting but the RAE flags); last column: mean ± 95% t-interval of the differences. '
@@ -267,34 +269,3 @@ def sokoban_watch_markdown(table: dict, out: str) -> str:
   for group, path in shown:
     lines += [f'{group}:', '', f'![{group} on Boxoban level {SOKOBAN_GIF_LEVEL}]({path})', '']
   return '\n'.join(lines)
-
-
-def sokoban_psi_markdown(table: dict, out: str) -> str:
-  """psi against the exact oracle (held-out Boxoban levels included) and along a solution."""
-  from launch.experiments.pages import read_json
-  read = lambda path: read_json(os.path.join(out, path))  # noqa: E731
-  lines = ['## psi against the exact oracle (random transitions, beta = 0.9)', '',
-           '| psi | levels | labelled transitions | irreversible | AUROC | precision at beta | '
-           'recall at beta |', '|---|---|---|---|---|---|---|']
-  num = lambda v: '–' if v is None else f'{v:.3f}'  # noqa: E731  (None: no irreversible drawn)
-  psis = (('', 'Sokoban preset (early fusion, SAME, 32 channels)'),
-          ('_paper', "the paper's network (App. C.3)"))
-  for suffix, psi_name in psis:
-    for name, label in (('train_levels', 'training set (1k)'), ('boxoban', 'Boxoban, never seen')):
-      r = read(f'psi_eval{suffix}/{name}/report.json')
-      if r is None:
-        lines.append(f'| {psi_name} | {label} | – | – | – | – | – |')
-        continue
-      psi = r['psi']
-      lines.append(f"| {psi_name} | {label} | {r['evaluated']} | {r['labels']['irreversible']} | "
-                   f"{num(psi['auroc'])} | {num(psi['precision'])} | {num(psi['recall'])} |")
-  for suffix, psi_name in psis:
-    trace = read(f'psi_eval{suffix}/trace.json')
-    if trace is not None:
-      t = trace['summary']
-      lines += ['', f"{psi_name[0].upper() + psi_name[1:]}, along a solution of level 0 "
-                f"(`psi_trace{suffix}.png`, Fig. 5c): {t['steps']} steps, {t['irreversible']} "
-                f"irreversible by the oracle, {t['irreversible_above_beta']} of them with psi > "
-                f"beta, {t['psi_above_beta'] - t['irreversible_above_beta']} reversible steps "
-                f"above beta.", '', f'![psi along a solution](psi_trace{suffix}.png)']
-  return '\n'.join(lines) + '\n'
