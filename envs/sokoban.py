@@ -3,7 +3,9 @@
 - Levels: each reset samples a level uniformly (seeded numpy rng) from a stored set; nothing is
   generated at reset. `levels='default'` is the shipped set `envs/data/sokoban_1000.txt` (1000
   10x10 four-box levels made once by gym-sokoban's generator, `scripts/generate_sokoban_levels.py`);
-  a path loads any Boxoban/XSB file (see `envs.levels`). `level_index=i` always resets to level i;
+  the name of another shipped set (`levels='sokoban_7x7_2boxes_train'`: envs/data/NAME.txt) loads
+  it wherever the checkout is, so a run's saved options resume on any machine; a path loads any
+  Boxoban/XSB file (see `envs.levels`). `level_index=i` always resets to level i;
   `Sokoban.from_text(xsb)` builds an env from hand-written rooms (tests, demos). Levels smaller than
   the largest one in the set are padded with walls (bottom/right) so observations share one shape.
 - Observations: gym-sokoban's `tiny_rgb_array`, one pixel per cell, (10, 10, 3) uint8 (drawn by
@@ -97,11 +99,23 @@ def _load_cached(path: str, mtime: float, size: int) -> Tuple[levels_lib.Level, 
   return tuple(levels_lib.load_levels(path))
 
 
+def level_file(levels: Union[str, os.PathLike]) -> str:
+  """The file of 'default', of a shipped set's name (envs/data/NAME.txt), or of a path."""
+  levels = os.fspath(levels)
+  if levels == 'default':
+    return DEFAULT_LEVELS
+  shipped = os.path.join(os.path.dirname(DEFAULT_LEVELS), f'{levels}.txt')
+  if os.sep not in levels and os.path.isfile(shipped):
+    return shipped
+  return os.path.abspath(levels)
+
+
 def load_level_set(levels: Union[str, os.PathLike, Sequence[levels_lib.Level]] = 'default'
                    ) -> Tuple[levels_lib.Level, ...]:
-  """'default', a level file path, or already parsed levels -> tuple of Levels."""
+  """'default', a shipped set's name, a level file path, or already parsed levels -> tuple of
+  Levels."""
   if isinstance(levels, (str, os.PathLike)):
-    path = DEFAULT_LEVELS if levels == 'default' else os.path.abspath(os.fspath(levels))
+    path = level_file(levels)
     if not os.path.exists(path):
       raise ValueError(f'level file not found: {path}')
     st = os.stat(path)

@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from envs import levels as levels_lib
 from envs import level_stats, sokoban, sokoban_solver
+from envs import levels as levels_lib
 
 # Player @, box $, target . ; up, down, left, right are actions 0-3.
 OPEN_ROOM = '; 0\n######\n#    #\n# $  #\n#  . #\n#@   #\n######\n'
@@ -47,8 +47,7 @@ def test_solvable_on_hand_built_states():
 def test_solvable_agrees_with_the_exhaustive_solver_along_random_play():
   """After random pushes on 7x7 rooms, `solvable` says what the move-optimal A* finds with no
   step limit: a solution, or none (every push state tried)."""
-  env = sokoban.Sokoban(seed=0, levels=os.path.join(
-      os.path.dirname(sokoban.DEFAULT_LEVELS), 'sokoban_7x7_2boxes_train.txt'))
+  env = sokoban.Sokoban(seed=0, levels='sokoban_7x7_2boxes_train')   # a shipped set by name
   rng = np.random.default_rng(0)
   answers = {True: 0, False: 0}
   for _ in range(12):
@@ -132,13 +131,14 @@ def test_each_rung_runs_both_arms_with_one_agent(rung):
   assert value('learning_rate_decay_steps') == str(LADDER_MAX_STEPS)   # every rung alike
   assert (value('minibatches'), value('samples_per_insert')) == ('32', '4')
   levels = LADDER_SCALES[rung]['levels']
-  assert f'levels={levels}' in impala
+  assert f'levels={levels}' in impala and os.sep not in levels   # resumes from any checkout
   assert runs[0].max_steps <= LADDER_MAX_STEPS
   names = [s.name for s in steps]
   assert names[:2] == ['collect_random', 'train_psi']
   assert {'impala_rae-s2-eval_held_out', 'impala_rae-s2-eval_irreversible'} <= set(names)
   if rung.startswith('7x7'):
-    assert os.path.isfile(levels) and os.path.isfile(LADDER_SCALES[rung]['held_out'])
+    assert all(os.path.isfile(sokoban.level_file(LADDER_SCALES[rung][key]))
+               for key in ('levels', 'held_out'))
 
 
 def test_the_ladder_page_reads_a_rung_with_no_runs(tmp_path):
@@ -146,3 +146,14 @@ def test_the_ladder_page_reads_a_rung_with_no_runs(tmp_path):
   text = sokoban_ladder_page.ladder_markdown({'scale': '7x7_2boxes', 'seeds': 3}, str(tmp_path))
   assert text.startswith('## The rung') and 'sokoban_7x7_2boxes_train.txt' in text
   assert 'minibatches 32' in text
+
+
+def test_shipped_level_sets_load_by_name_from_any_directory(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  assert sokoban.level_file('default') == sokoban.DEFAULT_LEVELS
+  by_name = sokoban.load_level_set('sokoban_7x7_2boxes_heldout')
+  assert len(by_name) == 500 and by_name[0].shape == (7, 7)
+  (tmp_path / 'mine.txt').write_text(OPEN_ROOM)
+  assert sokoban.level_file('mine.txt') == str(tmp_path / 'mine.txt')   # a path, as before
+  with pytest.raises(ValueError, match='level file not found: .*sokoban_9x9_2boxes_train'):
+    sokoban.load_level_set('sokoban_9x9_2boxes_train')

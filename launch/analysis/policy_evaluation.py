@@ -151,6 +151,7 @@ def evaluate(run_dir: str, levels: Optional[str] = None, num_levels: int = 100,
   import jax
 
   import envs
+  from envs import sokoban
   cfg = run_config.from_dict(raw, run_dir)
   networks, params, steps, obs_shape = load_policy(cfg, run_dir)
   level_set = pad_levels(level_set, obs_shape[:2])
@@ -169,7 +170,7 @@ def evaluate(run_dir: str, levels: Optional[str] = None, num_levels: int = 100,
   result = {
       'run_dir': os.path.abspath(run_dir), 'env': cfg.env,
       'mode': cfg.reversibility.mode, 'checkpoint_steps': steps,
-      'levels': levels if levels == 'default' else os.path.abspath(levels),
+      'levels': levels if levels == 'default' else sokoban.level_file(levels),
       'num_levels': num_levels, 'seed': seed, 'max_episode_steps': episode_limit(options),
       'count_irreversible': count_irreversible,
       'max_expansions': max_expansions if count_irreversible else None,

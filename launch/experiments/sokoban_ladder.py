@@ -6,7 +6,6 @@ and one agent recipe serves every rung and both arms. Its page:
 import os
 from typing import List
 
-from envs import sokoban as sokoban_env
 from launch.experiments.sokoban import (
   FIELD_ENV_OPTIONS,
   SOKOBAN_BETA,
@@ -16,7 +15,6 @@ from launch.experiments.sokoban import (
 )
 from launch.experiments.spec import Step, scale_settings, train_step
 
-LEVELS_DIR = os.path.dirname(sokoban_env.DEFAULT_LEVELS)
 # The longest run of any rung, and the horizon of the learning rate's linear decay in every
 # run: the same schedule on every rung, so that a rung's one-seed budget probe is its seed 0.
 LADDER_MAX_STEPS = 20_000_000
@@ -30,7 +28,9 @@ LADDER_RAE_LAM = 0.1   # the penalty weight of the Sokoban preset's RAE (beta: S
 
 
 def _levels(rooms: str, part: str) -> str:
-  return os.path.join(LEVELS_DIR, f'sokoban_{rooms}_{part}.txt')
+  """A shipped level set by name (envs/data/NAME.txt), so that the runs' saved options name
+  the same levels in any checkout and a run resumes from another one."""
+  return f'sokoban_{rooms}_{part}'
 
 
 def _rung(train: str, held_out: str, budget: int) -> dict:
@@ -59,7 +59,7 @@ LADDER_SCALES = {
     '10x10_3boxes': _rung(_levels('10x10_3boxes', 'train'), _levels('10x10_3boxes', 'heldout'),
                           LADDER_MAX_STEPS),
     # Sokoban-v1, the paper's rooms
-    '10x10_4boxes': _rung(sokoban_env.DEFAULT_LEVELS, _levels('10x10_4boxes', 'heldout'),
+    '10x10_4boxes': _rung('default', _levels('10x10_4boxes', 'heldout'),
                           LADDER_MAX_STEPS),
 }
 # The runs' batch is 256 sequences; the tiny scale's 8 rooms fill it too slowly for a test.

@@ -5,14 +5,14 @@ against the oracle. Its steps: `launch.experiments.sokoban_ladder`."""
 import functools
 import os
 
+from envs import sokoban as sokoban_env
 from launch.experiments.sokoban_ladder import LADDER_AGENT, LADDER_SCALES, ladder_steps
 from launch.experiments.sokoban_page import sokoban_milestones_markdown, sokoban_paired_markdown
 from launch.experiments.sokoban_psi_page import sokoban_psi_markdown
 
 # `python -m launch.studies.level_sets` over every rung's level files (envs.level_stats), committed
 # beside them.
-LEVEL_STATS = os.path.join(os.path.dirname(LADDER_SCALES['7x7_2boxes']['levels']),
-                           'sokoban_ladder_levels.json')
+LEVEL_STATS = os.path.join(os.path.dirname(sokoban_env.DEFAULT_LEVELS), 'sokoban_ladder_levels.json')
 # The final-policy measures compared seed by seed: (label, eval file, policy, key, digits).
 LADDER_PAIRED_EVALS = tuple(
     (f'{label}, {policy}', file, policy, key, digits)
@@ -31,11 +31,11 @@ def ladder_levels_markdown(table: dict) -> str:
   from launch.experiments.pages import read_json
   s = LADDER_SCALES[table['scale']]
   report = read_json(LEVEL_STATS) or {'sets': []}
-  rows = [r for r in report['sets']
-          if r['name'] in (os.path.basename(s['levels']), os.path.basename(s['held_out']))]
+  files = [os.path.basename(sokoban_env.level_file(s[key])) for key in ('levels', 'held_out')]
+  rows = [r for r in report['sets'] if r['name'] in files]
   lines = ['## The rung', '',
-           f"Training levels `{os.path.basename(s['levels'])}`, held-out levels "
-           f"`{os.path.basename(s['held_out'])}`; {s['max_steps']:,} env steps per run, "
+           f'Training levels `{files[0]}`, held-out levels `{files[1]}`; '
+           f"{s['max_steps']:,} env steps per run, "
            f"{s['actors']} actors x {s['envs_per_actor']} rooms. The agent, every rung and both "
            'arms: ' + ', '.join(f'{k} {v:g}' for k, v in LADDER_AGENT.items()) + '.', '']
   if rows:
