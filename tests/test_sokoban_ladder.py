@@ -157,3 +157,20 @@ def test_shipped_level_sets_load_by_name_from_any_directory(tmp_path, monkeypatc
   assert sokoban.level_file('mine.txt') == str(tmp_path / 'mine.txt')   # a path, as before
   with pytest.raises(ValueError, match='level file not found: .*sokoban_9x9_2boxes_train'):
     sokoban.load_level_set('sokoban_9x9_2boxes_train')
+
+
+@pytest.mark.slow
+def test_the_tiny_rung_runs_end_to_end(tmp_path):
+  """psi from the rung's random episodes, both arms, their evaluations and the page (~3 min
+  on a quiet 2-core machine)."""
+  from launch.experiments import registry, runner
+  exp = registry.get('sokoban_ladder')
+  assert runner.run_experiment(exp, 'tiny', 1, str(tmp_path)) is True
+  page = (tmp_path / 'table.md').read_text()
+  for part in ('## The rung', '## Milestones', '## Each RAE arm against IMPALA',
+               'episodes entering a dead end', '## psi against the exact oracle'):
+    assert part in page
+  import json
+  evaluation = json.loads((tmp_path / 'runs' / 'impala_rae-s0' / 'eval_irreversible.json')
+                          .read_text())
+  assert 0 <= evaluation['policies']['sampled']['dead_end_fraction'] <= 1

@@ -66,6 +66,11 @@ LADDER_SCALES = {
 _TINY_AGENT = dict(batch_size=16, minibatches=2, replay_size=64)
 
 
+def ladder_agent(scale: str) -> dict:
+  """The ImpalaConfig fields every run of `scale` writes on its command line."""
+  return dict(LADDER_AGENT, **(_TINY_AGENT if scale == 'tiny' else {}))
+
+
 def ladder_steps(scale: str, seeds: int) -> List[Step]:
   s = scale_settings(LADDER_SCALES, scale, 'sokoban_ladder')
   levels = ('--env_option', f"levels={s['levels']}")
@@ -76,9 +81,8 @@ def ladder_steps(scale: str, seeds: int) -> List[Step]:
   steps += sokoban_psi_steps(s, '', 'sokoban', (('train_levels', s['levels']),
                                                  ('held_out', s['held_out'])))
   # Both arms share every setting, seed included; only the RAE flags differ.
-  agent = dict(LADDER_AGENT, **(_TINY_AGENT if scale == 'tiny' else {}))
   common = ('--env', 'sokoban', *levels, '--num_actors', str(s['actors']), '--envs_per_actor',
-            str(s['envs_per_actor']), *FIELD_ENV_OPTIONS, *agent_flags(agent))
+            str(s['envs_per_actor']), *FIELD_ENV_OPTIONS, *agent_flags(ladder_agent(scale)))
   runs = []
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'],

@@ -6,7 +6,7 @@ import functools
 import os
 
 from envs import sokoban as sokoban_env
-from launch.experiments.sokoban_ladder import LADDER_AGENT, LADDER_SCALES, ladder_steps
+from launch.experiments.sokoban_ladder import LADDER_SCALES, ladder_agent, ladder_steps
 from launch.experiments.sokoban_page import sokoban_milestones_markdown, sokoban_paired_markdown
 from launch.experiments.sokoban_psi_page import sokoban_psi_markdown
 
@@ -37,7 +37,8 @@ def ladder_levels_markdown(table: dict) -> str:
            f'Training levels `{files[0]}`, held-out levels `{files[1]}`; '
            f"{s['max_steps']:,} env steps per run, "
            f"{s['actors']} actors x {s['envs_per_actor']} rooms. The agent, every rung and both "
-           'arms: ' + ', '.join(f'{k} {v:g}' for k, v in LADDER_AGENT.items()) + '.', '']
+           'arms: ' + ', '.join(f'{k} {v:,}' if isinstance(v, int) else f'{k} {v:g}'
+                                for k, v in ladder_agent(table['scale']).items()) + '.', '']
   if rows:
     from envs import level_stats
     text = level_stats.markdown(dict(report, sets=rows))
