@@ -130,7 +130,7 @@ def records_agree(run_dir: str, launches: int) -> Dict:
       'restarts': all(s.get(k) == v for k, v in restarts.items()),
       'status': s.get('status') == (segments[-1].get('status') if segments else None)
       == final.get('status') == run_state.COMPLETED,
-      'failures_recorded': sum(e.get('event') == 'failure' for e in events)
+      'failures_recorded': sum(e.get('event') in ('failure', 'hung') for e in events)
       >= restarts.get('restarts', 0),
   }
   return {'held': all(checks.values()), **checks, 'summary_launches': s.get('launches'),

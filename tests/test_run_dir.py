@@ -246,6 +246,12 @@ def test_restarts_count_every_failure_but_the_one_a_node_gave_up_on(tmp_path):
   assert summary.restarts(str(tmp_path)) == {'restarts': 4, 'restarts_actor_0': 2,
                                              'restarts_learner': 2}
   assert summary.restarts(str(tmp_path / 'none')) == {}
+  # A hung node is killed and restarted: a restart too, unless it is the hang given up on.
+  for node, event in [('replay', 'start'), ('replay', 'hung'), ('replay', 'start'),
+                      ('replay', 'hung'), ('replay', 'gave_up')]:
+    supervisor.append_event(str(tmp_path), {'node': node, 'event': event})
+  assert summary.restarts(str(tmp_path)) == {'restarts': 5, 'restarts_actor_0': 2,
+                                             'restarts_learner': 2, 'restarts_replay': 1}
 
 
 def test_last_error_line_prefers_the_traceback_then_an_error_then_the_last_line(tmp_path):

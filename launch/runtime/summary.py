@@ -147,16 +147,17 @@ def format_summary(summary: Dict[str, float]) -> str:
 
 def restarts(run_dir: str) -> Dict[str, float]:
   """Node restarts recorded by the supervisors (launch.runtime.supervisor), e.g. {'restarts': 1,
-  'restarts_actor_0': 1}; empty when no node failed. A failure is a restart unless it is the one
-  its node gave up on (that node's next event is its gave_up): a node that gave up in one launch
-  still counts the restarts it made before, and in other launches."""
+  'restarts_actor_0': 1}; empty when no node failed. A failure, or a hang (the node killed), is a
+  restart unless it is the one its node gave up on (that node's next event is its gave_up): a
+  node that gave up in one launch still counts the restarts it made before, and in other
+  launches."""
   by_node: Dict[str, List[str]] = {}
   for e in run_state.read_records(run_dir, run_state.SUPERVISOR_LOG):
     by_node.setdefault(e.get('node', '?'), []).append(e.get('event'))
   out: Dict[str, float] = {}
   for node, events in by_node.items():
     count = sum(1 for event, following in zip(events, events[1:] + [None])
-                if event == 'failure' and following != 'gave_up')
+                if event in ('failure', 'hung') and following != 'gave_up')
     if count:
       out[f'restarts_{node}'] = count
   if out:
