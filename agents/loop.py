@@ -150,38 +150,9 @@ class BatchedEnvironmentLoop:
         version = np.float32(actor.policy_version)   # of the parameters that chose `out`
         actor.update()
         t2 = time.perf_counter()
-        log_s = 0.0
-        # RAE's figures as Python floats in one call each, not one numpy scalar per environment.
-        intrinsic, psi = ((out.intrinsic.tolist(), out.psi.tolist()) if self._mode == 'rae'
-                          else (None, None))
-
-        ended = []   # (environment, its episode, its info) of the episodes this step ended
-        for k, ts in enumerate(timesteps):
-          ep = episodes[k]
-          ep.length += 1
-          ep.extrinsic += float(ts.reward)
-          if intrinsic is not None:
-            r_int = intrinsic[k]
-            ep.intrinsic += r_int
-            ep.penalised += r_int < 0
-            ep.max_psi = max(ep.max_psi, psi[k])
-            ts = ts._replace(reward=np.float32(ts.reward + r_int))
-          self._adders[k].add(actions[k], ts,
-                              extras={'logits': logits[k], 'core_state': _CORE_STATE,
-                                      'policy_version': acting_version})
-          if k in finished:
-            info, first_ts = finished[k]
-            ended.append((k, ep, info))
-            episodes[k] = _Episode()
-            self._adders[k].add_first(first_ts)
-        if ended:
-          # Counted before they are logged: a logged episode is always a counted one.
-          t_log = time.perf_counter()
-          counts = self._count_episodes([ep for _, ep, _ in ended])
-          for k, ep, info in ended:
-            self._logger.write(self._episode_row(k, ep, info, counts))
-          log_s += time.perf_counter() - t_log
-          episodes_done += len(ended)
+        ended = self._write(timesteps, actions, logits, acting_version, out, episodes, finished)
+        log_s = self._log(ended) if ended else 0.0
+        episodes_done += len(ended)
         steps_taken += num_envs
         self._count_shield(episodes, out)
         self._check_stop()
@@ -194,16 +165,57 @@ class BatchedEnvironmentLoop:
       if hasattr(adder, 'flush'):  # a run that ends leaves nothing unsent
         adder.flush()
     if self._limit_reached and num_steps is None and num_episodes is None:
-      # The run's budget is spent: wait for the coordinator to stop the program (a node that
-      # returned would look like one that died).
-      with signals.runtime_terminator():
-        while True:
-          time.sleep(1.0)
-          # Acme's counter sends local counts to the counter node only from a call made after
-          # its sync period: without this the last episodes' steps would never arrive, and the
-          # coordinator would wait for them forever.
-          self._counter.get_counts()
+      self._wait_for_the_program_stop()
     return steps_taken
+
+  def _write(self, timesteps, actions, logits, acting_version, out, episodes: List[_Episode],
+             finished: Dict) -> List:
+    """Each environment's transition to its own adder (with RAE's penalty in its reward), its
+    episode's statistics updated; an environment whose episode ended starts its next one.
+    Returns (environment, its episode, its info) of the episodes this step ended."""
+    # RAE's figures as Python floats in one call each, not one numpy scalar per environment.
+    intrinsic, psi = ((out.intrinsic.tolist(), out.psi.tolist()) if self._mode == 'rae'
+                      else (None, None))
+    ended = []
+    for k, ts in enumerate(timesteps):
+      ep = episodes[k]
+      ep.length += 1
+      ep.extrinsic += float(ts.reward)
+      if intrinsic is not None:
+        r_int = intrinsic[k]
+        ep.intrinsic += r_int
+        ep.penalised += r_int < 0
+        ep.max_psi = max(ep.max_psi, psi[k])
+        ts = ts._replace(reward=np.float32(ts.reward + r_int))
+      self._adders[k].add(actions[k], ts,
+                          extras={'logits': logits[k], 'core_state': _CORE_STATE,
+                                  'policy_version': acting_version})
+      if k in finished:
+        info, first_ts = finished[k]
+        ended.append((k, ep, info))
+        episodes[k] = _Episode()
+        self._adders[k].add_first(first_ts)
+    return ended
+
+  def _log(self, ended: List) -> float:
+    """Counts the ended episodes, then logs them (a logged episode is always a counted one);
+    returns the seconds it took."""
+    t_log = time.perf_counter()
+    counts = self._count_episodes([ep for _, ep, _ in ended])
+    for k, ep, info in ended:
+      self._logger.write(self._episode_row(k, ep, info, counts))
+    return time.perf_counter() - t_log
+
+  def _wait_for_the_program_stop(self):
+    """The run's budget is spent: waits for the coordinator to stop the program (a node that
+    returned would look like one that died)."""
+    with signals.runtime_terminator():
+      while True:
+        time.sleep(1.0)
+        # Acme's counter sends local counts to the counter node only from a call made after
+        # its sync period: without this the last episodes' steps would never arrive, and the
+        # coordinator would wait for them forever.
+        self._counter.get_counts()
 
   def _check_stop(self):
     """Asks `should_stop` (another process's answer) at most every STOP_CHECK_S."""
