@@ -30,7 +30,7 @@ uses them, above; the layer that owns a config builds it from its section
 `agents.policy_net.default_policy_config`), which validates it, and tests/test_presets.py builds
 every section of every preset, so a misspelt field fails there and not in a run.
 
-Adding an environment (README, "Adding an environment"): its module in envs/, one `EnvPreset` in
+Adding an environment (docs/configuration.md, "Adding an environment"): its module in envs/, one `EnvPreset` in
 `PRESETS` below, one line in `envs._REGISTRY`.
 """
 import dataclasses
@@ -290,7 +290,7 @@ def get(env: str) -> EnvPreset:
   """The preset of environment `env`; PresetError (one line) when it has none."""
   if env not in PRESETS:
     raise PresetError(f'environment {env!r} has no preset: add one to envs.presets.PRESETS '
-                      f'(README, "Adding an environment"); presets: {", ".join(names())}')
+                      f'(docs/configuration.md, "Adding an environment"); presets: {", ".join(names())}')
   return PRESETS[env]
 
 

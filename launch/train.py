@@ -154,7 +154,7 @@ def check_launch_type_flags() -> None:
   if FLAGS.launch_type == 'cluster':
     if not FLAGS.cluster_description:
       raise ValueError('--launch_type cluster needs --cluster_description FILE (hosts and node '
-                       'groups; see README "Running on a cluster")')
+                       'groups; see docs/cluster.md)')
     from launch.cluster import description as cluster_spec
     cluster_spec.load_description(FLAGS.cluster_description)
   elif FLAGS.cluster_description or FLAGS.cluster_start:

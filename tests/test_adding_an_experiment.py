@@ -1,6 +1,6 @@
-"""README "Adding an experiment", followed for a toy: one module (its own scales, its steps) and
-one registry entry; `launch.experiment` then runs it through the runner into a directory,
-checks --scale against the toy's own scales, and skips the step once it is done."""
+"""docs/experiments.md, "Adding an experiment", followed for a toy: one module (its own scales,
+its steps) and one registry entry; `launch.experiment` then runs it through the runner into a
+directory, checks --scale against the toy's own scales, and skips the step once it is done."""
 import importlib.util
 import os
 

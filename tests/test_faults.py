@@ -3,7 +3,7 @@ precedence learner, 2 actors, reward-free Cartpole RAE): processes killed, the C
 a run stopped and resumed (with its replay's tables). Each test launches the whole program;
 `make test-slow` runs them.
 
-The README's "what survives what" table is these tests' outcomes."""
+The "what survives what" table of docs/runs.md is these tests' outcomes."""
 import json
 import os
 import signal
@@ -65,7 +65,7 @@ def _wait(predicate, timeout, proc=None, what=''):
 
 def _record(test, **figures):
   """Appends a test's measured outcome (times in seconds) to $FAULTS_RECORD, a JSON-lines file,
-  when it is set: the figures a README row and a closing note quote come from a run."""
+  when it is set: the figures a docs/runs.md row and a closing note quote come from a run."""
   path = os.environ.get('FAULTS_RECORD')
   if path:
     with open(path, 'a') as f:

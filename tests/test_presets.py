@@ -1,7 +1,7 @@
 """The paper's settings are what a run gets when the user sets nothing (`--show_config`), the
-README's presets table is the one the code uses, every preset builds every config it feeds, and
-an environment is added with one module, one preset and one registry line (README, "Adding an
-environment")."""
+presets table of docs/configuration.md is the one the code uses, every preset builds every config
+it feeds, and an environment is added with one module, one preset and one registry line
+(docs/configuration.md, "Adding an environment")."""
 import dataclasses
 import json
 import os
@@ -52,7 +52,7 @@ def test_thresholds_follow_env_and_mode_and_flags_override():
 
 
 def test_readme_presets_table_is_the_code_table():
-  with open(os.path.join(ROOT, 'README.md')) as f:
+  with open(os.path.join(ROOT, 'docs', 'configuration.md')) as f:
     assert presets.markdown_table() in f.read()
 
 

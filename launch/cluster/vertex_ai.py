@@ -6,8 +6,8 @@ VERTEX_AI_NEEDS = (
     '`pip install -c constraints.txt xmanager google-cloud-aiplatform` (their protobuf must stay '
     '3.19), a local Docker daemon, a GCP project with Vertex AI enabled and credentials '
     '(`gcloud auth application-default login`, GOOGLE_CLOUD_PROJECT), and --run_dir on storage '
-    'every container mounts (e.g. /gcs/BUCKET/... through Cloud Storage FUSE); see README '
-    '"Running on a cluster"')
+    'every container mounts (e.g. /gcs/BUCKET/... through Cloud Storage FUSE); see '
+    'docs/cluster.md')
 
 
 def launch_vertex_ai(cfg, requirements: str) -> None:

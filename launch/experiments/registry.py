@@ -1,7 +1,7 @@
 """The registry of named experiments (`python -m launch.experiment NAME`): an entry per paper
 experiment names its module's steps function (data, estimators, training runs, evaluations;
-what a step is: launch.experiments.spec), its scales and how its table is made (README, "Adding
-an experiment").
+what a step is: launch.experiments.spec), its scales and how its table is made (docs/experiments.md,
+"Adding an experiment").
 """
 from typing import Dict
 

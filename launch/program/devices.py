@@ -29,7 +29,7 @@ DEVICE_CHOICES = ('auto', 'cpu', 'gpu')
 CPU_ONLY = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''}
 ON_GPU = {'JAX_PLATFORMS': 'cuda', 'XLA_PYTHON_CLIENT_PREALLOCATE': 'false'}
 CPU_GROUPS = ('replay', 'counter', 'coordinator', 'actor')
-INSTALL_HINT = 'make setup ACCEL=cuda12 (README, "Running on a GPU")'
+INSTALL_HINT = 'make setup ACCEL=cuda12 (docs/gpu.md)'
 SINGLE_THREADED_XLA = '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1'
 
 
