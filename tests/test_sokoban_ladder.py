@@ -166,6 +166,7 @@ def test_the_tiny_rung_runs_end_to_end(tmp_path):
   from launch.experiments import registry, runner
   exp = registry.get('sokoban_ladder')
   assert runner.run_experiment(exp, 'tiny', 1, str(tmp_path)) is True
+  runner.report(exp, 'tiny', 1, str(tmp_path))
   page = (tmp_path / 'table.md').read_text()
   for part in ('## The rung', '## Milestones', '## Each RAE arm against IMPALA',
                'episodes entering a dead end', '## psi against the exact oracle'):
