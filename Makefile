@@ -1,10 +1,15 @@
 # Two entry points for users: `make run` (main job) and `make test`. Both set up ./.venv first.
 PY := .venv/bin/python
-.PHONY: setup run test lint test-slow test-slurm bench bench-cluster lock
+.PHONY: setup setup-sb3 run test lint test-slow test-slurm bench bench-cluster lock
 
-# ACCEL=cuda12: jax's CUDA 12 build (README "Running on a GPU"); ACCEL=cpu: back to the default.
+# ACCEL=cuda12: jax's CUDA 12 build (docs/gpu.md); ACCEL=cpu: back to the default.
 setup:
 	@ACCEL=$(ACCEL) bash scripts/setup_venv.sh
+
+# The optional sb3 extra (setup.py): Stable-Baselines3, SB3-contrib and torch (PyPI's torch brings
+# its CUDA libraries, ~3 GB), for launch.sb3_shield; constraints.txt keeps the stack's pins.
+setup-sb3: setup
+	$(PY) -m pip install -q -c constraints.txt 'stable-baselines3==2.4.1' 'sb3-contrib==2.4.0' 'torch==2.5.1'
 
 run: setup
 	$(PY) -m launch.train $(ARGS)

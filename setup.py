@@ -13,8 +13,11 @@ setup(
     # --no-deps because its metadata pins launchpad/reverb versions that do not work together.
     install_requires=[
         'dm-acme==0.4.0', 'dm-launchpad', 'dm-reverb', 'jax', 'jaxlib', 'dm-haiku', 'optax',
-        'rlax', 'dm-env', 'gym', 'gym-sokoban', 'tensorflow-cpu', 'tensorflow-datasets', 'rlds',
+        'rlax', 'dm-env', 'gym', 'gymnasium', 'gym-sokoban', 'tensorflow-cpu', 'tensorflow-datasets', 'rlds',
         'absl-py', 'numpy', 'pillow', 'imageio', 'matplotlib', 'tqdm', 'psutil',
     ],
-    extras_require={'test': ['pytest']},
+    # sb3: Stable-Baselines3 agents behind our RAE/RAC wrappers (launch.sb3_shield); torch is
+    # large, so the base install leaves it out (`make setup-sb3`).
+    extras_require={'test': ['pytest'],
+                    'sb3': ['stable-baselines3==2.4.1', 'sb3-contrib==2.4.0', 'torch==2.5.1']},
 )
