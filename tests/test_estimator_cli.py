@@ -1,5 +1,6 @@
 """The offline estimator CLIs: estimators.train / evaluate / predict, on tiny datasets collected
 here with a random policy and stored with estimators.dataset.write_episodes."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -392,3 +393,23 @@ def test_a_stopped_phi_run_resumes_to_the_phi_of_an_uninterrupted_one(data_dir, 
     f.write(b'\x80\x04trunc')
   with pytest.raises(train.TrainError, match='unreadable'):
     train.run(_train_flags(*common, f'--out={out}', '--phi_resume_every=2'))
+
+
+def test_the_offline_turf_recipe_resolves_to_the_values_it_always_had():
+  """The README's offline Turf recipe (`--window 120 --num_pairs 300000 --batch_size 128
+  --phi`) laid over the Turf preset, pinned field by field: a default that moves under it fails
+  here, not in an AUROC that a single training's seed already moves (BUILD_NOTES, "A psi's
+  AUROC is one draw")."""
+  args = _train_flags('--dataset=unused', '--out=unused.ckpt', '--window=120',
+                      '--num_pairs=300000', '--batch_size=128', '--phi')
+  preset, config, network, num_pairs, phi_transitions = train.apply_preset(args, 'turf')
+  assert (preset, num_pairs, phi_transitions) == ('turf', 300_000, 100_000)
+  assert dataclasses.asdict(config) == dict(
+      dataclasses.asdict(config), window=120, batch_size=128, learning_rate=0.01,
+      phi_learning_rate=0.01, weight_decay=0.0, pair_sampling='uniform', phi_loss='l2',
+      phi_batch_size=128, exclude_terminal=False, phi_draw=0, phi_target='reverse', seed=0)
+  assert (network.torso, network.conv_channels, network.conv_strides, network.conv_padding,
+          network.embedding_size, network.embedding_relu, network.psi_fusion, network.dropout,
+          network.phi_hidden_sizes) == ('conv', (32, 64, 64), (1, 1, 1), 'VALID', 64, False,
+                                        'siamese', 0.0, (64,))
+  assert (args.steps_per_call, args.eval_pairs) == (100, 500)
