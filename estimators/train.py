@@ -96,6 +96,16 @@ class Job:
   eval_pairs: int = dataclasses.field(default=10_000, metadata={
       'help': 'Pairs re-sampled from the dataset after training to report psi accuracy without '
               'dropout (0: skip).'})
+  check_dataset: Optional[str] = dataclasses.field(default=None, metadata={
+      'help': "After training, psi's precedence accuracy on pairs of these held-out episodes "
+              '(e.g. launch.gym_collect\'s OUT-heldout), printed and written to STEM.check.json.'})
+  check_labels: Optional[str] = dataclasses.field(default=None, metadata={
+      'help': 'After training, psi (and phi) against your labelled transitions: an .npz of obs, '
+              'next_obs, irreversible (0/1) and optionally actions (estimators.check).'})
+  check_pairs: int = dataclasses.field(default=20_000, metadata={
+      'help': 'Held-out pairs scored by --check_dataset.'})
+  check_beta: float = dataclasses.field(default=0.7, metadata={
+      'help': 'With --check_labels: psi > beta predicts an irreversible transition.'})
   progress: bool = dataclasses.field(default=True, metadata={'help': 'Show a tqdm progress bar.'})
 
 
@@ -470,7 +480,8 @@ def check_flags(f):
   if not f.out:
     raise TrainError('--out is required (the checkpoint file to write)')
   at_least = (('window', 1), ('num_pairs', 1), ('batch_size', 1), ('phi_transitions', 1),
-              ('steps_per_call', 1), ('eval_pairs', 0), ('phi_draw', 0), ('phi_resume_every', 0))
+              ('steps_per_call', 1), ('eval_pairs', 0), ('phi_draw', 0), ('phi_resume_every', 0),
+              ('check_pairs', 1))
   for name, low in at_least:
     value = getattr(f, name)
     if value is not None and value < low:
@@ -622,6 +633,7 @@ def plan_training(args) -> Plan:
   for name in ('phi_save_steps', 'phi_resume_every'):
     if getattr(args, name) and not phi_after:
       raise TrainError(f'--{name} needs --phi (with --phi_schedule after)')
+  _check_inputs(args, meta)
   p = Plan(args, out, datasets, metas, env_name, shares, preset, config, network, num_pairs,
            phi_transitions, save_steps=_ints(args.phi_save_steps, 'phi_save_steps')
            if args.phi_save_steps else ())
@@ -631,6 +643,27 @@ def plan_training(args) -> Plan:
       raise TrainError(f'--psi_checkpoint {args.psi_checkpoint} holds another network than '
                        f'{preset!r} with these overrides')
   return p
+
+
+def _check_inputs(args, meta: dict) -> None:
+  """--check_dataset and --check_labels refused before training when they cannot be scored."""
+  from estimators import check
+  from estimators import dataset as dataset_lib
+  if args.check_dataset:
+    other = dataset_lib.read_metadata(args.check_dataset)
+    if other.get('observation_shape') != meta.get('observation_shape'):
+      raise TrainError(f'--check_dataset {args.check_dataset} has observations '
+                       f'{other.get("observation_shape")}; --dataset has '
+                       f'{meta.get("observation_shape")}')
+  if args.check_labels:
+    try:
+      labels = check.read_labels(args.check_labels)
+    except (OSError, ValueError) as e:
+      raise TrainError(f'--check_labels: {str(e).splitlines()[0]}') from e
+    if list(labels['obs'].shape[1:]) != list(meta.get('observation_shape', [])):
+      raise TrainError(f'--check_labels {args.check_labels} has observations '
+                       f'{list(labels["obs"].shape[1:])}; --dataset has '
+                       f'{meta.get("observation_shape")}')
 
 
 def load(p: Plan):
@@ -712,7 +745,8 @@ def _phi_resume(p: Plan) -> Optional[PhiResume]:
     return None
   # What makes two commands the same run: every option but the display and the period.
   fingerprint = {k: v for k, v in vars(p.args).items()
-                 if k not in ('progress', 'phi_resume_every', 'eval_pairs')}
+                 if k not in ('progress', 'phi_resume_every', 'eval_pairs') and
+                 not k.startswith('check_')}
   fingerprint['out'] = p.out
   return PhiResume(resume_path(p.out), p.args.phi_resume_every, fingerprint)
 
@@ -785,7 +819,36 @@ def run(args) -> dict:
   if resume is not None:
     resume.remove()   # --out holds the run now
   _report(p, metadata, summary['psi'])
+  if args.check_dataset or args.check_labels:
+    _check(p)
   return metadata
+
+
+def check_report_path(out: str) -> str:
+  return f'{os.path.splitext(out)[0]}.check.json'
+
+
+def _check(p: Plan) -> None:
+  """--check_dataset / --check_labels on the checkpoint just written: printed as one line and
+  written beside it (STEM.check.json)."""
+  import json
+
+  from envs import paths
+  from estimators import check, checkpoint
+  args = p.args
+  ckpt = checkpoint.load(p.out)
+  report = {'checkpoint': p.out}
+  try:
+    if args.check_dataset:
+      report.update(check.heldout_accuracy(ckpt, args.check_dataset, args.check_pairs,
+                                           seed=p.config.seed + 1))
+    if args.check_labels:
+      report.update(check.label_scores(ckpt, args.check_labels, args.check_beta))
+  except (ValueError, KeyError) as e:
+    raise TrainError(f'check of {p.out} (kept): {str(e).splitlines()[0]}') from e
+  path = check_report_path(p.out)
+  paths.write_json(path, report, sort_keys=True)
+  print(f'check {path}: ' + json.dumps(report, sort_keys=True, default=float), flush=True)
 
 
 def main(argv):

@@ -1,5 +1,6 @@
-r"""Checks psi (and phi) of a checkpoint trained on a Gymnasium environment's episodes: against
-the user's own labels when given, else psi's accuracy on pairs of held-out episodes.
+r"""Checks psi (and phi) of a saved checkpoint trained on a Gymnasium environment's episodes:
+against the user's own labels when given, else psi's accuracy on pairs of held-out episodes
+(`estimators.train --check_dataset/--check_labels` does the same right after training).
 
     python -m launch.gym_check --checkpoint ckpt/frozenlake.ckpt --dataset data/frozenlake-heldout
     python -m launch.gym_check --checkpoint ckpt/frozenlake.ckpt --labels labels.npz --beta 0.7
@@ -42,55 +43,6 @@ def define_flags(fv: flags.FlagValues) -> None:
   envs_cli.define_field_flags(fv, SECTIONS)
 
 
-def heldout_accuracy(ckpt, dataset_path: str, num_pairs: int, seed: int) -> dict:
-  """psi's precedence accuracy on `num_pairs` pairs of the episodes at `dataset_path`."""
-  from estimators import dataset, train
-  meta = dataset.read_metadata(dataset_path)
-  if tuple(meta['observation_shape']) != tuple(ckpt.obs_shape):
-    raise ValueError(f'--dataset {dataset_path} has observations {meta["observation_shape"]}; '
-                     f'the checkpoint expects {list(ckpt.obs_shape)}')
-  flat, _ = dataset.load_flat(dataset_path)
-  window = int(ckpt.metadata.get('window') or ckpt.metadata['train_config']['window'])
-  batch = train.flat_batch(flat)
-  accuracy = train.eval_psi_accuracy(ckpt.estimators, ckpt.psi_params, batch, window, num_pairs,
-                                     seed=seed)
-  return {'dataset': dataset_path, 'episodes': int(len(flat.lengths)), 'window': window,
-          'pairs': int(num_pairs), 'psi_heldout_accuracy': accuracy}
-
-
-def label_scores(ckpt, labels_path: str, beta: float) -> dict:
-  """psi (and phi) against the user's labels (module docstring)."""
-  import numpy as np
-
-  from estimators import metrics
-  from estimators.predict import Predictor
-  with np.load(labels_path, allow_pickle=False) as f:
-    missing = [k for k in ('obs', 'next_obs', 'irreversible') if k not in f.files]
-    if missing:
-      raise ValueError(f'--labels {labels_path} lacks {", ".join(missing)} (has '
-                       f'{", ".join(f.files) or "nothing"})')
-    data = {k: f[k] for k in f.files}
-  irreversible = np.asarray(data['irreversible']).astype(bool).reshape(-1)
-  if len(irreversible) != len(data['obs']):
-    raise ValueError(f'--labels {labels_path}: {len(data["obs"])} obs but '
-                     f'{len(irreversible)} labels')
-  predictor = Predictor(ckpt)
-  psi = predictor.psi(data['obs'], data['next_obs'])
-  report = {'labels': labels_path, 'transitions': int(len(psi)),
-            'irreversible': int(irreversible.sum()),
-            'psi_auroc': metrics.auroc(psi, irreversible), 'beta': beta,
-            'psi_above_beta': metrics.precision_recall(psi > beta, irreversible)}
-  if 'actions' in data and ckpt.phi_params is not None:
-    actions = np.asarray(data['actions']).astype(np.int64).reshape(-1)
-    if len(actions) != len(psi) or actions.min(initial=0) < 0 or \
-       actions.max(initial=0) >= ckpt.num_actions:
-      raise ValueError(f'--labels {labels_path}: actions must be {len(psi)} values in '
-                       f'[0, {ckpt.num_actions})')
-    phi = predictor.phi(data['obs'])[np.arange(len(actions)), actions]
-    report['one_minus_phi_auroc'] = metrics.auroc(1.0 - phi, irreversible)
-  return report
-
-
 def main(argv=None) -> int:
   args, _ = envs_cli.parse(define_flags, argv, prog='python -m launch.gym_check',
                            description=__doc__.split('\n')[0], required=('checkpoint',))
@@ -99,15 +51,15 @@ def main(argv=None) -> int:
   if args.pairs < 1:
     envs_cli.fail(f'--pairs must be >= 1, got {args.pairs}')
   from envs import paths, quiet
-  from estimators import checkpoint
+  from estimators import check, checkpoint
   quiet.quiet_startup()
   try:
     ckpt = checkpoint.load(args.checkpoint)
     report = {'checkpoint': args.checkpoint}
     if args.labels:
-      report.update(label_scores(ckpt, args.labels, args.beta))
+      report.update(check.label_scores(ckpt, args.labels, args.beta))
     if args.dataset:
-      report.update(heldout_accuracy(ckpt, args.dataset, args.pairs, args.seed))
+      report.update(check.heldout_accuracy(ckpt, args.dataset, args.pairs, args.seed))
   except (ValueError, OSError, KeyError) as e:
     envs_cli.fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
   text = json.dumps(report, indent=1, sort_keys=True, default=float)

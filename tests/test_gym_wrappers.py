@@ -336,10 +336,6 @@ def test_collect_train_and_check_on_frozenlake(tmp_path):
            '--episodes', '300', '--heldout_episodes', '60', '--out', data)
   assert r.returncode == 0, r.stderr[-2000:]
   assert 'wrote' in r.stdout and 'observations [16] int64, flattened' in r.stdout
-  r = _run('estimators.train', '--dataset', data, '--network_preset', 'cartpole', '--window',
-           '20', '--num_pairs', '60000', '--phi', '--phi_transitions', '2000', '--out', ckpt,
-           '--noprogress')
-  assert r.returncode == 0, r.stderr[-2000:]
   # Labels of our own: entering a hole or the goal ends the episode (irreversible); the held-out
   # episodes' other moves on the frozen lake are reversible.
   from estimators import dataset
@@ -350,17 +346,46 @@ def test_collect_train_and_check_on_frozenlake(tmp_path):
   irr = np.concatenate([e.discounts == 0 for e in episodes])
   labels = str(tmp_path / 'labels.npz')
   np.savez(labels, obs=obs, next_obs=nxt, irreversible=irr, actions=acts)
-  r = _run('launch.gym_check', '--checkpoint', ckpt, '--dataset', data + '-heldout',
-           '--labels', labels, '--pairs', '5000')
+  # The second command: training, then the checks on held-out episodes and on the labels.
+  r = _run('estimators.train', '--dataset', data, '--network_preset', 'cartpole', '--window',
+           '20', '--num_pairs', '60000', '--phi', '--phi_transitions', '2000', '--out', ckpt,
+           '--noprogress', '--check_dataset', data + '-heldout', '--check_labels', labels,
+           '--check_pairs', '5000')
   assert r.returncode == 0, r.stderr[-2000:]
   import json
-  report = json.loads(r.stdout)
+  line = [ln for ln in r.stdout.splitlines() if ln.startswith('check ')][-1]
+  report = json.loads(line.split(': ', 1)[1])
+  with open(str(tmp_path / 'fl.check.json')) as f:
+    assert json.load(f) == report
   # Random walks on a 4x4 lake: order within a window is learnable from positions well above
   # chance; terminating moves stand out.
   assert report['psi_heldout_accuracy'] > 0.6
   assert report['psi_auroc'] > 0.8 and report['irreversible'] > 0
+  # The same checks on the saved checkpoint, later.
+  r = _run('launch.gym_check', '--checkpoint', ckpt, '--dataset', data + '-heldout',
+           '--labels', labels, '--pairs', '5000')
+  assert r.returncode == 0, r.stderr[-2000:]
+  again = json.loads(r.stdout)
+  assert again['psi_auroc'] == pytest.approx(report['psi_auroc'])
   r = _run('launch.gym_check', '--checkpoint', ckpt, '--labels', str(tmp_path / 'none.npz'))
   assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'error:' in r.stderr
+
+
+def test_train_refuses_checks_it_cannot_score_before_training(tmp_path):
+  from estimators import gym_episodes
+  data = str(tmp_path / 'fl')
+  gym_episodes.collect('FrozenLake-v1', 6, data, env_kwargs={'is_slippery': False}, seed=0)
+  bad = str(tmp_path / 'bad.npz')
+  np.savez(bad, obs=np.zeros((3, 16)), next_obs=np.zeros((3, 16)))   # no `irreversible`
+  ckpt = str(tmp_path / 'fl.ckpt')
+  r = _run('estimators.train', '--dataset', data, '--network_preset', 'cartpole', '--num_pairs',
+           '100', '--out', ckpt, '--check_labels', bad)
+  assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr[-2000:]
+  assert '--check_labels' in r.stderr and 'irreversible' in r.stderr
+  r = _run('estimators.train', '--dataset', data, '--network_preset', 'cartpole', '--num_pairs',
+           '100', '--out', ckpt, '--check_dataset', str(tmp_path / 'missing'))
+  assert r.returncode == 2 and r.stderr.count('\n') == 1 and 'missing' in r.stderr
+  assert not os.path.exists(ckpt)
 
 
 def test_collect_refuses_what_it_cannot_store(tmp_path):

@@ -25,6 +25,12 @@ LEVELS_DIR = os.path.dirname(sokoban_env.DEFAULT_LEVELS)
 SMALL_ROOMS = os.path.join(LEVELS_DIR, 'sokoban_7x7_2boxes_train.txt')
 SMALL_ROOMS_HELD_OUT = os.path.join(LEVELS_DIR, 'sokoban_7x7_2boxes_heldout.txt')
 
+# The preset arm's agent on the 1k set, 3 seeds to 30M env steps: the committed IMPALA runs of
+# the Sokoban benchmark (`launch.experiment sokoban --scale long`), the reference's band.
+REFERENCE_1K = dict(runs=tuple(os.path.join('results', 'sokoban_30m', 'runs', f'impala-s{seed}')
+                               for seed in range(3)),
+                    label='preset recipe, preset net: the 30M benchmark\'s IMPALA, 3 seeds')
+
 # Per scale: the training and held-out levels, env steps per run, the env steps at which the
 # page compares the arms, and the evaluation sizes.
 RECIPE_SCALES = {
@@ -36,7 +42,8 @@ RECIPE_SCALES = {
                         field_batch=256, eval_levels=1000, eval_held_out=500),
     'boxoban_1k': dict(levels='default', held_out=BOXOBAN_LEVELS, max_steps=10_000_000,
                        marks=(1_000_000, 2_500_000, 5_000_000, 10_000_000), actors=2,
-                       envs_per_actor=32, field_batch=256, eval_levels=1000, eval_held_out=500),
+                       envs_per_actor=32, field_batch=256, eval_levels=1000, eval_held_out=500,
+                       reference=REFERENCE_1K),
 }
 
 

@@ -37,6 +37,8 @@ def recipe_markdown(table: dict, out: str) -> str:
            'greedy and sampled: the training levels and levels none of the runs trained on.', '',
            '| run | checkpoint (learner calls) | training levels, greedy | sampled | '
            'held-out levels, greedy | sampled |', '|' + '---|' * 6]
+  if s.get('reference'):
+    lines.extend(_reference_rows(s, load, speed.get('preset', {}).get('env_steps_per_s')))
   for step in recipe_steps(table['scale'], table['seeds']):
     if not step.is_training:
       continue
@@ -71,6 +73,31 @@ def recipe_markdown(table: dict, out: str) -> str:
           fmt(result(name, policy), 3) for name in ('eval_train', 'eval_held_out')
           for policy in ('greedy', 'sampled')) + ' |')
   return '\n'.join(lines + [''] + evals) + '\n'
+
+
+def _reference_rows(s: dict, load, rate) -> list:
+  """The reference agent's band at each mark (mean ± 95% t-interval over its seeds): committed
+  runs of another experiment, found from the checkout's root; its hours at the preset arm's
+  quiet `rate` (the same agent), when measured."""
+  from launch.analysis import aggregate
+  from launch.experiments.pages import fmt, logs_dir
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  ref = s['reference']
+  runs = [load(d) for d in (logs_dir(os.path.join(root, r)) for r in ref['runs']) if d]
+  rows, label = [], f"reference ({ref['label']})"
+  for mark in s['marks'] if runs else ():
+    cells, means = [], []
+    for metric in ('solved', 'boxes_on_target', 'episode_return'):
+      mean, half = aggregate.mean_ci([_at(run, metric, mark, EPISODES) for run in runs])
+      cells.append(f'{fmt(mean, 3)} ± {fmt(half, 3)}')
+      means.append(mean)
+    entropy, _ = aggregate.mean_ci([_at(run, 'policy_entropy', mark, LEARNER_ROWS)
+                                    for run in runs])
+    hours = mark / rate / 3600 if rate else float('nan')
+    rows.append(f'| {label} | {mark / 1e6:g}M | ' + ' | '.join(cells) +
+                f' | {fmt(entropy, 2)} | {fmt(hours, 2)} | {fmt(means[0] / hours, 3)} |')
+    label = ''
+  return rows
 
 
 def _at(run, metric: str, step: float, last_n: int) -> float:
