@@ -47,7 +47,7 @@ from absl import app, flags
 
 from envs import cli as envs_cli
 from envs import presets
-from estimators import cli, recipes
+from estimators import check, cli, recipes
 
 FLAGS = flags.FLAGS
 _PRESET = " (default: the dataset's environment's preset, envs.presets)"
@@ -298,30 +298,6 @@ def run_steps(est, config, state, batch, num_steps: int, steps_per_call: int,
   return state, stats
 
 
-def eval_psi_accuracy(est, psi_params, batch, window: int, num_pairs: int, seed: int = 1,
-                      chunk: int = 4096) -> Optional[float]:
-  """psi accuracy (dropout off) on `num_pairs` pairs freshly sampled from `batch`."""
-  import jax
-  import jax.numpy as jnp
-  import numpy as np
-
-  from estimators import pairs as pairs_lib
-  from estimators import training
-  if num_pairs <= 0:
-    return None
-  p = pairs_lib.sample_pairs(jax.random.PRNGKey(seed), batch.last, batch.starts, batch.num_starts,
-                             num_pairs, window)
-  prob_fn = jax.jit(lambda params, x, y: training.psi_prob(est, params, x, y))
-  correct = 0
-  first, second, label = (np.asarray(a) for a in (p.first, p.second, p.label))
-  for s in range(0, num_pairs, chunk):
-    x = batch.observations[jnp.asarray(first[s:s + chunk])]
-    y = batch.observations[jnp.asarray(second[s:s + chunk])]
-    prob = np.asarray(prob_fn(psi_params, x, y))
-    correct += int(np.sum((prob > 0.5) == (label[s:s + chunk] > 0.5)))
-  return correct / num_pairs
-
-
 class PhiResume:
   """phi's training state on disk every `every` phi steps, so that the same command, run
   again, continues a long phi phase (Turf's 100k steps take hours here). The file records the
@@ -451,8 +427,9 @@ def train(flat, network, num_actions: int, train_config, num_pairs: int, phi: bo
     phi_stats['items_per_s'] = phi_stats['items'] / max(phi_stats['wall_s'], 1e-9)
     summary['phi'] = phi_stats
   if eval_pairs:
-    summary['psi_eval_accuracy'] = eval_psi_accuracy(est, state.psi_params, batch,
-                                                     train_config.window, eval_pairs)
+    summary['psi_eval_accuracy'] = check.pair_accuracy(
+        est, state.psi_params, batch.observations, batch.last, batch.starts, train_config.window,
+        eval_pairs)
   return jax.device_get(state.psi_params), jax.device_get(state.phi_params), summary
 
 
@@ -647,7 +624,6 @@ def plan_training(args) -> Plan:
 
 def _check_inputs(args, meta: dict) -> None:
   """--check_dataset and --check_labels refused before training when they cannot be scored."""
-  from estimators import check
   from estimators import dataset as dataset_lib
   if args.check_dataset:
     other = dataset_lib.read_metadata(args.check_dataset)
@@ -834,7 +810,7 @@ def _check(p: Plan) -> None:
   import json
 
   from envs import paths
-  from estimators import check, checkpoint
+  from estimators import checkpoint
   args = p.args
   ckpt = checkpoint.load(p.out)
   report = {'checkpoint': p.out}
