@@ -7,7 +7,7 @@ setup:
 	@ACCEL=$(ACCEL) bash scripts/setup_venv.sh
 
 # The optional sb3 extra (setup.py): Stable-Baselines3, SB3-contrib and torch (PyPI's torch brings
-# its CUDA libraries, ~3 GB), for launch.sb3_shield; constraints.txt keeps the stack's pins.
+# its CUDA libraries, ~3 GB), for experiments.sb3_shield; constraints.txt keeps the stack's pins.
 setup-sb3: setup
 	$(PY) -m pip install -q -c constraints.txt 'stable-baselines3==2.4.1' 'sb3-contrib==2.4.0' 'torch==2.5.1'
 

@@ -1,4 +1,4 @@
-r"""The cost model of a Sokoban run at the authors' agent recipe (`launch.experiment sokoban
+r"""The cost model of a Sokoban run at the authors' agent recipe (`python -m experiments sokoban
 --scale authors`: 2 actors x 32 rooms, batch 256 x 20, each sequence trained on once) or at the
 field's (`--scale field`: the same rooms and batch, in 8 minibatches of 32), with the preset's
 policy network or a named one, IMPALA and IMPALA + RAE (frozen psi): where each env step's CPU
@@ -40,7 +40,7 @@ from envs import cli
 
 ROOMS = 32                  # rooms per actor at the authors' and the field's scales
 UNROLL = 20                 # steps per sequence
-RECIPES = ('authors', 'field')   # scales of `launch.experiment sokoban`
+RECIPES = ('authors', 'field')   # scales of `python -m experiments sokoban`
 ONE_THREAD = {'XLA_FLAGS': '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1',
               'OMP_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
 ARMS = {'impala': 'impala-s0', 'rae': 'impala_rae-s0'}
@@ -84,7 +84,7 @@ def measure_peak() -> dict:
 def _agent(recipe: str) -> dict:
   """The recipe's IMPALA settings (preset + the scale's overrides), as the runs get them."""
   from envs import presets
-  from launch.experiments import sokoban
+  from experiments import sokoban
   return {**presets.get('sokoban').impala, **sokoban.SOKOBAN_AGENT,
           **sokoban.SOKOBAN_SCALES[recipe]['agent']}
 
@@ -240,7 +240,7 @@ def _sequences(spec, rng, size: int):
 
 
 def _arm_flags(mode: str, ckpt: str, recipe: str, policy_preset: str):
-  from launch.experiments import sokoban
+  from experiments import sokoban
   steps = {s.name: list(s.flags) for s in sokoban.sokoban_steps(recipe, 1) if hasattr(s, 'flags')}
   flags_ = [f.replace('{out}/psi.ckpt', ckpt) for f in steps[ARMS[mode]]]
   if policy_preset:
@@ -312,7 +312,7 @@ def define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_float('window_s', 60.0, 'Seconds of each run measured.', flag_values=fv)
   flags.DEFINE_string('workdir', None, 'Where the runs go (default: a temp dir).', flag_values=fv)
   flags.DEFINE_enum('recipe', 'authors', RECIPES, 'The agent recipe: a scale of '
-                    '`launch.experiment sokoban`.', flag_values=fv)
+                    '`python -m experiments sokoban`.', flag_values=fv)
   flags.DEFINE_string('policy_preset', '', 'A named policy network (envs.presets.POLICY_NETWORKS); '
                       "empty: the Sokoban preset's.", flag_values=fv)
   flags.DEFINE_string('parts_json', None, 'Internal: measure the parts in this process (one '
@@ -336,7 +336,7 @@ def main(argv=None):
                  env=dict(os.environ, **ONE_THREAD), check=True)
   with open(parts_path) as f:
     parts = json.load(f)
-  result = {'recipe': f'launch.experiment sokoban --scale {args.recipe}',
+  result = {'recipe': f'python -m experiments sokoban --scale {args.recipe}',
             'policy_network': args.policy_preset or 'sokoban (the preset)',
             'parts_one_core': parts, 'arms': {}}
   from bench import sokoban_speed

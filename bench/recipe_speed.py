@@ -1,4 +1,4 @@
-r"""Env steps per second of each arm of the Sokoban recipe comparison (`launch.experiment
+r"""Env steps per second of each arm of the Sokoban recipe comparison (`experiments
 sokoban_recipe`), measured on a quiet machine: the arm's own command line, run for a warmup
 and then a window (`bench.program_profile`), one arm after another in one invocation. The
 comparison's page divides its env-step marks by these rates for the wall-hours each arm needs
@@ -17,7 +17,7 @@ from envs import cli
 
 
 def define_flags(fv: flags.FlagValues) -> None:
-  from launch.experiments.sokoban_recipe import RECIPE_SCALES
+  from experiments.sokoban_recipe import RECIPE_SCALES
   flags.DEFINE_enum('scale', 'small_rooms', list(RECIPE_SCALES), 'The comparison\'s scale.',
                     flag_values=fv)
   flags.DEFINE_list('arms', [], 'Arms measured (default: every arm of the scale).', flag_values=fv)
@@ -30,7 +30,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 def arm_flags(scale: str):
   """{arm: launch.train flags} of the scale's seed-0 runs, without --run_dir/--seed/--max_steps
   (the profile sets its own)."""
-  from launch.experiments import sokoban_recipe
+  from experiments import sokoban_recipe
   s = sokoban_recipe.RECIPE_SCALES[scale]
   return {name: ['--env', 'sokoban', '--env_option', f"levels={s['levels']}", *flags_,
                  '--mode', 'none']

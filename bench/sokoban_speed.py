@@ -1,5 +1,5 @@
 r"""What a Sokoban user waits for: env steps per second of the Sokoban comparison's exact runs
-(`launch.experiment sokoban`: IMPALA, and IMPALA + RAE with a frozen psi), this checkout against
+(`python -m experiments sokoban`: IMPALA, and IMPALA + RAE with a frozen psi), this checkout against
 another version of the code, in one invocation, and the wall time each needs to reach a learning
 milestone on the 1k set.
 
@@ -10,7 +10,7 @@ milestone on the 1k set.
 
 Each code version runs its *own* comparison configuration: the flags of its experiment's
 'impala-s0' and 'impala_rae-s0' steps at `--scale` (so a version whose comparison uses other
-settings is measured with those), read by asking that tree's `launch.experiments.sokoban`. RAE's
+settings is measured with those), read by asking that tree's `experiments.sokoban`. RAE's
 psi is an untrained checkpoint of the Sokoban preset network (its cost does not depend on its
 values). Runs alternate between the versions (before/none, after/none, before/rae, after/rae,
 and again with --repeats), each a full `launch.train` program under PYTHONPATH=<tree>, so every
@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def tree_flags(tree: str, scale: str) -> dict:
   """{step name: launch.train flags} of `tree`'s Sokoban comparison at `scale`."""
-  code = ('import json; from launch.experiments import sokoban as s; '
+  code = ('import json; from experiments import sokoban as s; '
           f'print(json.dumps({{x.name: list(x.flags) for x in s.sokoban_steps({scale!r}, 1) '
           "if hasattr(x, 'flags')}))")
   out = subprocess.run([sys.executable, '-c', code], cwd=tree, env=_env(tree), check=True,
@@ -101,7 +101,7 @@ def run_once(tree: str, flags, run_dir: str, max_steps: int, warmup: int) -> dic
 
 
 def milestones(groups) -> dict:
-  from launch.analysis import aggregate
+  from experiments.analysis import aggregate
   out = {}
   for spec in groups:
     name, dirs = spec.split('=', 1)

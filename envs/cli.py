@@ -6,7 +6,7 @@ name (--out, --seed) never clash, and nothing is defined when a module is import
       flags.DEFINE_string('out', None, 'PNG to write.', flag_values=fv)
 
     def main(argv=None):
-      args, positional = cli.parse(define_flags, argv, prog='python -m launch.plot',
+      args, positional = cli.parse(define_flags, argv, prog='python -m experiments.plot',
                                    description=..., positional='RUN_DIR ...', required=('out',))
 
 The spelling is absl's, as for launch.train: --name=value or --name value, booleans as --name,

@@ -1,7 +1,7 @@
 """How hard a Sokoban level set is: its move-optimal solutions (envs.sokoban_solver) and uniform
 random play on it (solved, and the episodes that entered a dead end, a state from which the level
 can no longer be solved), with a markdown table of sets side by side. Used by
-`launch.studies.level_sets` (its command) and the Sokoban ladder's page."""
+`experiments.studies.level_sets` (its command) and the Sokoban ladder's page."""
 import dataclasses
 import math
 from typing import Any, Dict, Sequence, Tuple

@@ -171,7 +171,7 @@ PRESETS: Dict[str, EnvPreset] = {
         # Ours, not the paper's psi: the paper's Siamese net with VALID convs (below,
         # 'sokoban_paper') ranks irreversible random transitions at AUROC 0.66 on unseen Boxoban
         # levels; its two convs (strides 2, 1) applied to both frames stacked along channels,
-        # with SAME padding and 32 channels each, at 0.95 (launch.studies.psi_ablation; BUILD_NOTES.md,
+        # with SAME padding and 32 channels each, at 0.95 (experiments.studies.psi_ablation; BUILD_NOTES.md,
         # "Sokoban psi").
         estimator_network=dict(torso='conv', conv_channels=(32, 32), conv_strides=(2, 1),
                                conv_padding='SAME', psi_fusion='early',

@@ -3,7 +3,7 @@
     python -m launch.export_logs results/sokoban/runs/impala-s0 --out results/sokoban/logs_export/impala-s0
     python -m launch.export_logs results/sokoban_30m/runs/impala-s0 --checkpoint --replace   # RUN/csv
 
-The copy is a run directory `launch.plot`, `launch.analysis.aggregate` and the experiment pages read like
+The copy is a run directory `experiments.plot`, `experiments.analysis.aggregate` and the experiment pages read like
 the original: `config.json`, `run_state.json` (wall time), `counts.json` (env steps reached) and,
 per node, `logs/<node>/logs.csv` with the kept columns only. Actor episode rows keep
 --actor_columns, learner and precedence rows --node_columns (those a log lacks are skipped).

@@ -9,14 +9,14 @@ One process, no Launchpad: Acme's agent (actor and learner in lock-step, one gra
 episode is played on a separate environment; the run reports the maximum (the paper's figure:
 DQN 1152, M-DQN 2801) and the mean of those evaluation returns.
 
-RUN_DIR holds what `launch.analysis.aggregate`, `launch.plot` and `launch.experiment` read from any run:
+RUN_DIR holds what `experiments.analysis.aggregate`, `experiments.plot` and `experiments` read from any run:
   config.json, flags.json   the resolved configuration and the command-line flags
   logs/actor_0/logs.csv     one row per training episode (actor_steps, episode_length,
                             episode_return, epsilon, unix_time, ...)
   logs/evaluator/logs.csv   one row per evaluation episode (actor_steps, eval_return, eval_length)
   logs/learner/logs.csv     the learner's loss, at most one row a second
   counts.json, run_state.json, summary.json (status, eval_max_return, eval_mean_return, ...),
-  eval.json                 the evaluation summary in launch.evaluate_policy's layout
+  eval.json                 the evaluation summary in experiments.evaluate_policy's layout
 A RUN_DIR that holds a run is refused unless --resume. --resume on a run that completed
 --max_steps does nothing; on a stopped or shorter one it starts the run again from step 0 (the
 replay buffer is not saved, so there is no exact continuation). Ctrl-C / SIGTERM stop the run

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Sokoban comparison (IMPALA vs IMPALA + RAE, 3 seeds) at one scale of `launch.experiment
+# A Sokoban comparison (IMPALA vs IMPALA + RAE, 3 seeds) at one scale of `experiments
 # sokoban`, reached over many sessions: rerun this same script after every stop. It takes the
 # preset psi (trained once; a scale whose directory lacks it copies the one the 30M comparison
 # committed, so every comparison's RAE arm uses the same psi), then takes every run to each rung
@@ -13,10 +13,10 @@
 #
 # SCALE: authors (default: App. C.3's agent to 50M, results/sokoban_authors), long (our agent
 # to 30M, results/sokoban_30m) or field (the field's recipe to 30M, results/sokoban_field); or
-# a scale of the recipe comparison (`launch.experiment sokoban_recipe`, one seed, no psi):
+# a scale of the recipe comparison (`python -m experiments sokoban_recipe`, one seed, no psi):
 # small_rooms (7x7 rooms with 2 boxes to 5M, results/sokoban_recipe_small_rooms) or boxoban_1k
 # (the 1k set to 10M, results/sokoban_recipe_1k); or a rung of the ladder of rooms
-# (`launch.experiment sokoban_ladder`: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes or 10x10_4boxes,
+# (`python -m experiments sokoban_ladder`: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes or 10x10_4boxes,
 # results/sokoban_ladder_RUNG), its psi trained on the rung's own random episodes, its rungs of
 # env steps 2.5M, 5M, 10M, 15M, 20M up to the rung's budget (LADDER_SCALES). A rung's budget is
 # probed first with its IMPALA seed 0 alone (RUNS=impala-s0). ROOT: the checkout whose code runs (a frozen copy keeps edits in
@@ -67,15 +67,15 @@ if [ ! -x "$PY" ] && [ "$PY" = "$ROOT/.venv/bin/python" ]; then
 fi
 
 experiment() {
-  echo "== $(date -u '+%F %T') launch.experiment $*" >> "$log"
-  nice -n "$NICE" "$PY" -m launch.experiment "$EXPERIMENT" --scale "$SCALE" --seeds "$SEEDS" --out "$OUT" "$@" \
+  echo "== $(date -u '+%F %T') experiments $*" >> "$log"
+  nice -n "$NICE" "$PY" -m experiments "$EXPERIMENT" --scale "$SCALE" --seeds "$SEEDS" --out "$OUT" "$@" \
     >> "$log" 2>&1
 }
 
 psi_steps=''
 if [ "$EXPERIMENT" = sokoban_ladder ]; then
   # No run goes past the rung's budget: the rungs above it give way to the budget itself.
-  budget=$("$PY" -c "from launch.experiments.sokoban_ladder import LADDER_SCALES as s; print(s['$SCALE']['max_steps'])") || exit 1
+  budget=$("$PY" -c "from experiments.sokoban_ladder import LADDER_SCALES as s; print(s['$SCALE']['max_steps'])") || exit 1
   RUNGS="$(for r in $RUNGS; do [ "$r" -lt "$budget" ] && echo "$r"; done) $budget"
   # Each rung's psi, from its own random episodes, before any run.
   psi_steps='collect_random,train_psi,eval_psi_*,psi_trace'

@@ -74,5 +74,5 @@ sys.exit(run_state.saved_actor_steps(sys.argv[1]) > 0)' "$run"; then
   "$PY" -m launch.export_logs "$run" --checkpoint --replace --actor_every 4 --digits 3 \
     | sed "s|^|$(basename "$run"): |" || exit 1
 done
-"$PY" -m launch.experiment "$EXPERIMENT" --scale "$SCALE" --seeds "$SEEDS" --out "$OUT" --report_only > /dev/null || exit 1
+"$PY" -m experiments "$EXPERIMENT" --scale "$SCALE" --seeds "$SEEDS" --out "$OUT" --report_only > /dev/null || exit 1
 echo "exported; now: git add $OUT && git commit"

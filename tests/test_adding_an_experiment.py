@@ -1,13 +1,13 @@
 """docs/experiments.md, "Adding an experiment", followed for a toy: one module (its own scales,
-its steps) and one registry entry; `launch.experiment` then runs it through the runner into a
+its steps) and one registry entry; `experiments` then runs it through the runner into a
 directory, checks --scale against the toy's own scales, and skips the step once it is done."""
 import importlib.util
 import os
 
 import pytest
 
-from launch import experiment
-from launch.experiments import registry, spec
+import experiments.__main__ as experiment
+from experiments import registry, spec
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -17,7 +17,7 @@ TOY_MODULE = '''
 """A toy experiment: one step that writes a greeting, its words set by the scale."""
 import sys
 
-from launch.experiments.spec import Step, scale_settings
+from experiments.spec import Step, scale_settings
 
 TOY_SCALES = {'quiet': dict(words='hello'), 'loud': dict(words='HELLO')}
 

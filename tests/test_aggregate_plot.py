@@ -1,5 +1,5 @@
-"""Learning curves read back from hand-made run directories (launch.analysis.aggregate) and their PNGs
-(launch.plot): every expected number below is worked out by hand from the rows written."""
+"""Learning curves read back from hand-made run directories (experiments.analysis.aggregate) and their PNGs
+(experiments.plot): every expected number below is worked out by hand from the rows written."""
 import csv
 import json
 import math
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from launch.analysis import aggregate, plot, reference_curves
+from experiments.analysis import aggregate, plot, reference_curves
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 T975_DF2 = 4.302653  # Student t, 0.975 quantile, 2 degrees of freedom
@@ -211,7 +211,7 @@ def test_a_group_keeps_its_colour_in_a_panel_other_groups_do_not_log(runs, aggre
 
 def _cli(*args):
   env = dict(os.environ, JAX_PLATFORMS='cpu')
-  return subprocess.run([sys.executable, '-m', 'launch.plot', *map(str, args)], cwd=REPO,
+  return subprocess.run([sys.executable, '-m', 'experiments.plot', *map(str, args)], cwd=REPO,
                         env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -316,7 +316,7 @@ def test_a_killed_launch_does_not_run_on_through_the_next(tmp_path):
 # ----------------------------------------------------------------------- reference curves --- #
 
 def test_the_committed_fig5b_reading_loads_and_names_its_source():
-  from launch.experiments.registry import EXPERIMENTS
+  from experiments.registry import EXPERIMENTS
   (figure,) = EXPERIMENTS['sokoban'].reference_figures()
   assert figure.metric == 'episode_return' and figure.x == 'actor_steps'
   assert 'sokoban_scores_v2.png' in figure.source

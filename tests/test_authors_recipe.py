@@ -156,7 +156,7 @@ def test_turf_logs_which_cells_were_entered_and_ruined():
 
 
 def test_turf_leaks_counts_cells_and_moves_over_every_actor(tmp_path):
-  from launch.experiments import turf_leaks
+  from experiments import turf_leaks
   header = 'actor_steps,episode_return,ruined_grass,ruined_cells,grass_entries\n'
   for actor, rows in (('actor_0', ['100,1.0,1,19,18>19', '200,1.0,0,,']),
                       ('actor_1', ['150,0.0,2,19 29,18>19 19>29'])):
@@ -170,7 +170,7 @@ def test_turf_leaks_counts_cells_and_moves_over_every_actor(tmp_path):
 
 
 def test_turf_page_names_the_leaking_cells_per_run(tmp_path):
-  from launch.experiments import turf_page
+  from experiments import turf_page
   header = 'actor_steps,episode_return,ruined_grass,ruined_cells,grass_entries\n'
   run = tmp_path / 'runs' / 'impala_rac-b0.2-s0' / 'logs' / 'actor_0'
   run.mkdir(parents=True)

@@ -1,7 +1,7 @@
 """The runs and checkpoints committed under results/ load, evaluate and resume with this code.
 
 One of each kind: a run exported with its learner checkpoint (RUN/csv of the Sokoban 30M
-comparison) is restored into a run directory as `launch.experiment` restores it, its policy is
+comparison) is restored into a run directory as `experiments` restores it, its policy is
 evaluated, and `--resume` accepts it; every committed config.json is in today's format; the
 committed estimator checkpoint loads and fits its environment. Nothing under results/ is
 written: the export is copied first.
@@ -48,7 +48,7 @@ def test_every_committed_config_is_in_todays_format():
 
 
 def test_an_export_with_its_checkpoint_restores_and_its_policy_evaluates(restored):
-  from launch.analysis import policy_evaluation
+  from experiments.analysis import policy_evaluation
   result = policy_evaluation.evaluate(restored, 'default', num_levels=2, policies=['greedy'])
   assert result['checkpoint_steps'] == run_export.checkpoint_steps(EXPORT)
   greedy = result['policies']['greedy']

@@ -83,7 +83,7 @@ def test_bad_input_is_one_line(tmp_path, args, message):
 
 @pytest.mark.slow
 def test_short_run_writes_the_run_directory_and_is_skipped_when_done(tmp_path):
-  from launch.analysis import aggregate
+  from experiments.analysis import aggregate
   run = str(tmp_path / 'run')
   args = ('--algorithm', 'mdqn', '--max_steps', '1500', '--min_replay_size', '200',
           '--eval_every', '500', '--hidden_sizes', '32,32', '--episode_steps', '200',
@@ -95,7 +95,7 @@ def test_short_run_writes_the_run_directory_and_is_skipped_when_done(tmp_path):
   assert summary['learner_steps'] > 0 and summary['eval_episodes'] == 3
   evals = json.load(open(os.path.join(run, 'eval.json')))['policies']['greedy']
   assert evals['max_return'] == summary['eval_max_return'] >= evals['mean_return'] > 0
-  # The layout launch.analysis.aggregate reads: training episodes on env steps, and wall time.
+  # The layout experiments.analysis.aggregate reads: training episodes on env steps, and wall time.
   lengths = aggregate.series(run, 'episode_length')
   assert lengths.xs[-1] <= 1500 and np.all(lengths.values <= 200)
   assert aggregate.series(run, 'episode_length', 'wall_time').xs[-1] > 0

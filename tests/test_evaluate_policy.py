@@ -1,4 +1,4 @@
-"""launch.evaluate_policy on real learner checkpoints.
+"""experiments.evaluate_policy on real learner checkpoints.
 
 A training run is too slow here, so each run directory is made the way launch.train leaves it:
 config.json written with the launch's own `lifecycle.jsonable(cfg)`, and a checkpoint of a real
@@ -22,8 +22,8 @@ from agents import impala_step, learning
 from agents import networks as agent_networks
 from agents.acting import ReversibilityConfig
 from envs import oracle, sokoban
-from launch.analysis import policy_evaluation as ev
-from launch.analysis import policy_gif
+from experiments.analysis import policy_evaluation as ev
+from experiments.analysis import policy_gif
 from launch.program import builder, checkpointing
 from launch.program import config as cfg_lib
 from launch.runtime import lifecycle, run_state
@@ -201,7 +201,7 @@ def test_level_larger_than_the_network_input_is_refused(runs, tmp_path):
 
 def _cli(*args):
   env = dict(os.environ, JAX_PLATFORMS='cpu', TF_CPP_MIN_LOG_LEVEL='3')
-  return subprocess.run([sys.executable, '-m', 'launch.evaluate_policy', *map(str, args)],
+  return subprocess.run([sys.executable, '-m', 'experiments.evaluate_policy', *map(str, args)],
                         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -11,14 +11,14 @@ import sys
 
 import pytest
 
-from launch.experiments import registry, runner, spec
+from experiments import registry, runner, spec
 from launch.runtime import run_state
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 
 def _cli(*args):
-  return subprocess.run([sys.executable, '-m', 'launch.experiment', *args], cwd=ROOT,
+  return subprocess.run([sys.executable, '-m', 'experiments', *args], cwd=ROOT,
                         capture_output=True, text=True, timeout=120)
 
 
@@ -226,8 +226,8 @@ def test_page_pairs_each_rae_arm_with_impala_of_the_same_seed(tmp_path):
 
 
 def test_a_diagnostic_on_its_way_leaves_the_arms_area_budget_alone(tmp_path):
-  from launch.analysis import aggregate
-  from launch.experiments import sokoban_page
+  from experiments.analysis import aggregate
+  from experiments import sokoban_page
   out = str(tmp_path)
   # The arms' runs log 1,200 episodes (to 120,000 env steps), the diagnostic 600 (to 60,000).
   episodes = {'IMPALA': 1200, 'IMPALA+RAE': 1200, 'IMPALA, room as drawn': 600}
@@ -244,11 +244,11 @@ def test_a_diagnostic_on_its_way_leaves_the_arms_area_budget_alone(tmp_path):
 
 
 def test_the_arms_are_compared_every_5m_steps_on_the_window_logged_by_then(tmp_path):
-  from launch.experiments import sokoban_page
+  from experiments import sokoban_page
   assert sokoban_page._marks(30_000_199) == [5e6, 10e6, 15e6, 20e6, 25e6]
   assert sokoban_page._marks(23_940_000) == [5e6, 10e6, 15e6, 20e6]
   assert sokoban_page._marks(5_000_300) == []   # the final window is the 5M one
-  from launch.analysis import aggregate
+  from experiments.analysis import aggregate
   run_dir = str(tmp_path / 'run')
   _fake_run(run_dir, [-1.0] * 1100, [0] * 600 + [1] * 500)   # episode i ends at (i + 1) * 100
   solved = aggregate.series(run_dir, 'solved')
@@ -280,7 +280,7 @@ def test_seed_0_of_every_arm_is_watched_on_the_same_boxoban_level(tmp_path):
 
 @pytest.mark.slow
 def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
-  r = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
+  r = subprocess.run([sys.executable, '-m', 'experiments', 'sokoban', '--scale', 'tiny',
                       '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
                      text=True, timeout=1500)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -289,7 +289,7 @@ def test_sokoban_smallest_configuration_runs_end_to_end(tmp_path):
       'IMPALA', 'IMPALA+RAE', "IMPALA+RAE (paper's psi)", 'IMPALA+RAE (lambda 1)'}
   assert all(all(row['completed']) for row in table['rows'])
   # Rerunning skips everything.
-  again = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
+  again = subprocess.run([sys.executable, '-m', 'experiments', 'sokoban', '--scale', 'tiny',
                           '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
   assert again.returncode == 0 and '25/25 steps done' in again.stdout
@@ -328,7 +328,7 @@ def test_cliff_seeds_are_estimator_trainings():
 
 @pytest.mark.slow
 def test_cliff_smallest_configuration_runs_end_to_end(tmp_path):
-  r = subprocess.run([sys.executable, '-m', 'launch.experiment', 'cliff', '--scale', 'tiny',
+  r = subprocess.run([sys.executable, '-m', 'experiments', 'cliff', '--scale', 'tiny',
                       '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
                      text=True, timeout=1500)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -341,7 +341,7 @@ def test_cliff_smallest_configuration_runs_end_to_end(tmp_path):
                                                  (1234567.4, 0, '1,234,567'), (0.25, 1, '0.2'),
                                                  (float('nan'), 2, '–'), (None, 2, '–')])
 def test_page_numbers_round_without_a_negative_zero(value, digits, text):
-  from launch.experiments.pages import fmt
+  from experiments.pages import fmt
   assert fmt(value, digits) == text
 
 
@@ -351,7 +351,7 @@ def test_a_run_lost_with_its_machine_goes_on_from_its_committed_export(tmp_path)
   # everything else of the run deleted (a new machine), then the same command with a larger
   # budget: the runner restores the run from its export and the learner goes on from there.
   out, run = str(tmp_path), str(tmp_path / 'runs' / 'impala-s0')
-  first = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
+  first = subprocess.run([sys.executable, '-m', 'experiments', 'sokoban', '--scale', 'tiny',
                           '--seeds', '1', '--out', out, '--only', 'impala-s0', '--max_steps',
                           '3000'], cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -365,7 +365,7 @@ def test_a_run_lost_with_its_machine_goes_on_from_its_committed_export(tmp_path)
     if name != 'csv':
       path = os.path.join(run, name)
       shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-  second = subprocess.run([sys.executable, '-m', 'launch.experiment', 'sokoban', '--scale', 'tiny',
+  second = subprocess.run([sys.executable, '-m', 'experiments', 'sokoban', '--scale', 'tiny',
                            '--seeds', '1', '--out', out, '--only', 'impala-s0', '--max_steps',
                            '6000'], cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
@@ -381,7 +381,7 @@ def test_a_run_lost_with_its_machine_goes_on_from_its_committed_export(tmp_path)
 
 
 def test_the_authors_scale_draws_our_recipes_committed_runs_beside_its_own(tmp_path, monkeypatch):
-  from launch.experiments import sokoban
+  from experiments import sokoban
   committed = sokoban.sokoban_reference_runs('authors')
   assert {label: len(dirs) for label, dirs in committed.items()} == {
       'IMPALA (our recipe, 30M)': 3, 'IMPALA+RAE (our recipe, 30M)': 3}
@@ -423,7 +423,7 @@ def test_a_checkout_with_only_the_exports_redraws_the_page_from_them(tmp_path):
 
 
 def test_page_sets_the_groups_side_by_side_at_equal_learner_updates(tmp_path):
-  from launch.experiments import sokoban_page
+  from experiments import sokoban_page
   out = str(tmp_path)
   # IMPALA: one update per 10 env steps, 2,500 updates; IMPALA+RAE: one per 20, 1,500 updates.
   cost = {'IMPALA': 10, 'IMPALA+RAE': 20}

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from launch.experiments import cartpole_plus as cp
-from launch.experiments import cartpole_reward_free as cprf
-from launch.experiments import registry, runner, turf, turf_page
-from launch.experiments.spec import train_step
+from experiments import cartpole_plus as cp
+from experiments import cartpole_reward_free as cprf
+from experiments import registry, runner, turf, turf_page
+from experiments.spec import train_step
 from launch.runtime import run_state
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
@@ -321,7 +321,7 @@ def test_turf_page_from_hand_made_runs(tmp_path):
 
 
 def _run_tiny(name, tmp_path):
-  r = subprocess.run([sys.executable, '-m', 'launch.experiment', name, '--scale', 'tiny',
+  r = subprocess.run([sys.executable, '-m', 'experiments', name, '--scale', 'tiny',
                       '--seeds', '1', '--out', str(tmp_path)], cwd=ROOT, capture_output=True,
                      text=True, timeout=3600)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

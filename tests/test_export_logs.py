@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from launch import export_logs
-from launch.analysis import aggregate
+from experiments.analysis import aggregate
 from launch.program import checkpointing
 from launch.runtime import run_export, run_state
 

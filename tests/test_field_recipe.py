@@ -318,7 +318,7 @@ def test_named_policy_networks_build_and_bad_names_are_one_line():
 
 
 def test_the_field_scale_writes_the_whole_recipe_on_each_run():
-  from launch.experiments import sokoban
+  from experiments import sokoban
   runs = [s for s in sokoban.sokoban_steps('field', 1) if s.is_training]
   assert [r.name for r in runs] == ['impala-s0', 'impala_rae-s0']
   flags = list(runs[0].flags)
@@ -334,7 +334,7 @@ def test_the_field_scale_writes_the_whole_recipe_on_each_run():
 
 
 def test_the_recipe_comparison_runs_each_arm_then_its_evaluations():
-  from launch.experiments import registry
+  from experiments import registry
   steps = registry.get('sokoban_recipe').steps('small_rooms', 1)
   runs = [s for s in steps if s.is_training]
   assert [r.name for r in runs] == ['preset-s0', 'field-s0', 'field_resnet-s0',
@@ -351,7 +351,7 @@ def test_the_recipe_comparison_runs_each_arm_then_its_evaluations():
 
 def test_the_speed_bench_runs_each_arm_as_the_comparison_runs_it():
   from bench import recipe_speed
-  from launch.experiments import registry
+  from experiments import registry
   arms = recipe_speed.arm_flags('small_rooms')
   runs = {s.name.rsplit('-s', 1)[0]: list(s.flags)
           for s in registry.get('sokoban_recipe').steps('small_rooms', 1) if s.is_training}

@@ -413,7 +413,7 @@ def test_sb3_example_runs_on_turf(tmp_path):
   ckpt = common.untrained_estimators(str(tmp_path / 'turf.ckpt'), 'turf',
                                      specs.make_environment_spec(envs.make('turf')))
   out = str(tmp_path / 'run')
-  r = _run('launch.sb3_shield', '--checkpoint', ckpt, '--beta', '0.2', '--steps', '4096',
+  r = _run('experiments.sb3_shield', '--checkpoint', ckpt, '--beta', '0.2', '--steps', '4096',
            '--n_envs', '4', '--n_steps', '256', '--save_every', '2048', '--progress_every', '0',
            '--out', out)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -422,7 +422,7 @@ def test_sb3_example_runs_on_turf(tmp_path):
   assert summary['ruined_grass_over_training'] >= 0 and 'goal_rate_last_100' in summary
   assert os.path.isfile(os.path.join(out, 'model.zip'))
   # Run again with a larger budget: it resumes from model.zip.
-  r = _run('launch.sb3_shield', '--checkpoint', ckpt, '--steps', '6144', '--n_envs', '4',
+  r = _run('experiments.sb3_shield', '--checkpoint', ckpt, '--steps', '6144', '--n_envs', '4',
            '--n_steps', '256', '--progress_every', '0', '--out', out)
   assert r.returncode == 0 and 'resuming' in r.stdout, r.stderr[-3000:]
   assert json.load(open(os.path.join(out, 'summary.json')))['env_steps'] >= 6144

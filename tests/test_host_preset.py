@@ -32,7 +32,7 @@ def test_the_projection_is_the_smaller_of_learner_and_actors():
 
 
 def test_the_host_scale_runs_the_long_comparison_at_this_hosts_sizes():
-  from launch.experiments import sokoban
+  from experiments import sokoban
   steps = [s for s in sokoban.sokoban_steps('host', 1) if s.is_training]
   sizes = host_preset.this_host()
   args = steps[0].args

@@ -122,7 +122,7 @@ def test_the_learner_scores_the_steps_with_the_policy_that_acted(tmp_path):
   """With a learning rate of 1e-30 the learner's policy stays the actors' policy, so V-trace's
   ratios must be 1 however stale the actors' parameters: |log rho| ~ 0. Sokoban's network with
   Haiku's initialisation on unscaled bytes starts near-deterministic and different in every room
-  (launch.studies.first_policy), so an observation, action or behaviour-logits row out of line
+  (experiments.studies.first_policy), so an observation, action or behaviour-logits row out of line
   between the actors, Reverb and the learner would show as |log rho| of order 1."""
   run_dir = tmp_path / 'run'
   cmd = [sys.executable, '-m', 'launch.train', '--env', 'sokoban', '--mode', 'none',

@@ -1,21 +1,23 @@
 """The project's import graph: no cycle, no import up the layers, flags only in entry modules;
 one CLI style (absl flags); each knob of a run one home.
 
-Layers, bottom to top: envs/ -> estimators/ -> agents/ -> launch/ -> bench/ (a module may import
-its own layer and those below). Inside launch/, the sub-packages (program/, runtime/, cluster/,
-experiments/, studies/, analysis/) never import an entry module of launch/ (train, collect, ...):
+Layers, bottom to top: envs/ -> estimators/ -> agents/ -> launch/ -> experiments/ -> bench/ (a
+module may import its own layer and those below). launch/ is the system: the program, the run's
+life, the cluster path and the commands that start runs; experiments/ holds what is about it
+(the paper's experiments, the studies, the analysis of runs). Inside launch/, the sub-packages
+(program/, runtime/, cluster/) never import an entry module of launch/ (train, collect, ...):
 an entry module defines its absl flags at import time, and a replica that imported one would
 carry them (and a cycle cluster <-> train would follow). A run's life calls down one way:
-lifecycle -> summary -> run_state. The studies (launch/studies/) sit above the experiments: a
-study may use the experiments' runner and steps, but no other module imports a study and no
-registered experiment runs one as a step (what an experiment needs is part of
-launch/experiments/). The builder (what the agent is) knows nothing of Launchpad or the run
-directory; the layout (how it is distributed) builds the agent's parts only through it. Every
-import counts, also those inside functions. The per-environment presets (envs.presets) sit at
-the bottom, in envs/, as plain values: every layer reads them (the offline estimator CLI, the
-policy network, launch.train), so they may import nothing above envs/. Every command parses absl
-flags, and every setting of a run is one field of one config dataclass under RunConfig with one
-generated flag.
+lifecycle -> summary -> run_state. The studies (experiments/studies/) sit above the experiments:
+a study may use the experiments' runner and steps, but no other module imports a study and no
+registered experiment runs one as a step (what an experiment needs is part of experiments/).
+The builder (what the agent is) knows nothing of Launchpad or the run directory; the layout (how
+it is distributed) builds the agent's parts only through it. Every import counts, also those
+inside functions. The per-environment presets (envs.presets) sit at the bottom, in envs/, as
+plain values: every layer reads them (the offline estimator CLI, the policy network,
+launch.train), so they may import nothing above envs/. Every command parses absl flags, and
+every setting of a run is one field of one config dataclass under RunConfig with one generated
+flag. No code lives under results/: what made a result is a module here.
 """
 import ast
 import dataclasses
@@ -26,7 +28,7 @@ import typing
 from typing import Dict, List, Set
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-LAYERS = {'envs': 0, 'estimators': 1, 'agents': 2, 'launch': 3, 'bench': 4}
+LAYERS = {'envs': 0, 'estimators': 1, 'agents': 2, 'launch': 3, 'experiments': 4, 'bench': 5}
 
 
 def _modules() -> Dict[str, str]:
@@ -228,24 +230,25 @@ def test_the_layout_builds_the_agent_through_the_builder():
 
 def test_launch_subpackages_do_not_import_entry_modules():
   entries = _launch_entry_modules()
-  assert {'launch.train', 'launch.collect', 'launch.experiment'} <= entries
-  bad = [f'{m} imports {t}' for m, targets in GRAPH.items() if m.count('.') >= 2
-         and m.startswith('launch.') for t in targets if t in entries]
+  assert {'launch.train', 'launch.collect', 'launch.gym_collect'} <= entries
+  # The experiments run launch's commands as processes (their steps), never by importing them.
+  bad = [f'{m} imports {t}' for m, targets in GRAPH.items()
+         if (m.count('.') >= 2 and m.startswith('launch.')) or m.split('.')[0] == 'experiments'
+         for t in targets if t in entries]
   assert bad == []
 
 
 def test_studies_sit_above_the_experiments():
-  studies = {m for m in MODULES if m.startswith('launch.studies.')}
-  assert {'launch.studies.sokoban_gate', 'launch.studies.psi_ablation'} <= studies
-  assert [m for m in MODULES if m.startswith('launch.experiments.') and m in studies] == []
-  bad = [f'{m} imports {t}' for m, targets in GRAPH.items() if not m.startswith('launch.studies')
-         for t in targets if t.startswith('launch.studies')]
+  studies = {m for m in MODULES if m.startswith('experiments.studies.')}
+  assert {'experiments.studies.sokoban_gate', 'experiments.studies.psi_ablation'} <= studies
+  bad = [f'{m} imports {t}' for m, targets in GRAPH.items() if not m.startswith('experiments.studies')
+         for t in targets if t.startswith('experiments.studies')]
   assert bad == []
   # A study run as an experiment's step would be part of that experiment.
-  from launch.experiments import registry
+  from experiments import registry
   run = [f'{name} ({scale}): {step.name} runs {step.module}'
          for name, exp in registry.EXPERIMENTS.items() for scale in exp.scales
-         for step in exp.steps(scale, 1) if step.module.startswith('launch.studies')]
+         for step in exp.steps(scale, 1) if step.module.startswith('experiments.studies')]
   assert run == []
 
 
@@ -292,7 +295,7 @@ def test_flags_are_defined_by_entry_modules_and_the_run_schema_only():
   # envs.cli's field flags: a reader finds every flag of a command in the module they run or in
   # the fields of the configs it names.
   definers = {m for m, p in MODULES.items() if _defines_flags_anywhere(p)}
-  assert {'launch.train', 'launch.experiment', 'launch.plot', 'envs.render'} <= definers
+  assert {'launch.train', 'experiments.__main__', 'experiments.plot', 'envs.render'} <= definers
   assert [m for m in definers if not _is_entry(MODULES[m])] == ['envs.cli']
 
 
@@ -323,12 +326,12 @@ def test_every_library_module_imports():
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
-def test_launch_subpackage_files_are_small_or_say_why():
-  """~300 lines at most below launch/'s command modules, unless the module's docstring says why
-  ('Over 300 lines ...')."""
+def test_system_and_experiment_files_are_small_or_say_why():
+  """~300 lines at most below launch/'s command modules and in experiments/, unless the module's
+  docstring says why ('Over 300 lines ...')."""
   big = []
   for m, path in MODULES.items():
-    if m.startswith('launch.') and m.count('.') >= 2:
+    if (m.startswith('launch.') and m.count('.') >= 2) or m.startswith('experiments.'):
       with open(path) as f:
         text = f.read()
       doc = ast.get_docstring(ast.parse(text)) or ''
@@ -337,8 +340,17 @@ def test_launch_subpackage_files_are_small_or_say_why():
   assert big == []
 
 
+def test_no_code_under_results():
+  # results/ holds pages, figures and run exports; the code that made them is a module of
+  # experiments/ (a study or an experiment), where the layering and the tests see it.
+  tracked = subprocess.run(['git', 'ls-files', 'results'], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+  assert tracked, 'git ls-files found no results: the check would pass on anything'
+  assert [p for p in tracked if p.endswith(('.py', '.sh'))] == []
+
+
 # Names a module gives its part in a role every command, benchmark or study has, read through
-# the module (`launch.train.main`, `bench.actor_bench.measure`, `launch.studies.X.markdown`).
+# the module (`launch.train.main`, `bench.actor_bench.measure`, `experiments.studies.X.markdown`).
 ROLE_NAMES = {
     'main', 'define_flags', 'parse_args', 'config_from_flags',   # a command's entry and flags
     'check_flags', 'check_args', 'check_out',                    # its checks of them

@@ -1,6 +1,6 @@
-"""launch.experiments.rac_probe (a random policy under RAC's shield in one process, acted by the
+"""experiments.rac_probe (a random policy under RAC's shield in one process, acted by the
 real actor) on a real, untrained cliff checkpoint: whole episodes per environment, no shield at
-beta 0, only fallbacks at beta 1; its command line; and launch.studies.cliff_spread's table
+beta 0, only fallbacks at beta 1; its command line; and experiments.studies.cliff_spread's table
 and command line on untrained checkpoints."""
 import json
 import os
@@ -8,8 +8,8 @@ import os
 import numpy as np
 
 from estimators import checkpoint
-from launch.experiments import cliff, rac_probe
-from launch.studies import cliff_spread
+from experiments import cliff, rac_probe
+from experiments.studies import cliff_spread
 
 
 def test_probe_counts_whole_episodes_and_the_shield(untrained_estimator_checkpoint):

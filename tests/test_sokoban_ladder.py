@@ -69,7 +69,7 @@ def test_solvable_agrees_with_the_exhaustive_solver_along_random_play():
 
 def _play(actions):
   """One evaluated episode of OPEN_ROOM played with `actions`, judged by the oracle."""
-  from launch.analysis import policy_episodes
+  from experiments.analysis import policy_episodes
   room = _level(OPEN_ROOM)
   env = sokoban.Sokoban(levels=[room], level_index=0, max_steps=20)
   judge = policy_episodes.IrreversibilityJudge({}, [room], max_expansions=10_000)
@@ -91,7 +91,7 @@ def test_an_evaluated_episode_counts_the_dead_end_it_entered():
 
 
 def test_summaries_report_the_dead_end_fraction():
-  from launch.analysis import policy_episodes
+  from experiments.analysis import policy_episodes
   records = [dict(_play([RIGHT, UP, UP]), solved=False, boxes_on_target=0),
              _play([UP, UP, RIGHT, UP, RIGHT, DOWN])]
   summary = policy_episodes.summarize(records, count_irreversible=True)
@@ -116,8 +116,8 @@ def test_random_play_measures_dead_ends_on_a_level_set(tmp_path):
 
 @pytest.mark.parametrize('rung', ['7x7_2boxes', '7x7_3boxes', '10x10_3boxes', '10x10_4boxes'])
 def test_each_rung_runs_both_arms_with_one_agent(rung):
-  from launch.experiments import registry
-  from launch.experiments.sokoban_ladder import LADDER_MAX_STEPS, LADDER_SCALES
+  from experiments import registry
+  from experiments.sokoban_ladder import LADDER_MAX_STEPS, LADDER_SCALES
   steps = registry.get('sokoban_ladder').steps(rung, 3)
   runs = [s for s in steps if s.is_training]
   assert [r.name for r in runs] == ['impala-s0', 'impala_rae-s0', 'impala-s1', 'impala_rae-s1',
@@ -142,7 +142,7 @@ def test_each_rung_runs_both_arms_with_one_agent(rung):
 
 
 def test_the_ladder_page_reads_a_rung_with_no_runs(tmp_path):
-  from launch.experiments import sokoban_ladder_page
+  from experiments import sokoban_ladder_page
   text = sokoban_ladder_page.ladder_markdown({'scale': '7x7_2boxes', 'seeds': 3}, str(tmp_path))
   assert text.startswith('## The rung') and 'sokoban_7x7_2boxes_train.txt' in text
   assert 'minibatches 32' in text
@@ -163,7 +163,7 @@ def test_shipped_level_sets_load_by_name_from_any_directory(tmp_path, monkeypatc
 def test_the_tiny_rung_runs_end_to_end(tmp_path):
   """psi from the rung's random episodes, both arms, their evaluations and the page (~3 min
   on a quiet 2-core machine)."""
-  from launch.experiments import registry, runner
+  from experiments import registry, runner
   exp = registry.get('sokoban_ladder')
   assert runner.run_experiment(exp, 'tiny', 1, str(tmp_path)) is True
   runner.report(exp, 'tiny', 1, str(tmp_path))

@@ -1,5 +1,6 @@
-"""The studies of launch/studies/ (sokoban_gate, sokoban_reuse, single_process, psi_ablation,
-turf_coverage, first_policy, level_sets; cliff_spread beside launch.experiments.rac_probe in test_rac_probe.py):
+"""The studies of experiments/studies/ (sokoban_gate, sokoban_reuse, single_process, psi_ablation,
+turf_coverage, first_policy, level_sets, turf_leak, turf_rac_same_mix; cliff_spread beside
+experiments.rac_probe in test_rac_probe.py):
 their documented command lines parse as they did with absl flags, the steps they hand the
 experiment runner, and the runner's early stop that the gate uses."""
 import json
@@ -11,9 +12,8 @@ import numpy as np
 import pytest
 
 from envs import cli, level_stats
-from launch.experiments import runner
-from launch.runtime import run_state
-from launch.studies import (
+from experiments import runner
+from experiments.studies import (
   first_policy,
   level_sets,
   psi_ablation,
@@ -21,7 +21,10 @@ from launch.studies import (
   sokoban_gate,
   sokoban_reuse,
   turf_coverage,
+  turf_leak,
+  turf_rac_same_mix,
 )
+from launch.runtime import run_state
 
 
 def test_absl_spellings_parse(capsys):
@@ -257,3 +260,240 @@ def test_level_sets_writes_both_sets_reports(tmp_path):
     assert s['size'] == 1000 and s['boxes'] == [4] and s['optimal']['solved'] == 1
     assert s['random']['episodes'] == 3 and 0 <= s['random']['solved_fraction'] <= 1
   assert '| level set | levels |' in open(out[:-len('json')] + 'md').read()
+
+
+# --------------------------------------------------------------------------------------------- #
+# turf_leak: the goal-corner leak's probes, on random Turf episodes collected here
+# --------------------------------------------------------------------------------------------- #
+
+@pytest.fixture(scope='module')
+def turf_episodes(tmp_path_factory):
+  """30 random Turf episodes started on random stone cells (so the goal's corner is visited),
+  collected by the project's collection (true states kept), and those episodes loaded."""
+  from estimators import dataset
+  from launch.runtime import collection
+  path = str(tmp_path_factory.mktemp('turf_leak') / 'random')
+  collection.run('turf', 30, path, env_options={'start': 'stone'}, seed=0, progress=False)
+  return path, dataset.load_episodes(path)[0]
+
+
+def _moves(episodes, a, b, fresh):
+  """(x, x') of every step a -> b of the episodes, read from their true states; `fresh`: only
+  where b is grass not yet ruined."""
+  from envs import turf
+  xs, ys = [], []
+  for ep in episodes:
+    for t in range(len(ep.states) - 1):
+      (r0, c0, ruined), (r1, c1, _) = ep.states[t], ep.states[t + 1]
+      if (r0, c0) == a and (r1, c1) == b and (not fresh or (
+          turf.GRASS_MASK[b] and not ruined >> (b[0] * turf.SIZE + b[1]) & 1)):
+        xs.append(ep.observations[t])
+        ys.append(ep.observations[t + 1])
+  return xs, ys
+
+
+def test_turf_leak_data_stats_count_fresh_entries_as_the_true_states_do(turf_episodes, tmp_path):
+  path, episodes = turf_episodes
+  out = str(tmp_path / 'data_stats.json')
+  assert turf_leak.main(['--probe', 'data_stats', '--dataset', path, '--out', out]) == 0
+  rows = json.load(open(out))['cells']
+  entries, from_road_end, pairs = {}, {}, {}
+  for ep in episodes:
+    end = len(ep.states) - 1
+    for t in range(end):
+      (r0, c0, ruined), (r1, c1, _) = ep.states[t], ep.states[t + 1]
+      if (r1, c1) != (r0, c0) and not ruined >> (r1 * 10 + c1) & 1:
+        entries[(r1, c1)] = entries.get((r1, c1), 0) + 1
+        from_road_end[(r1, c1)] = from_road_end.get((r1, c1), 0) + ((r0, c0) == (1, 8))
+        pairs[(r1, c1)] = pairs.get((r1, c1), 0) + min(end - t - 1, turf_leak.WINDOW)
+  assert [tuple(r['cell']) for r in rows] == list(turf_leak.STATS_CELLS)
+  for r in rows:
+    cell = tuple(r['cell'])
+    assert (r['fresh_entries'], r['entries_from_road_end'], r['pairs_from_entries']) == (
+        entries.get(cell, 0), from_road_end.get(cell, 0), pairs.get(cell, 0)), cell
+  assert sum(r['fresh_entries'] for r in rows) > 0 and any(r['entries_from_road_end'] for r in rows)
+  md = open(out[:-len('json')] + 'md').read()
+  total = sum(len(ep.observations) for ep in episodes)
+  assert md.startswith(f'{path}: {total} observations, 30 episodes\n| cell | fresh entries |')
+
+
+@pytest.mark.parametrize('probe', ['in_data', 'in_data_stone'])
+def test_turf_leak_scores_the_data_s_own_moves(probe, turf_episodes,
+                                                untrained_estimator_checkpoint, tmp_path):
+  from estimators import checkpoint, predict
+  path, episodes = turf_episodes
+  ckpt = untrained_estimator_checkpoint('turf', (10, 10, 3), 'uint8')
+  moves, fresh = ((turf_leak.GRASS_MOVES, True) if probe == 'in_data' else
+                  (turf_leak.STONE_MOVES, False))
+  out = str(tmp_path / f'{probe}_x.json')
+  assert turf_leak.main(['--probe', probe, '--dataset', path, '--checkpoint', ckpt,
+                         '--out', out]) == 0
+  result = json.load(open(out))[ckpt]
+  pred = predict.Predictor(checkpoint.load(ckpt), batch=256)
+  seen = 0
+  for a, b in moves:
+    xs, ys = _moves(episodes, a, b, fresh)
+    if not xs:
+      assert f'{a}->{b}' not in result
+      continue
+    seen += 1
+    psi = pred.psi(np.stack(xs), np.stack(ys))
+    r = result[f'{a}->{b}']
+    assert r['n'] == len(xs) and r['mean'] == pytest.approx(float(psi.mean()), abs=1e-6)
+    assert r['above_08'] == pytest.approx(float(np.mean(psi > 0.8)))
+  assert seen >= 2   # the episodes hold such moves: the comparison compared something
+
+
+def test_turf_leak_clean_map_probes_and_the_table_of_them(turf_episodes,
+                                                          untrained_estimator_checkpoint,
+                                                          tmp_path, capsys):
+  from absl import flags
+
+  from estimators import checkpoint, evaluate, predict
+  from estimators.cli import options_from_flags
+  from experiments.studies import turf_corner
+  path, _ = turf_episodes
+  ckpt = untrained_estimator_checkpoint('turf', (10, 10, 3), 'uint8')
+  # corner_plus: turf_corner's scoring of its own moves, then six more.
+  corner = str(tmp_path / 'corner_x.json')
+  assert turf_leak.main(['--probe', 'corner_plus', '--checkpoint', ckpt, '--out', corner]) == 0
+  rows = json.load(open(corner))[ckpt]
+  assert rows[:len(turf_corner.TRANSITIONS)] == turf_corner.score(ckpt)
+  assert [r['oracle'] for r in rows[-3:]] == ['irreversible', 'reversible', 'reversible']
+  # lateness: B(y) - B(start) read off logit psi(x_start, y), 0 at the start itself.
+  late = str(tmp_path / 'lateness.json')
+  assert turf_leak.main(['--probe', 'lateness', '--checkpoint', ckpt, '--out', late]) == 0
+  grid = np.array(json.load(open(late))[ckpt]['B'])
+  import envs
+  env = envs.make('turf')
+  images = []
+  for cell in ((9, 0), (0, 9)):
+    env.set_state((*cell, 0))
+    images.append(np.asarray(env.observation()))
+  psi = predict.Predictor(checkpoint.load(ckpt), batch=8).psi(np.stack([images[0]] * 2),
+                                                              np.stack(images))
+  logit = np.log(psi) - np.log1p(-psi)
+  assert grid.shape == (10, 10) and grid[9, 0] == 0
+  assert grid[0, 9] == pytest.approx(logit[1] - logit[0], abs=1e-4)
+  # summarize: the clean map's and the data's scores, and the oracle's (estimators.evaluate).
+  assert turf_leak.main(['--probe', 'in_data', '--dataset', path, '--checkpoint', ckpt,
+                         '--out', str(tmp_path / 'in_data_x.json')]) == 0
+  fv = flags.FlagValues()
+  evaluate.define_flags(fv)
+  fv(['evaluate', f'--checkpoint={ckpt}', '--env=turf', '--transitions=200',
+      f'--out={tmp_path / "eval" / "tiny"}'])
+  evaluate.run(options_from_flags(evaluate.EvaluateOptions, fv))
+  report = json.load(open(tmp_path / 'eval' / 'tiny' / 'report.json'))
+  table = str(tmp_path / 'table.json')
+  capsys.readouterr()
+  assert turf_leak.main(['--probe', 'summarize', '--checkpoint', f'tiny={ckpt}',
+                         '--checkpoint', f'{tmp_path}/other.ckpt', '--results_dir',
+                         str(tmp_path), '--out', table]) == 0
+  lines = open(table[:-len('json')] + 'md').read().splitlines()
+  assert capsys.readouterr().out.splitlines() == lines and len(lines) == 4
+  by_move = {(tuple(r['cell']), r['action']): r['psi_forward'] for r in rows}
+  clean = ' / '.join(f'{by_move[m]:.3f}' for m in turf_leak.TABLE_CORNER)
+  assert lines[2].startswith(f'| tiny (`{ckpt}`) | {clean} | ')
+  assert lines[2].split(' | ')[3] == f"{report['psi']['auroc']:.3f}"
+  assert lines[3] == (f'| other (`{tmp_path}/other.ckpt`) | ' + ' / '.join(['–'] * 7) + ' | '
+                      + ' / '.join(['–'] * 4) + ' | – | – | – | – | – |')
+
+
+def test_turf_leak_refuses_bad_input_in_one_line(tmp_path, capsys):
+  ckpt = str(tmp_path / 'x.ckpt')
+  open(ckpt, 'w').close()
+  for argv, says in (([], '--probe is required'),
+                     (['--probe', 'in_data', '--checkpoint', ckpt], 'needs --dataset'),
+                     (['--probe', 'lateness', '--dataset', 'd', '--checkpoint', ckpt],
+                      'reads no --dataset'),
+                     (['--probe', 'data_stats', '--dataset', 'd', '--checkpoint', ckpt],
+                      'reads no --checkpoint'),
+                     (['--probe', 'corner_plus'], 'needs --checkpoint'),
+                     (['--probe', 'corner_plus', '--checkpoint', 'missing.ckpt'], 'no such file'),
+                     (['--probe', 'lateness', '--checkpoint', ckpt, '--out', 'x.md'],
+                      'must name a .json'),
+                     (['--probe', 'summarize', '--checkpoint', 'a=b', '--results_dir',
+                       str(tmp_path / 'none')], 'no such directory'),
+                     (['--probe', 'data_stats', '--dataset', str(tmp_path / 'none')],
+                      'no dataset at'),
+                     (['--probe', 'lateness', '--checkpoint', ckpt], 'CheckpointError')):
+    with pytest.raises(SystemExit) as e:
+      turf_leak.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and err[0].startswith('error: '), (argv, err)
+    assert says in err[0], (argv, err)
+
+
+# --------------------------------------------------------------------------------------------- #
+# turf_rac_same_mix: the runs of the old results/turf/rac_same_mix/run.sh, as runner steps
+# --------------------------------------------------------------------------------------------- #
+
+# What run.sh ran, in its order: beta 0.2 with the mask over seeds 0-2, then without, then the
+# sweep with the mask (seed 0); each `launch.train --run_dir $OUT/runs/NAME --seed S
+# --max_steps 500000 --env turf --num_actors 2 --envs_per_actor 8 --mode rac
+# --estimator_checkpoint $OUT/../leak/same_mix_phi_s1.ckpt --beta B [--learner_mask] --noprogress`.
+RUN_SH = ([('0.2', seed, True) for seed in (0, 1, 2)] + [('0.2', seed, False) for seed in (0, 1, 2)]
+          + [(beta, 0, True) for beta in ('0', '0.1', '0.3', '0.4', '0.5')])
+
+
+def test_turf_rac_same_mix_runs_what_its_script_ran():
+  steps = turf_rac_same_mix.rac_steps()
+  assert len(steps) == len(RUN_SH)
+  for step, (beta, seed, mask) in zip(steps, RUN_SH):
+    name = f'impala_rac{"_mask" if mask else ""}-b{beta}-s{seed}'
+    assert step.name == name and step.is_training
+    assert step.argv('/o') == [
+        '-m', 'launch.train', '--run_dir', f'/o/runs/{name}', '--seed', str(seed), '--max_steps',
+        '500000', '--env', 'turf', '--num_actors', '2', '--envs_per_actor', '8', '--mode', 'rac',
+        '--estimator_checkpoint', '/o/../leak/same_mix_phi_s1.ckpt', '--beta', beta,
+        *(['--learner_mask'] if mask else []), '--noprogress']
+  # The committed runs' own flags (RUN/csv/flags.json) are those of the step of their name.
+  out = os.path.join(os.path.dirname(__file__), '..', 'results', 'turf', 'rac_same_mix')
+  by_name = {s.name: s for s in steps}
+  committed = sorted(os.listdir(os.path.join(out, 'runs')))
+  assert committed == sorted(by_name)
+  for name in committed:
+    saved = json.load(open(os.path.join(out, 'runs', name, 'csv', 'flags.json')))
+    argv = by_name[name].argv(os.path.dirname(os.path.dirname(saved['run_dir'])))
+    value = lambda flag: argv[argv.index(flag) + 1]  # noqa: E731
+    assert (saved['run_dir'], saved['seed'], saved['max_steps'], saved['beta'],
+            saved['learner_mask'], saved['mode'], saved['num_actors'], saved['envs_per_actor'],
+            saved['estimator_checkpoint']) == (
+        value('--run_dir'), int(value('--seed')), int(value('--max_steps')),
+        float(value('--beta')), '--learner_mask' in argv, value('--mode'),
+        int(value('--num_actors')), int(value('--envs_per_actor')),
+        value('--estimator_checkpoint')), name
+
+
+def test_turf_rac_same_mix_skips_finished_runs_and_goes_on_with_the_rest(tmp_path, monkeypatch,
+                                                                         capsys):
+  out = tmp_path / 'rac_same_mix'
+  only = ['--out', str(out), '--only', 'impala_rac_mask-b0.2-s*']
+  with pytest.raises(SystemExit) as e:   # runs to train and no estimators
+    turf_rac_same_mix.main(only)
+  assert e.value.code == 2 and 'no estimator checkpoint at' in capsys.readouterr().err
+  (tmp_path / 'leak').mkdir()
+  (tmp_path / 'leak' / 'same_mix_phi_s1.ckpt').write_bytes(b'')
+  # s0 finished before the runner wrote `done` files (its committed export says so); s1 stopped.
+  export = out / 'runs' / 'impala_rac_mask-b0.2-s0' / 'csv'
+  (export / 'logs').mkdir(parents=True)
+  run_state.write_json(str(export / 'summary.json'), {'status': 'completed', 'actor_steps': 500_076})
+  (out / 'runs' / 'impala_rac_mask-b0.2-s1').mkdir()
+  run_state.write_json(str(out / 'runs' / 'impala_rac_mask-b0.2-s1' / 'config.json'), {})
+  assert turf_rac_same_mix.main(only + ['--list']) == 0
+  states = [(line[:8].strip(), line[9:].split()[0])
+            for line in capsys.readouterr().out.splitlines()]
+  assert states == [('done', 'impala_rac_mask-b0.2-s0'), ('started', 'impala_rac_mask-b0.2-s1'),
+                    ('to do', 'impala_rac_mask-b0.2-s2')]
+  ran = []
+  monkeypatch.setattr(runner, 'run_step', lambda step, o: ran.append((step.name, o)) or 0)
+  assert turf_rac_same_mix.main(only) == 0
+  assert ran == [('impala_rac_mask-b0.2-s1', str(out)), ('impala_rac_mask-b0.2-s2', str(out))]
+  # A larger budget is not reached by the finished run: it goes on too; a failure stops there.
+  ran.clear()
+  monkeypatch.setattr(runner, 'run_step', lambda step, o: ran.append(step.name) or 3)
+  assert turf_rac_same_mix.main(only + ['--max_steps', '600000']) == 1
+  assert ran == ['impala_rac_mask-b0.2-s0'] and 'exit code 3' in capsys.readouterr().err
+  with pytest.raises(SystemExit) as e:
+    turf_rac_same_mix.main(['--only', 'nope'])
+  assert e.value.code == 2

@@ -314,7 +314,7 @@ def cliff_random_scores(wind: float, episodes: int, seed: int = 0) -> np.ndarray
 @pytest.mark.parametrize('wind', [0.0, 0.2])
 def test_cliff_random_policy_matches_paper(wind):
   # BUILD_NOTES.md's "Windy cliff layout" table, at 500 episodes (it has 5,000, same seeds).
-  from launch.experiments.cliff import CLIFF_PAPER_RANDOM
+  from experiments.cliff import CLIFF_PAPER_RANDOM
   mean = cliff_random_scores(wind, episodes=500, seed=0).mean()
   assert abs(mean / CLIFF_PAPER_RANDOM[wind] - 1.0) < 0.2, mean
 

@@ -1,7 +1,7 @@
 """A Sokoban run sized to its host: how many actors, environments per actor and learner cores
 (XLA host devices), from the host's cores and GPU, by a rule made of measured speeds
 (BUILD_NOTES.md, "Host-sized preset"; `host_preset.this_host()` gives it for this host, and
-`python -m launch.experiment sokoban --scale host` runs the comparison at it).
+`python -m experiments sokoban --scale host` runs the comparison at it).
 
 The rule. A learner consumes what the actors make: with S samples per sequence it needs
 F / S env steps/s for F frames/s of updates, and an actor core makes A env steps/s. So:
