@@ -131,10 +131,6 @@ def _avg(values) -> Optional[float]:
   return float(np.mean(values)) if len(values) else None
 
 
-def _f(value: Optional[float], digits: int) -> str:
-  return '–' if value is None else f'{value:.{digits}f}'
-
-
 def probe_data_stats(path: str) -> Tuple[dict, str]:
   v = _view(path)
   pos, brown, last = v['pos'], v['brown'], v['last']
@@ -160,9 +156,10 @@ def probe_data_stats(path: str) -> Tuple[dict, str]:
            f'starting at an entry (w = {WINDOW}) |', '|---' * 8 + '|']
   for r in rows:
     lines.append(f"| {tuple(r['cell'])} | {r['fresh_entries']} | {r['entries_from_road_end']} | "
-                 f"{_f(r['mean_obs_after_entry'], 1)} | {_f(r['share_near_end'], 2)} | "
+                 f"{pages.fmt(r['mean_obs_after_entry'], 1)} | "
+                 f"{pages.fmt(r['share_near_end'], 2)} | "
                  f"{r['ruin_shown_not_at_end']} of {r['ruin_shown']} | "
-                 f"{_f(r['mean_obs_after_ruin'], 1)} | {r['pairs_from_entries']} |")
+                 f"{pages.fmt(r['mean_obs_after_ruin'], 1)} | {r['pairs_from_entries']} |")
   return (dict(dataset=path, observations=len(v['obs']), episodes=v['episodes'], window=WINDOW,
                cells=rows), '\n'.join(lines) + '\n')
 
@@ -251,12 +248,13 @@ def summarize(results_dir: str, named: Sequence[Tuple[str, str]]) -> Tuple[dict,
     rows.append(dict(name=name, checkpoint=ckpt, eval=ev,
                      corner={f'{c} {a}': moves.get((c, a)) for c, a in TABLE_CORNER},
                      in_data={m: data.get(m) for m in TABLE_IN_DATA}))
-    cells = ' / '.join(_f(x, 3) for x in rows[-1]['corner'].values())
+    cells = ' / '.join(pages.fmt(x, 3) for x in rows[-1]['corner'].values())
     ind = ' / '.join('–' if d is None else f"{d['mean']:.3f} ({d['n']})"
                      for d in rows[-1]['in_data'].values())
     evs = ('– | – | – | – | –' if ev is None else
-           f"{_f(ev['auroc'], 3)} | {_f(ev['enter'], 3)} | {_f(ev['leave'], 3)} | "
-           f"{_f(ev['stone'], 3)}, {_f(ev['stone_above'], 3)} | {_f(ev['goal'], 3)}")
+           ' | '.join(pages.fmt(ev[key], 3) for key in ('auroc', 'enter', 'leave'))
+           + f" | {pages.fmt(ev['stone'], 3)}, {pages.fmt(ev['stone_above'], 3)} | "
+           f"{pages.fmt(ev['goal'], 3)}")
     lines.append(f'| {name} (`{ckpt}`) | {cells} | {ind} | {evs} |')
   return dict(results_dir=results_dir, rows=rows), '\n'.join(lines) + '\n'
 
