@@ -37,6 +37,15 @@ def field_agent(max_steps: int) -> dict:
 FIELD_ENV_OPTIONS = ('--env_option', 'max_steps_min=30')
 
 
+def field_reuse_agent(max_steps: int) -> dict:
+  """The field's recipe with 16x its Adam steps per env step, sized for this machine: 32
+  minibatches of 8 sequences per batch of 256, each sequence sampled 4 times from a replay of
+  1,024 (one Adam step per 38 env steps). Of the recipe comparison's arms it learned most per env
+  step and per quiet wall-hour on the 7x7 rooms and on the 1k set (RESULTS.md, "Which agent
+  learns Sokoban here")."""
+  return dict(field_agent(max_steps), minibatches=32, samples_per_insert=4, replay_size=1024)
+
+
 def agent_flags(agent: dict) -> tuple:
   """ImpalaConfig fields as launch.train flags."""
   return tuple(arg for name, value in agent.items()
@@ -79,6 +88,13 @@ SOKOBAN_SCALES = {
                   agent=field_agent(30_000_000), run_flags=FIELD_ENV_OPTIONS,
                   eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                   eval_oracle_levels=100),
+    # field_reuse: the recipe comparison's winner (field_reuse_agent) to 30M env steps, both
+    # arms, in rungs as 'long'.
+    'field_reuse': dict(episodes=20_000, pairs=5_000_000, max_steps=30_000_000, actors=2,
+                        envs_per_actor=32, run_seconds=7_000, rae_arms=('impala_rae',),
+                        agent=field_reuse_agent(30_000_000), run_flags=FIELD_ENV_OPTIONS,
+                        eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
+                        eval_oracle_levels=100),
     # host: 'long' sized for the host it runs on by launch.runtime.host_preset.
     'host': lambda: _host_scale(),
     # paper: 100k episodes, 20M pairs (App. C.3), 64 actors, batch 256; the budget of Fig. 5b.

@@ -10,7 +10,7 @@ from experiments.sokoban import (
   FIELD_ENV_OPTIONS,
   SOKOBAN_BETA,
   agent_flags,
-  field_agent,
+  field_reuse_agent,
   sokoban_psi_steps,
 )
 from experiments.spec import Step, scale_settings, train_step
@@ -18,12 +18,8 @@ from experiments.spec import Step, scale_settings, train_step
 # The longest run of any rung, and the horizon of the learning rate's linear decay in every
 # run: the same schedule on every rung, so that a rung's one-seed budget probe is its seed 0.
 LADDER_MAX_STEPS = 20_000_000
-# The agent: the field's IMPALA recipe with 32 minibatches per batch of 256 and each sequence
-# sampled 4 times, the arm of the recipe comparison that learned most per env step on the 7x7
-# rooms (33% solved at 5M env steps, against 21% for the preset; RESULTS.md, "Which agent
-# learns Sokoban here").
-LADDER_AGENT = dict(field_agent(LADDER_MAX_STEPS), minibatches=32, samples_per_insert=4,
-                    replay_size=1024)
+# The agent: the recipe comparison's winner (experiments.sokoban.field_reuse_agent).
+LADDER_AGENT = field_reuse_agent(LADDER_MAX_STEPS)
 LADDER_RAE_LAM = 0.1   # the penalty weight of the Sokoban preset's RAE (beta: SOKOBAN_BETA)
 
 

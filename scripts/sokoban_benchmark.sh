@@ -12,7 +12,8 @@
 #   bash scripts/sokoban_benchmark_stop.sh     # before a session ends; then commit OUT
 #
 # SCALE: authors (default: App. C.3's agent to 50M, results/sokoban_authors), long (our agent
-# to 30M, results/sokoban_30m) or field (the field's recipe to 30M, results/sokoban_field); or
+# to 30M, results/sokoban_30m), field (the field's recipe to 30M, results/sokoban_field) or
+# field_reuse (the recipe comparison's winner to 30M, results/sokoban_field_reuse); or
 # a scale of the recipe comparison (`python -m experiments sokoban_recipe`, one seed, no psi):
 # small_rooms (7x7 rooms with 2 boxes to 5M, results/sokoban_recipe_small_rooms) or boxoban_1k
 # (the 1k set to 10M, results/sokoban_recipe_1k); or a rung of the ladder of rooms
@@ -39,13 +40,14 @@ case "$SCALE" in
   authors) default_out=sokoban_authors; default_rungs="10000000 20000000 30000000 40000000 50000000" ;;
   long) default_out=sokoban_30m; default_rungs="10000000 20000000 30000000" ;;
   field) default_out=sokoban_field; default_rungs="10000000 20000000 30000000" ;;
+  field_reuse) default_out=sokoban_field_reuse; default_rungs="10000000 20000000 30000000" ;;
   small_rooms) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_small_rooms
     default_rungs="1000000 2500000 5000000"; RUNS="${RUNS:-$RECIPE_RUNS}" ;;
   boxoban_1k) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_1k
     default_rungs="2500000 5000000 10000000"; RUNS="${RUNS:-$RECIPE_RUNS}" ;;
   7x7_2boxes|7x7_3boxes|10x10_3boxes|10x10_4boxes) EXPERIMENT=sokoban_ladder
     default_out="sokoban_ladder_$SCALE"; default_rungs="2500000 5000000 10000000 15000000 20000000" ;;
-  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, field_reuse, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
 esac
 ROOT="${ROOT:-$here}"
 PY="${PY:-$ROOT/.venv/bin/python}"

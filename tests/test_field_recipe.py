@@ -333,6 +333,29 @@ def test_the_field_scale_writes_the_whole_recipe_on_each_run():
   assert '--minibatches' not in long_flags and '--max_gradient_norm' in long_flags
 
 
+def test_the_field_reuse_scale_runs_the_recipe_comparison_s_winner_to_30m():
+  from experiments import registry, sokoban
+  runs = [s for s in sokoban.sokoban_steps('field_reuse', 3) if s.is_training]
+  assert [r.name for r in runs] == ['impala-s0', 'impala_rae-s0', 'impala-s1', 'impala_rae-s1',
+                                    'impala-s2', 'impala_rae-s2']
+  value = lambda flags, name: flags[flags.index(f'--{name}') + 1]
+  flags = list(runs[0].flags)
+  assert (value(flags, 'minibatches'), value(flags, 'samples_per_insert'),
+          value(flags, 'replay_size'), value(flags, 'learning_rate_decay_steps')) == (
+              '32', '4', '1024', '30000000')
+  assert runs[0].max_steps == 30_000_000 and 'max_steps_min=30' in flags
+  # The same agent as the comparison's arm on the 1k set, but for the decay's horizon.
+  arm = [s for s in registry.get('sokoban_recipe').steps('boxoban_1k', 1)
+         if s.name == 'field_mb32_reuse4-s0'][0]
+  def agent(f):
+    pairs = {f[i]: f[i + 1] for i in range(len(f) - 1) if f[i].startswith('--')}
+    return {k: v for k, v in pairs.items() if k not in (
+        '--run_dir', '--seed', '--max_steps', '--mode', '--env_option', '--env',
+        '--learning_rate_decay_steps')}
+  ours, theirs = agent(flags), agent(list(arm.flags))
+  assert len(theirs) > 15 and {k: ours.get(k) for k in theirs} == theirs
+
+
 def test_the_recipe_comparison_runs_each_arm_then_its_evaluations():
   from experiments import registry
   steps = registry.get('sokoban_recipe').steps('small_rooms', 1)
