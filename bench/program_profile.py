@@ -72,7 +72,7 @@ def snapshot(procs, names, xla_flags=None):
 
 
 def env_steps(run_dir: str) -> int:
-  return int(run_state.load_counts(run_dir).get('actor_steps', 0))
+  return int(run_state.RunRecords(run_dir).saved_actor_steps())
 
 
 def learner_update_seconds(run_dir: str, start_steps: int, end_steps: int) -> dict:
@@ -111,7 +111,7 @@ def profile(train_args, warmup_steps: int, window_s: float, workdir: str,
     xla_flags = {}
     s1, t1, after = env_steps(run_dir), time.time(), snapshot(procs, names, xla_flags)
   finally:
-    run_state.request_stop(run_dir)
+    run_state.RunRecords(run_dir).request_stop()
     try:
       proc.wait(timeout=120)
     except subprocess.TimeoutExpired:

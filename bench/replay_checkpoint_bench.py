@@ -33,6 +33,7 @@ from estimators.training import TrainConfig
 from launch.program import builder as build
 from launch.program import replay
 from launch.program.config import RunConfig
+from launch.runtime import run_state
 
 
 def define_flags(fv: flags.FlagValues) -> None:
@@ -120,7 +121,7 @@ def measure(env_name: str, num_envs: int, fill_factor: float, saves: int,
     steps = fill(client, cfg, int(fill_factor * max_windows), num_envs)
     fill_s = time.time() - start
     size = replay.table_sizes(client)[adders.PRECEDENCE_TABLE]
-    saver = replay.Checkpoints(client, root, period_s=3600.0)
+    saver = replay.Checkpoints(client, run_state.RunRecords(root), period_s=3600.0)
     timed = [saver.save('bench') for _ in range(saves)]
     alone = inserts_per_second(client, insert_seconds)
     during_save = inserts_per_second(client, 0.0, during=lambda: timed.append(saver.save('bench')))

@@ -42,7 +42,7 @@ def _actor_logs(run_dir: str) -> Dict[str, List[Dict[str, float]]]:
 
 
 def counts_against_logs(run_dir: str, bound: int) -> Dict:
-  counter = run_state.load_counts(run_dir).get('actor_steps', 0)
+  counter = run_state.RunRecords(run_dir).saved_actor_steps()
   logged = sum(r.get('episode_length', 0) for rows in _actor_logs(run_dir).values() for r in rows)
   return {'held': abs(logged - counter) <= bound, 'counter_env_steps': counter,
           'logged_env_steps': logged, 'difference': logged - counter, 'bound': bound}
@@ -90,7 +90,7 @@ def checkpoints_valid(run_dir: str, period_s: float, last_stop: float) -> Dict:
 def precedence_table_restored(run_dir: str) -> Dict:
   """The last launch's replay start restored the precedence table its last checkpoint held (its
   size at the checkpoint lies between the sizes just before and just after it was taken)."""
-  records = run_state.read_records(run_dir, run_state.REPLAY_LOG)
+  records = run_state.RunRecords(run_dir).read_records(run_state.REPLAY_LOG)
   starts = [i for i, r in enumerate(records) if r.get('event') == 'start']
   if not starts:
     return {'held': False, 'reason': 'no replay start recorded'}
@@ -116,11 +116,12 @@ def precedence_table_restored(run_dir: str) -> Dict:
 def records_agree(run_dir: str, launches: int) -> Dict:
   """summary.json, run_state.json and supervisor.jsonl agree on launches, restarts and the
   final status; the soak's own count of launches is at least theirs."""
-  s = run_state.read_json(os.path.join(run_dir, run_state.SUMMARY), {}) or {}
-  segments = run_state.segments(run_dir)
-  events = run_state.read_records(run_dir, run_state.SUPERVISOR_LOG)
-  restarts = summary.restarts(run_dir)
-  final = run_state.read_json(os.path.join(run_dir, run_state.FINAL_STATE), {}) or {}
+  records = run_state.RunRecords(run_dir)
+  s = records.read(run_state.SUMMARY, {}) or {}
+  segments = records.segments()
+  events = records.read_records(run_state.SUPERVISOR_LOG)
+  restarts = summary.restarts(records)
+  final = records.read(run_state.FINAL_STATE, {}) or {}
   # Launches that started their nodes (each one's counter starts at attempt 1); a launch the
   # soak stopped while it was still starting may have opened no segment, or started no node.
   started = sum(e.get('event') == 'start' and e.get('node') == 'counter' and e.get('attempt') == 1

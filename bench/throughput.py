@@ -29,7 +29,7 @@ from absl import flags
 from bench import common
 from envs import cli
 from launch import train  # defines the run flags (--env, --num_actors, --max_steps, ...)
-from launch.runtime import lifecycle, summary
+from launch.runtime import lifecycle, run_state, summary
 
 FLAGS = flags.FLAGS
 
@@ -97,7 +97,7 @@ def run_one(mode: str, source: str, run_dir: str, ckpt: str) -> dict:
   FLAGS.estimator_checkpoint = ckpt if source == 'frozen' else None
   cfg = train.config_from_flags()
   start = time.time()
-  s = lifecycle.run_local(cfg)
+  s = lifecycle.run_local(cfg, run_state.RunRecords(cfg.run_dir))
   rows = timed_episodes(run_dir)
   out = steps_per_second(rows, FLAGS.warmup_steps)
   out.update(total_wall_s=time.time() - start, precedence_steps=s.get('precedence_steps'),

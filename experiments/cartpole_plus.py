@@ -177,7 +177,7 @@ def cartpole_plus_markdown(table: dict, out: str) -> str:
   for group, run_dirs in groups.items():
     for run_dir in run_dirs:
       values = pages.episode_values(run_dir, 'episode_length')
-      total = run_state.load_counts(run_dir).get('actor_steps', 0)
+      total = run_state.RunRecords(run_dir).saved_actor_steps()
       stats.setdefault(group, []).append(
           length_stats(values, max(0.0, total - sum(values)), CARTPOLE_PLUS_CAP))
       lengths.setdefault(group, []).extend(values)

@@ -47,7 +47,7 @@ def step_argv(step: AnyStep, out: str, max_steps_override=None) -> List[str]:
 STOP_POLL_S = 20.0
 
 
-def _wait(proc: subprocess.Popen, run_dir: str, stop_when) -> int:
+def _wait(proc: subprocess.Popen, records: run_state.RunRecords, stop_when) -> int:
   """Waits for `proc`; every STOP_POLL_S asks `stop_when()` (when given) for a reason to stop
   the run, and once it gives one asks the run to stop gracefully (its stop request)."""
   while True:
@@ -56,7 +56,7 @@ def _wait(proc: subprocess.Popen, run_dir: str, stop_when) -> int:
     except subprocess.TimeoutExpired:
       reason = stop_when()
       if reason:
-        run_state.request_stop(run_dir, reason)
+        records.request_stop(reason)
         stop_when = None   # asked once; the coordinator stops the run
 
 
@@ -80,7 +80,7 @@ def run_step(step: AnyStep, out: str, max_steps_override=None,
     proc = subprocess.Popen([sys.executable] + argv, stdin=subprocess.DEVNULL, stdout=log,
                             stderr=subprocess.STDOUT)
     try:
-      code = _wait(proc, os.path.join(out, step.run_dir), stop_when)
+      code = _wait(proc, run_state.RunRecords(os.path.join(out, step.run_dir)), stop_when)
     except KeyboardInterrupt:
       # The child got the same Ctrl-C (one process group) and stops gracefully; wait for it.
       code = proc.wait()
@@ -138,7 +138,9 @@ def run_experiment(exp: Experiment, scale: str, seeds: int, out: str,
 
 
 def _steps_reached(step: AnyStep, out: str) -> float:
-  return run_state.saved_actor_steps(os.path.join(out, step.run_dir)) if step.is_training else 0
+  if not step.is_training:
+    return 0
+  return run_state.RunRecords(os.path.join(out, step.run_dir)).saved_actor_steps()
 
 
 def seconds_left(step: AnyStep, out: str, max_steps_override=None,
@@ -159,9 +161,10 @@ def report(exp: Experiment, scale: str, seeds: int, out: str) -> dict:
   groups = pages.runs_by_group(exp.steps(scale, seeds), out)
   rows = []
   for group, run_dirs in groups.items():
+    records = [run_state.RunRecords(d) for d in run_dirs]
     row = {'group': group, 'runs': len(run_dirs),
-           'env_steps': [run_state.load_counts(d).get('actor_steps', 0) for d in run_dirs],
-           'wall_time_s': [summary_lib.wall_time(d) for d in run_dirs],
+           'env_steps': [r.saved_actor_steps() for r in records],
+           'wall_time_s': [summary_lib.wall_time(r) for r in records],
            'completed': [os.path.exists(os.path.join(d, 'done')) for d in run_dirs]}
     for metric in exp.table_metrics:
       values = [_final_value(aggregate, d, metric, exp.table_last_n) for d in run_dirs]

@@ -197,15 +197,15 @@ def main(argv):
   from launch.program import devices
   devices.keep_launcher_on_cpu()
   from launch.runtime import lifecycle, run_state
-  cfg, placement = _checked_config()
+  cfg, records, placement = _checked_config()
   if FLAGS.show_config:
     print(json.dumps({**lifecycle.jsonable(cfg), 'placement': placement}, indent=2))
     return
   from launch.runtime import disk, run_lock
   if FLAGS.resume:
-    nothing_to_do = lifecycle.already_done(cfg)
+    nothing_to_do = lifecycle.already_done(cfg, records)
     if nothing_to_do:
-      lifecycle.rebuild_lost_summary(cfg.run_dir)
+      lifecycle.rebuild_lost_summary(records)
       print(nothing_to_do)
       return
   try:
@@ -217,16 +217,16 @@ def main(argv):
   if low_space:
     print(low_space, file=sys.stderr, flush=True)
   if not FLAGS.resume:
-    run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE), _train_flags())
-  summary = _launch(cfg)
+    records.write(run_state.FLAGS_FILE, _train_flags())
+  summary = _launch(cfg, records)
   if summary is not None and summary.get('status') == run_state.STOPPED:
     print(f'stopped; continue with: python -m launch.train --run_dir {cfg.run_dir} --resume')
     sys.exit(130)
 
 
 def _checked_config():
-  """(the run's config, where its nodes run) from the flags (a resumed run's saved ones under
-  those given), checked before anything starts: a bad request exits 2 with one line."""
+  """(the run's config, its records, where its nodes run) from the flags (a resumed run's saved
+  ones under those given), checked before anything starts: a bad request exits 2 with one line."""
   from launch.program import devices
   from launch.runtime import lifecycle, run_config, run_state
   try:
@@ -234,10 +234,13 @@ def _checked_config():
       run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
     elif FLAGS.resume and not FLAGS.run_dir:
       raise ValueError('--resume needs --run_dir (the run to continue)')
-    if FLAGS.resume:
-      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir, keep=('resume', 'show_config', 'progress'))
+    records = None     # built once: a resumed run's hold its saved flags, so before the config
+    if FLAGS.resume:   # (whose run_dir is the given --run_dir, absolute)
+      records = run_state.RunRecords(os.path.abspath(FLAGS.run_dir))
+      lifecycle.apply_saved_flags(FLAGS, records, keep=('resume', 'show_config', 'progress'))
       saved = run_config.load(FLAGS.run_dir)   # one written by an earlier version: one line
     cfg = config_from_flags()
+    records = records or run_state.RunRecords(cfg.run_dir)
     check_launch_type_flags()
     if cfg.launch_type == 'cluster':
       from launch.cluster import description, package
@@ -256,10 +259,10 @@ def _checked_config():
   except KeyboardInterrupt:
     print('interrupted before launch; nothing was started', file=sys.stderr)
     sys.exit(130)
-  return cfg, placement
+  return cfg, records, placement
 
 
-def _launch(cfg):
+def _launch(cfg, records):
   """Runs the program where --launch_type says and returns the run's summary (None for Vertex
   AI, which runs it elsewhere); a failed run exits 1, a description that does not fit the
   program 2, Ctrl-C 130."""
@@ -268,14 +271,14 @@ def _launch(cfg):
   try:
     if cfg.launch_type == 'cluster':
       from launch.cluster import start
-      return start.run(cfg, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume,
+      return start.run(cfg, records, FLAGS.cluster_description, FLAGS.cluster_start, resume=FLAGS.resume,
                        goal_mean_length=goal_mean_length(), show_progress=FLAGS.progress)
     if cfg.launch_type == 'vertex_ai':
       from launch.cluster import vertex_ai
       vertex_ai.launch_vertex_ai(cfg, FLAGS.vertex_requirements)
       return None
-    return lifecycle.run_local(cfg, resume=FLAGS.resume, goal_mean_length=goal_mean_length(),
-                               show_progress=FLAGS.progress)
+    return lifecycle.run_local(cfg, records, resume=FLAGS.resume,
+                               goal_mean_length=goal_mean_length(), show_progress=FLAGS.progress)
   except ValueError as e:   # a description that does not fit the program (placement, ports)
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

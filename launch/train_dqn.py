@@ -116,9 +116,10 @@ class _Tally:
     return {'actor_steps': self.steps, 'actor_episodes': self.episodes}
 
 
-def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
+def train(cfg: DQNRunConfig, records: run_state.RunRecords,
+          progress_every_s: float = 30.0) -> Dict[str, Any]:
   """Runs the training loop to cfg.max_steps (or Ctrl-C), printing a progress line every
-  `progress_every_s`; returns the summary it writes."""
+  `progress_every_s`; returns the summary it writes into the run's `records`."""
   import acme
   from acme import specs
   from acme.utils import counting, loggers
@@ -140,17 +141,17 @@ def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
   # (Acme's default writes under ~/acme) gets nothing.
   evaluation = acme.EnvironmentLoop(eval_env, agent.evaluator, should_update=False,
                                     logger=loggers.NoOpLogger())
-  run_state.begin_segment(cfg.run_dir, 0)
+  records.begin_segment(0)
   status = run_state.STOPPED
   try:
-    _loop(cfg, env, agent, evaluation, logs, tally, progress_every_s)
+    _loop(cfg, records, env, agent, evaluation, logs, tally, progress_every_s)
     status = run_state.COMPLETED
   except KeyboardInterrupt:
     status = run_state.STOPPED
   finally:
     for log in logs.values():
       log.close()
-    summary = _finish(cfg, tally, status)
+    summary = _finish(cfg, records, tally, status)
     # Flush the adder's items while the server still runs: a writer flushed after the server
     # stopped waits 10 s for a timeout when it is deleted.
     agent.replay.adder.reset()
@@ -158,8 +159,8 @@ def train(cfg: DQNRunConfig, progress_every_s: float = 30.0) -> Dict[str, Any]:
   return summary
 
 
-def _loop(cfg: DQNRunConfig, env, agent, evaluation, logs, tally: _Tally,
-          progress_every_s: float) -> None:
+def _loop(cfg: DQNRunConfig, records: run_state.RunRecords, env, agent, evaluation, logs,
+          tally: _Tally, progress_every_s: float) -> None:
   """Acts and learns in lock-step to cfg.max_steps: a row of the actor's log per training
   episode, a greedy evaluation episode every cfg.eval_every env steps, a progress line (and
   counts.json) every `progress_every_s`."""
@@ -189,7 +190,7 @@ def _loop(cfg: DQNRunConfig, env, agent, evaluation, logs, tally: _Tally,
       _evaluate(agent, evaluation, logs[EVAL_LOG], tally)
     if time.time() - last_progress >= progress_every_s:
       last_progress = time.time()
-      _progress_line(cfg, tally, start)
+      _progress_line(cfg, records, tally, start)
 
 
 def _evaluate(agent, evaluation, eval_log, tally: _Tally) -> None:
@@ -202,28 +203,29 @@ def _evaluate(agent, evaluation, eval_log, tally: _Tally) -> None:
                   'eval_length': tally.eval_lengths[-1], 'unix_time': time.time()})
 
 
-def _progress_line(cfg: DQNRunConfig, tally: _Tally, start: float) -> None:
+def _progress_line(cfg: DQNRunConfig, records: run_state.RunRecords, tally: _Tally,
+                   start: float) -> None:
   """The progress line, and the counts saved so far."""
   best = max(tally.eval_returns) if tally.eval_returns else float('nan')
   print(f'[{time.time() - start:6.0f}s] env steps {tally.steps:>9,}/{cfg.max_steps:,}  '
         f'episodes {tally.episodes:>6}  eval max {best:8.1f}  '
         f'epsilon {cfg.agent.epsilon(tally.steps):.3f}', flush=True)
-  run_state.save_counts(cfg.run_dir, tally.counts())
+  records.save_counts(tally.counts())
 
 
-def _finish(cfg: DQNRunConfig, tally: _Tally, status: str) -> Dict[str, Any]:
+def _finish(cfg: DQNRunConfig, records: run_state.RunRecords, tally: _Tally,
+            status: str) -> Dict[str, Any]:
   """Closes the run's segment and writes its counts, eval.json and summary.json (returned)."""
-  run_state.save_counts(cfg.run_dir, tally.counts())
-  run_state.end_segment(cfg.run_dir, status, tally.steps)
+  records.save_counts(tally.counts())
+  records.end_segment(status, tally.steps)
   evals = eval_summary(tally.eval_returns, tally.eval_lengths)
-  run_state.write_json(os.path.join(cfg.run_dir, EVAL_FILE),
-                       {'algorithm': cfg.agent.algorithm, 'eval_every': cfg.eval_every,
-                        'actor_steps': tally.steps, 'policies': {'greedy': evals}})
-  summary = summary_lib.summarize(cfg.run_dir, with_wall_time=True)
+  records.write(EVAL_FILE, {'algorithm': cfg.agent.algorithm, 'eval_every': cfg.eval_every,
+                            'actor_steps': tally.steps, 'policies': {'greedy': evals}})
+  summary = summary_lib.summarize(records, with_wall_time=True)
   summary['actor_steps'] = tally.steps  # also when no training episode has ended yet
   summary.update({'status': status, 'algorithm': cfg.agent.algorithm,
                   **{f'eval_{k}': v for k, v in evals.items()}})
-  run_state.write_json(os.path.join(cfg.run_dir, 'summary.json'), summary)
+  records.write(run_state.SUMMARY, summary)
   return summary
 
 
@@ -254,35 +256,38 @@ def main(argv):
   from launch.runtime import lifecycle
   try:
     run_state.check_run_dir_use(FLAGS.run_dir, FLAGS.resume)
-    if FLAGS.resume:
-      lifecycle.apply_saved_flags(FLAGS, FLAGS.run_dir)
+    records = None     # built once: a resumed run's hold its saved flags, so before the config
+    if FLAGS.resume:   # (whose run_dir is the given --run_dir, absolute)
+      records = run_state.RunRecords(os.path.abspath(FLAGS.run_dir))
+      lifecycle.apply_saved_flags(FLAGS, records)
     cfg = config_from_flags()
+    records = records or run_state.RunRecords(cfg.run_dir)
     run_state.check_writable(cfg.run_dir)
     if FLAGS.resume:
-      lifecycle.check_resume(cfg, allowed='max_steps')
+      lifecycle.check_resume(cfg, records.read(run_state.CONFIG), allowed='max_steps')
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   if FLAGS.resume:
-    summary = run_state.read_json(os.path.join(cfg.run_dir, 'summary.json'), {}) or {}
+    summary = records.read(run_state.SUMMARY, {}) or {}
     if summary.get('status') == run_state.COMPLETED and summary.get('actor_steps', 0) >= cfg.max_steps:
       print(f'nothing to do: {cfg.run_dir} already completed {summary["actor_steps"]:,} env steps')
       return
     print(f'{cfg.run_dir}: the run stopped before --max_steps; starting it again from step 0 '
           '(its replay buffer was not saved)', flush=True)
     for name in OUTPUTS:  # what the previous attempt wrote; config.json and flags.json stay
-      path = os.path.join(cfg.run_dir, name)
+      path = records.path(name)
       if os.path.isdir(path):
         shutil.rmtree(path)
       elif os.path.exists(path):
         os.remove(path)
   else:
-    run_state.write_json(os.path.join(cfg.run_dir, run_state.FLAGS_FILE),
-                         {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])})
-  lifecycle.write_config(cfg)
+    records.write(run_state.FLAGS_FILE,
+                  {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])})
+  lifecycle.write_config(records, cfg)
   print(f'run directory: {cfg.run_dir} ({cfg.agent.algorithm}, {cfg.max_steps:,} env steps)',
         flush=True)
-  summary = train(cfg, FLAGS.progress_every_s)
+  summary = train(cfg, records, FLAGS.progress_every_s)
   print(summary_lib.format_summary(summary))
   if summary['status'] != run_state.COMPLETED:
     print(f'stopped; run it again with: python -m launch.train_dqn --run_dir {cfg.run_dir} --resume')

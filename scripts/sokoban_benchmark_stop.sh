@@ -19,11 +19,12 @@ case "$SCALE" in
   authors) default_out=sokoban_authors ;;
   long) default_out=sokoban_30m ;;
   field) default_out=sokoban_field ;;
+  field_reuse) default_out=sokoban_field_reuse ;;
   small_rooms) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_small_rooms ;;
   boxoban_1k) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_1k ;;
   7x7_2boxes|7x7_3boxes|10x10_3boxes|10x10_4boxes) EXPERIMENT=sokoban_ladder
     default_out="sokoban_ladder_$SCALE" ;;
-  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, field_reuse, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
 esac
 OUT="${OUT:-$here/results/$default_out}"
 cd "$here" || exit 1
@@ -37,7 +38,7 @@ stop_runs() {
     pid=${line%% *}
     run=$(sed -E 's/.*--run_dir ([^ ]+).*/\1/' <<< "$line")
     echo "asking $run (pid $pid) to stop"
-    "$PY" -c 'import sys; from launch.runtime import run_state; run_state.request_stop(sys.argv[1])' "$run"
+    "$PY" -c 'import sys; from launch.runtime import run_state; run_state.RunRecords(sys.argv[1]).request_stop()' "$run"
     pids+=("$pid")
   done < <(pgrep -af 'launch\.train --run_dir' | grep -F "$OUT/runs/")
   for pid in "${pids[@]}"; do
@@ -61,7 +62,7 @@ for run in "$OUT"/runs/*/; do
   # A run stopped before its first saved step holds nothing to keep, and its export would put a
   # 0-step run on the page; the next start begins it afresh, which is the same thing.
   if [ ! -d "$run/csv" ] && "$PY" -c 'import sys; from launch.runtime import run_state
-sys.exit(run_state.saved_actor_steps(sys.argv[1]) > 0)' "$run"; then
+sys.exit(run_state.RunRecords(sys.argv[1]).saved_actor_steps() > 0)' "$run"; then
     echo "$(basename "$run"): no env steps saved yet; its directory removed, not exported"
     rm -rf "$run"
     continue

@@ -180,7 +180,7 @@ def test_the_launcher_keeps_itself_and_its_child_on_the_cpu():
 
 
 def test_a_launcher_that_dies_building_the_program_is_a_failure_not_a_stop(tmp_path, monkeypatch):
-  from launch.runtime import launcher
+  from launch.runtime import launcher, run_state
   from launch.runtime.processes import RunFailed
   # The child that builds the program inherits a backend jax cannot start (as jax's CUDA plugin
   # where no GPU is seen): it dies before any node starts.
@@ -188,4 +188,4 @@ def test_a_launcher_that_dies_building_the_program_is_a_failure_not_a_stop(tmp_p
   cfg = RunConfig(run_dir=str(tmp_path / 'run'), max_steps=1000)
   with pytest.raises(RunFailed, match=r'^the launcher process exited with code 1: \w+Error: .*'
                                       r'no_such_platform.*\(launchpad\.log\)$'):
-    launcher.launch_and_supervise(cfg)
+    launcher.launch_and_supervise(cfg, run_state.RunRecords(cfg.run_dir))

@@ -19,6 +19,7 @@ def test_an_increment_the_counter_cannot_save_fails_and_is_not_counted(small_tmp
   mount = small_tmpfs('1m')
   run_dir = str(mount / 'run')
   os.makedirs(run_dir)
+  records = run_state.RunRecords(run_dir)
   counter = layout.Counter(run_dir)
   counter.increment(actor_episodes=1, actor_steps=20)
   soak.fill_disk(str(mount / 'filler'))
@@ -26,7 +27,7 @@ def test_an_increment_the_counter_cannot_save_fails_and_is_not_counted(small_tmp
     counter.increment(actor_episodes=1, actor_steps=30)
   assert raised.value.errno == errno.ENOSPC
   saved = {'actor_episodes': 1, 'actor_steps': 20}
-  assert counter.get_counts() == saved and run_state.load_counts(run_dir) == saved
+  assert counter.get_counts() == saved and records.load_counts() == saved
   os.remove(mount / 'filler')
   assert counter.increment(actor_episodes=1, actor_steps=40) == {'actor_episodes': 2,
                                                                 'actor_steps': 60}

@@ -127,7 +127,7 @@ def test_eta_counts_only_the_env_steps_a_run_has_left_to_its_budget(tmp_path):
   out = str(tmp_path)
   assert runner.seconds_left(run, out) == 12_000                 # nothing run yet
   os.makedirs(tmp_path / run.run_dir)
-  run_state.save_counts(str(tmp_path / run.run_dir), {'actor_steps': 10_000_000})
+  run_state.RunRecords(str(tmp_path / run.run_dir)).save_counts({'actor_steps': 10_000_000})
   assert runner.seconds_left(run, out) == pytest.approx(8_000)
   assert runner.seconds_left(run, out, max_steps_override=20_000_000) == pytest.approx(4_000)
   assert runner.seconds_left(run, out, max_steps_override=5_000_000) == 0
@@ -169,7 +169,7 @@ def _fake_run(run_dir, returns, solved):
       f.write(f'{(i + 1) * 100},{r},{s},{s},50,{1000 + i}\n')
   run_state.write_json(os.path.join(run_dir, 'run_state.json'),
                        {'segments': [{'start': 999, 'end': 1000 + len(returns), 'status': 'completed'}]})
-  run_state.save_counts(run_dir, {'actor_steps': 100 * len(returns)})
+  run_state.RunRecords(run_dir).save_counts({'actor_steps': 100 * len(returns)})
 
 
 def test_report_aggregates_seeds_with_intervals(tmp_path):
@@ -226,8 +226,8 @@ def test_page_pairs_each_rae_arm_with_impala_of_the_same_seed(tmp_path):
 
 
 def test_a_diagnostic_on_its_way_leaves_the_arms_area_budget_alone(tmp_path):
-  from experiments.analysis import aggregate
   from experiments import sokoban_page
+  from experiments.analysis import aggregate
   out = str(tmp_path)
   # The arms' runs log 1,200 episodes (to 120,000 env steps), the diagnostic 600 (to 60,000).
   episodes = {'IMPALA': 1200, 'IMPALA+RAE': 1200, 'IMPALA, room as drawn': 600}
@@ -359,7 +359,8 @@ def test_a_run_lost_with_its_machine_goes_on_from_its_committed_export(tmp_path)
                            '--actor_every', '2'], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
   assert export.returncode == 0, export.stderr
-  reached = run_state.saved_actor_steps(run)
+  records = run_state.RunRecords(run)
+  reached = records.saved_actor_steps()
   assert reached >= 3000
   for name in os.listdir(run):
     if name != 'csv':
@@ -370,9 +371,9 @@ def test_a_run_lost_with_its_machine_goes_on_from_its_committed_export(tmp_path)
                            '6000'], cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
   assert f'restored {run} from its export {run}/csv' in second.stdout
-  segments = run_state.read_json(os.path.join(run, 'run_state.json'))['segments']
+  segments = records.segments()
   assert segments[-1]['resumed_from_steps'] == reached
-  assert segments[-1]['status'] == 'completed' and run_state.saved_actor_steps(run) >= 6000
+  assert segments[-1]['status'] == 'completed' and records.saved_actor_steps() >= 6000
   # The learner went on from the exported checkpoint, not from scratch.
   with open(os.path.join(run, 'logs', 'learner', 'logs.csv')) as f:
     steps = [int(float(row['learner_steps'])) for row in csv.DictReader(f)]

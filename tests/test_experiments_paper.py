@@ -273,7 +273,7 @@ def _fake_run(run_dir, rows, header, counts):
       f.write(','.join(str(v) for v in row) + '\n')
   run_state.write_json(os.path.join(run_dir, 'run_state.json'),
                        {'segments': [{'start': 0, 'end': 100, 'status': 'completed'}]})
-  run_state.save_counts(run_dir, {'actor_steps': counts})
+  run_state.RunRecords(run_dir).save_counts({'actor_steps': counts})
 
 
 def test_cartpole_plus_page_from_hand_made_runs(tmp_path):

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from launch import export_logs
 from experiments.analysis import aggregate
+from launch import export_logs
 from launch.program import checkpointing
 from launch.runtime import run_export, run_state
 
@@ -131,7 +131,7 @@ def test_an_export_with_its_checkpoint_continues_the_run_on_a_machine_that_lacks
   message = run_export.restore(run)
   assert message.startswith(f'restored {run} from its export {csv_dir}: learner checkpoint at '
                             'step 20, 5,000 env steps')
-  assert run_state.holds_run(run) and run_state.saved_actor_steps(run) == 5000
+  assert run_state.holds_run(run) and run_state.RunRecords(run).saved_actor_steps() == 5000
   restored, steps = checkpointing.load_state(os.path.join(run, 'checkpoints', 'learner'), state)
   assert steps == 20
   np.testing.assert_array_equal(restored['params'], state['params'])

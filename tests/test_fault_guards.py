@@ -125,12 +125,12 @@ def test_a_full_disk_is_fatal_and_said_in_one_line_with_the_free_space(tmp_path)
 
 def test_no_node_is_restarted_once_another_gave_up_or_the_run_ended(tmp_path):
   from launch.runtime import run_state
-  assert not supervisor._run_ending(str(tmp_path))
+  records = run_state.RunRecords(str(tmp_path))
+  assert not supervisor._run_ending(records)
   for name in (run_state.FAILURE, run_state.FINAL_STATE):
-    path = tmp_path / name
-    run_state.write_json(str(path), {'node': 'coordinator'})
-    assert supervisor._run_ending(str(tmp_path))
-    path.unlink()
+    records.write(name, {'node': 'coordinator'})
+    assert supervisor._run_ending(records)
+    records.remove(name)
 
 
 def test_gradients_whose_norm_overflows_skip_the_update():

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from launch.program import checkpointing, replay
-from launch.runtime import processes, summary, supervisor
+from launch.runtime import processes, run_state, summary, supervisor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 pytestmark = pytest.mark.slow
@@ -73,7 +73,7 @@ def _record(test, **figures):
 
 
 def _event_time(run_dir, event, node=None, after=0.0):
-  return min((e['time'] for e in supervisor.read_events(str(run_dir))
+  return min((e['time'] for e in supervisor.read_events(run_state.RunRecords(str(run_dir)))
               if e['event'] == event and (node is None or e['node'] == node) and
               e['time'] > after), default=None)
 
@@ -88,7 +88,7 @@ def _ckpt_steps(run_dir, node='learner'):
 
 
 def _replay_records(run_dir, event):
-  return [r for r in replay.read_records(str(run_dir)) if r['event'] == event]
+  return [r for r in replay.read_records(run_state.RunRecords(str(run_dir))) if r['event'] == event]
 
 
 def _session_empty_within(run_dir, seconds):
@@ -360,7 +360,7 @@ def test_a_diverging_learner_stops_the_run_naming_its_step_and_last_finite_check
   s = json.loads((run_dir / 'summary.json').read_text())
   assert s['status'].startswith('failed: node learner'), s
   # Restarting it would only diverge again: one failure, no restart.
-  failures = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'failure']
+  failures = [e for e in supervisor.read_events(run_state.RunRecords(str(run_dir))) if e['event'] == 'failure']
   assert [e['node'] for e in failures] == ['learner'], failures
   header = checkpointing.read_header(str(run_dir / 'checkpoints' / 'learner'))
   assert header is None or header['steps'] >= 0   # whatever was saved reads whole
@@ -389,7 +389,7 @@ def test_a_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path, how):
   t0 = time.time()
   proc = _start(run_dir, 1_000_000, '--resume')
   _wait(lambda: any(e['event'] == 'start' and e['node'] == 'learner'
-                    for e in supervisor.read_events(str(run_dir))[-20:]) and
+                    for e in supervisor.read_events(run_state.RunRecords(str(run_dir)))[-20:]) and
         _ckpt_steps(run_dir) > fallback_steps, 300, proc, 'a checkpoint after the fallback')
   _record(f'corrupt checkpoint ({how})', resume_to_next_checkpoint_s=time.time() - t0,
           fell_back_to_steps=fallback_steps)
@@ -399,7 +399,7 @@ def test_a_corrupt_newest_checkpoint_resumes_from_the_one_before(tmp_path, how):
   assert 'restored learner checkpoint' in log and f'at step {fallback_steps}' in log
   proc.send_signal(signal.SIGTERM)
   proc.communicate(timeout=200)
-  failures = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'failure']
+  failures = [e for e in supervisor.read_events(run_state.RunRecords(str(run_dir))) if e['event'] == 'failure']
   assert not failures, failures
 
 
@@ -420,7 +420,7 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_continues_once_space_i
   # failure need not name ENOSPC (a peer that died of it, a library's write), and the first
   # to meet the full disk may be the launcher's own records, the one line then naming it
   # and no node failed.
-  events = supervisor.read_events(str(run_dir))
+  events = supervisor.read_events(run_state.RunRecords(str(run_dir)))
   failures = [e['time'] for e in events if e['event'] == 'failure']
   assert failures or 'node launcher' in last, (last, events)
   first = min(failures, default=t_exit)
@@ -448,14 +448,14 @@ def test_a_stopped_node_is_found_restarted_and_the_run_completes(tmp_path, node)
   t_stop = time.time()
   os.kill(stopped, signal.SIGSTOP)
   _wait(lambda: any(e['event'] == 'hung' and e['node'] == node
-                    for e in supervisor.read_events(str(run_dir))), 180, proc, f'{node} found hung')
+                    for e in supervisor.read_events(run_state.RunRecords(str(run_dir)))), 180, proc, f'{node} found hung')
   hung_at = _event_time(run_dir, 'hung', node)
   _record(f'hung {node} (--hang_timeout_s 20)', stop_to_found_s=hung_at - t_stop,
           stop_to_restarted_s=(_event_time(run_dir, 'start', node, after=hung_at) or
                                float('nan')) - t_stop)
   stdout, stderr = proc.communicate(timeout=600)
   assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
-  (hung,) = [e for e in supervisor.read_events(str(run_dir)) if e['event'] == 'hung']
+  (hung,) = [e for e in supervisor.read_events(run_state.RunRecords(str(run_dir))) if e['event'] == 'hung']
   assert hung['node'] == node and ('stopped (SIGSTOP)' in hung['reason'] or
                                    'no progress' in hung['reason']), hung
   assert _pid(run_dir, node) != stopped

@@ -34,7 +34,7 @@ def _episodes(run_dir, lengths):
 ])
 def test_goal_reached(tmp_path, lengths, goal, reached):
   _episodes(tmp_path, lengths)
-  reason = lifecycle.goal_reached(str(tmp_path), goal)
+  reason = lifecycle.goal_reached(run_state.RunRecords(str(tmp_path)), goal)
   assert bool(reason) == reached
   if reached:
     assert reason.startswith('goal reached') and f'{goal:g}' in reason
@@ -42,16 +42,17 @@ def test_goal_reached(tmp_path, lengths, goal, reached):
 
 def test_progress_asks_the_program_to_end_once(tmp_path, capsys):
   cfg = RunConfig(run_dir=str(tmp_path), max_steps=1_200_000)
+  records = run_state.RunRecords(cfg.run_dir)
   _episodes(tmp_path, [200] * 120)
-  lifecycle.ProgressReporter(cfg)()                 # no goal: no stop request
-  assert run_state.stop_requested(str(tmp_path)) is None
-  progress = lifecycle.ProgressReporter(cfg, goal_mean_length=195)
+  lifecycle.ProgressReporter(cfg, records)()        # no goal: no stop request
+  assert records.stop_requested() is None
+  progress = lifecycle.ProgressReporter(cfg, records, goal_mean_length=195)
   progress()
-  reason = run_state.stop_requested(str(tmp_path))
+  reason = records.stop_requested()
   assert reason and reason.startswith('goal reached')  # the coordinator's final status
-  run_state.clear_stop_request(str(tmp_path))
+  records.clear_stop_request()
   progress()                                           # asked once
-  assert run_state.stop_requested(str(tmp_path)) is None
+  assert records.stop_requested() is None
   assert 'goal reached' in capsys.readouterr().out
 
 

@@ -21,7 +21,7 @@ class Clock:
 
 
 def _write_counts(run_dir, steps, learner_steps=0):
-  run_state.save_counts(str(run_dir), {'actor_steps': steps, 'learner_steps': learner_steps})
+  run_state.RunRecords(str(run_dir)).save_counts({'actor_steps': steps, 'learner_steps': learner_steps})
 
 
 def _append(run_dir, actor, rows, header=True):
@@ -66,7 +66,7 @@ def test_log_tail_leaves_out_a_row_cut_short_and_reads_the_rest(tmp_path):
 def test_the_line_gives_speed_time_left_and_the_measures_of_the_last_episodes(tmp_path):
   clock = Clock()
   _write_counts(tmp_path, 0)
-  p = progress.Progress(str(tmp_path), 100_000, (('solved', 'solved'), ('episode_return', 'return')),
+  p = progress.Progress(run_state.RunRecords(str(tmp_path)), 100_000, (('solved', 'solved'), ('episode_return', 'return')),
                         last_n=3, recent_s=60.0, clock=clock)
   clock.t += 20
   _write_counts(tmp_path, 10_000, learner_steps=5)
@@ -101,7 +101,7 @@ def test_the_line_gives_speed_time_left_and_the_measures_of_the_last_episodes(tm
 def test_a_resumed_launch_counts_its_speed_from_where_it_resumed(tmp_path):
   clock = Clock()
   _write_counts(tmp_path, 1_000_000)
-  p = progress.Progress(str(tmp_path), 2_000_000, (), clock=clock)
+  p = progress.Progress(run_state.RunRecords(str(tmp_path)), 2_000_000, (), clock=clock)
   clock.t += 100
   _write_counts(tmp_path, 1_050_000)
   f = p.figures()
@@ -112,16 +112,15 @@ def test_a_resumed_launch_counts_its_speed_from_where_it_resumed(tmp_path):
 
 def test_before_the_first_env_step_one_line_says_what_it_waits_for_and_only_when_it_changes(tmp_path):
   clock = Clock()
-  p = progress.Progress(str(tmp_path), 1000, (('episode_length', 'length'),), clock=clock)
+  records = run_state.RunRecords(str(tmp_path))
+  p = progress.Progress(records, 1000, (('episode_length', 'length'),), clock=clock)
   assert p.line(p.figures()) == '[      0s] starting: the nodes to start'
   assert p.line(p.figures()) is None
   # A node start from an earlier launch does not count.
-  run_state.append_record(str(tmp_path), run_state.SUPERVISOR_LOG,
-                          {'time': 900.0, 'node': 'learner', 'event': 'start'})
+  records.append_record(run_state.SUPERVISOR_LOG, {'time': 900.0, 'node': 'learner', 'event': 'start'})
   assert p.line(p.figures()) is None
   for node in ('replay', 'learner', 'actor_0'):
-    run_state.append_record(str(tmp_path), run_state.SUPERVISOR_LOG,
-                            {'time': 1001.0, 'node': node, 'event': 'start'})
+    records.append_record(run_state.SUPERVISOR_LOG, {'time': 1001.0, 'node': node, 'event': 'start'})
   clock.t += 12
   assert p.line(p.figures()) == (
       '[     12s] starting: nodes up: actor_0, learner, replay; the replay starting; '
@@ -130,7 +129,7 @@ def test_before_the_first_env_step_one_line_says_what_it_waits_for_and_only_when
   # Only a run with table checkpoints from an earlier launch has tables to restore.
   os.makedirs(tmp_path / run_state.REPLAY_CHECKPOINTS)
   assert 'the replay restoring its tables;' in p.line(p.figures())
-  run_state.append_record(str(tmp_path), run_state.REPLAY_LOG, {'time': 1005.0, 'event': 'start'})
+  records.append_record(run_state.REPLAY_LOG, {'time': 1005.0, 'event': 'start'})
   assert 'replay' not in p.line(p.figures()).split('nodes up')[1].split(';', 1)[1]
   _write_counts(tmp_path, 240)
   assert 'env steps 240/1,000' in p.line(p.figures())
@@ -156,7 +155,7 @@ def test_the_summary_speed_is_per_actor_process_from_its_episodes_and_the_wall_t
   # Two actor processes of several rooms: 4,000 and 2,000 env steps in whole episodes logged.
   _append(tmp_path, 'actor_0', [_episode(1000 * (i + 1), length=400) for i in range(10)])
   _append(tmp_path, 'actor_1', [_episode(1000 * (i + 1) + 500, length=200) for i in range(10)])
-  s = summary.summarize(str(tmp_path), with_wall_time=True, measures=('solved',))
+  s = summary.summarize(run_state.RunRecords(str(tmp_path)), with_wall_time=True, measures=('solved',))
   assert s['wall_time_s'] == 100.0
   assert s['env_steps_per_second'] == 64.0                  # the counter's 6,400 over 100 s
   assert s['env_steps_per_second_per_actor'] == 30.0        # (4,000 + 2,000) / 2 / 100 s

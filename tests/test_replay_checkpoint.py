@@ -8,6 +8,7 @@ import reverb
 
 from agents import adders
 from launch.program import replay
+from launch.runtime import run_state
 
 
 def _tables():
@@ -25,24 +26,24 @@ def _fill(client, n_precedence, n_impala):
 
 
 def test_a_restarted_server_gets_the_precedence_table_back_and_an_empty_impala_queue(tmp_path):
-  run_dir = str(tmp_path)
-  server = replay.serve(_tables(), None, run_dir)
+  records = run_state.RunRecords(str(tmp_path))
+  server = replay.serve(_tables(), None, records)
   client = server.localhost_client()
   _fill(client, 30, 7)
-  saves = [replay.Checkpoints(client, run_dir, period_s=3600).save('test') for _ in range(3)]
+  saves = [replay.Checkpoints(client, records, period_s=3600).save('test') for _ in range(3)]
   assert all(s['event'] == 'checkpoint' and s['mb'] > 0 for s in saves), saves
   assert saves[-1]['sizes'] == {adders.PRECEDENCE_TABLE: 30, adders.IMPALA_TABLE: 7}
   # Reverb keeps the newest checkpoint only.
-  assert os.listdir(replay.checkpoint_dir(run_dir)) == [saves[-1]['path']]
+  assert os.listdir(replay.checkpoint_dir(records.run_dir)) == [saves[-1]['path']]
   _fill(client, 5, 0)   # after the last checkpoint: lost with the server
   server.stop()
 
-  server = replay.serve(_tables(), None, run_dir)
+  server = replay.serve(_tables(), None, records)
   client = server.localhost_client()
   assert replay.table_sizes(client) == {adders.PRECEDENCE_TABLE: 30, adders.IMPALA_TABLE: 0}
   sample = next(iter(client.sample(adders.PRECEDENCE_TABLE, num_samples=1)))
   assert sample[0].data[0].shape == (3,)   # the restored items' data came back with them
-  starts = [r for r in replay.read_records(run_dir) if r['event'] == 'start']
+  starts = [r for r in replay.read_records(records) if r['event'] == 'start']
   assert [s['checkpoint'] for s in starts] == [None, saves[-1]['path']]
   assert starts[-1]['restored'][adders.PRECEDENCE_TABLE] == 30
   assert starts[-1]['dropped'] == {adders.IMPALA_TABLE: 7}
@@ -50,40 +51,40 @@ def test_a_restarted_server_gets_the_precedence_table_back_and_an_empty_impala_q
 
 
 def test_an_unfinished_checkpoint_is_passed_over(tmp_path):
-  run_dir = str(tmp_path)
-  server = replay.serve(_tables(), None, run_dir)
+  records = run_state.RunRecords(str(tmp_path))
+  server = replay.serve(_tables(), None, records)
   _fill(server.localhost_client(), 12, 0)
-  done = replay.Checkpoints(server.localhost_client(), run_dir, period_s=3600).save('test')
+  done = replay.Checkpoints(server.localhost_client(), records, period_s=3600).save('test')
   server.stop()
   # A save cut by a kill: a newer directory without Reverb's DONE file.
-  os.makedirs(os.path.join(replay.checkpoint_dir(run_dir), '9999-cut-by-a-kill'))
-  assert replay.latest_checkpoint(run_dir).endswith(done['path'])
-  server = replay.serve(_tables(), None, run_dir)
+  os.makedirs(os.path.join(replay.checkpoint_dir(records.run_dir), '9999-cut-by-a-kill'))
+  assert replay.latest_checkpoint(records.run_dir).endswith(done['path'])
+  server = replay.serve(_tables(), None, records)
   assert replay.table_sizes(server.localhost_client())[adders.PRECEDENCE_TABLE] == 12
   server.stop()
 
 
 def test_periodic_checkpoints_then_a_final_one(tmp_path):
-  run_dir = str(tmp_path)
-  server = replay.serve(_tables(), None, run_dir)
+  records = run_state.RunRecords(str(tmp_path))
+  server = replay.serve(_tables(), None, records)
   client = server.localhost_client()
-  checkpoints = replay.Checkpoints(client, run_dir, period_s=0.2).start()
+  checkpoints = replay.Checkpoints(client, records, period_s=0.2).start()
   _fill(client, 10, 0)
   time.sleep(1.0)
   final = checkpoints.final()
-  written = [r for r in replay.read_records(run_dir) if r['event'] == 'checkpoint']
+  written = [r for r in replay.read_records(records) if r['event'] == 'checkpoint']
   assert len(written) >= 3 and [r['reason'] for r in written[:-1]] == ['periodic'] * (len(written) - 1)
   assert written[-1] == {**final, 'time': written[-1]['time']} and final['reason'] == 'final'
   time.sleep(0.5)   # no periodic save after the final one
-  assert [r for r in replay.read_records(run_dir) if r['event'] == 'checkpoint'][-1]['reason'] == 'final'
+  assert [r for r in replay.read_records(records) if r['event'] == 'checkpoint'][-1]['reason'] == 'final'
   server.stop()
 
 
 def test_a_save_with_the_server_gone_is_recorded_not_raised(tmp_path):
-  run_dir = str(tmp_path)
-  server = replay.serve(_tables(), None, run_dir)
+  records = run_state.RunRecords(str(tmp_path))
+  server = replay.serve(_tables(), None, records)
   client = reverb.Client(f'localhost:{server.port}')
   client.server_info()
   server.stop()
-  record = replay.Checkpoints(client, run_dir, period_s=3600).save('test')
+  record = replay.Checkpoints(client, records, period_s=3600).save('test')
   assert record['event'] == 'checkpoint_failed' and record['error'], record

@@ -72,7 +72,7 @@ def test_resume_refuses_a_change_of_what_is_learned(tmp_path):
 
 def test_resume_of_a_finished_run_does_nothing(tmp_path):
   run_dir = _saved_run(tmp_path, '--max_steps', '5000')
-  run_state.save_counts(str(run_dir), {'actor_steps': 5012, 'learner_steps': 20})
+  run_state.RunRecords(str(run_dir)).save_counts({'actor_steps': 5012, 'learner_steps': 20})
   before = _snapshot(run_dir)
   r = _train('--run_dir', str(run_dir), '--resume')
   assert r.returncode == 0, r.stderr[-2000:]
@@ -224,10 +224,11 @@ def test_supervisor_reports_the_last_error_line(tmp_path):
   log.write_text('I1126 starting\nTraceback (most recent call last):\n  File "x.py"\n'
                  'ValueError: learner diverged\nI1126 shutting down\n')
   assert supervisor.last_error_line(str(log)) == 'ValueError: learner diverged'
-  supervisor.append_event(str(tmp_path), {'node': 'actor_0', 'event': 'failure', 'exit_code': -9})
+  records = run_state.RunRecords(str(tmp_path))
+  supervisor.append_event(records, {'node': 'actor_0', 'event': 'failure', 'exit_code': -9})
   with open(tmp_path / supervisor.SUPERVISOR_LOG, 'a') as f:
     f.write('{"cut by a cra')  # a torn last line is skipped
-  events = supervisor.read_events(str(tmp_path))
+  events = supervisor.read_events(records)
   assert [e['node'] for e in events] == ['actor_0']
 
 
@@ -241,17 +242,18 @@ def test_restarts_count_every_failure_but_the_one_a_node_gave_up_on(tmp_path):
             ('learner', 'start'), ('actor_0', 'start'),
             ('actor_0', 'start'), ('learner', 'start'), ('learner', 'failure'),
             ('learner', 'start'), ('actor_0', 'failure'), ('actor_0', 'gave_up')]
+  records = run_state.RunRecords(str(tmp_path))
   for node, event in events:
-    supervisor.append_event(str(tmp_path), {'node': node, 'event': event})
-  assert summary.restarts(str(tmp_path)) == {'restarts': 4, 'restarts_actor_0': 2,
-                                             'restarts_learner': 2}
-  assert summary.restarts(str(tmp_path / 'none')) == {}
+    supervisor.append_event(records, {'node': node, 'event': event})
+  assert summary.restarts(records) == {'restarts': 4, 'restarts_actor_0': 2,
+                                       'restarts_learner': 2}
+  assert summary.restarts(run_state.RunRecords(str(tmp_path / 'none'))) == {}
   # A hung node is killed and restarted: a restart too, unless it is the hang given up on.
   for node, event in [('replay', 'start'), ('replay', 'hung'), ('replay', 'start'),
                       ('replay', 'hung'), ('replay', 'gave_up')]:
-    supervisor.append_event(str(tmp_path), {'node': node, 'event': event})
-  assert summary.restarts(str(tmp_path)) == {'restarts': 5, 'restarts_actor_0': 2,
-                                             'restarts_learner': 2, 'restarts_replay': 1}
+    supervisor.append_event(records, {'node': node, 'event': event})
+  assert summary.restarts(records) == {'restarts': 5, 'restarts_actor_0': 2,
+                                       'restarts_learner': 2, 'restarts_replay': 1}
 
 
 def test_last_error_line_prefers_the_traceback_then_an_error_then_the_last_line(tmp_path):
@@ -375,8 +377,9 @@ def test_a_finished_run_that_lost_its_summary_gets_it_back_on_resume(tmp_path):
   leaves a run that an experiment never marks done: --resume, with nothing left to train,
   rebuilds the summary from the run's records."""
   run_dir = _saved_run(tmp_path, '--max_steps', '5000')
-  run_state.save_counts(str(run_dir), {'actor_steps': 5003})
-  run_state.write_json(str(run_dir / run_state.FINAL_STATE), {'status': run_state.COMPLETED})
+  records = run_state.RunRecords(str(run_dir))
+  records.save_counts({'actor_steps': 5003})
+  records.write(run_state.FINAL_STATE, {'status': run_state.COMPLETED})
   r = _train('--run_dir', str(run_dir), '--resume')
   assert r.returncode == 0, r.stderr[-2000:]
   assert 'nothing to do' in r.stdout
@@ -395,40 +398,76 @@ def test_a_launch_left_open_ends_at_its_last_sign_of_life():
 
 
 def test_a_new_launch_closes_the_killed_one_where_counts_were_last_saved(tmp_path):
-  run_dir = str(tmp_path)
+  records = run_state.RunRecords(str(tmp_path))
   start = time.time() - 1000
-  run_state.write_json(os.path.join(run_dir, run_state.RUN_STATE), {'segments': [
+  records.write(run_state.RUN_STATE, {'segments': [
       {'start': start, 'end': None, 'status': 'running', 'resumed_from_steps': 0}]})
-  run_state.save_counts(run_dir, {'actor_steps': 1234})
-  os.utime(os.path.join(run_dir, run_state.COUNTS), (start + 60, start + 60))
-  run_state.begin_segment(run_dir, 1234)   # the first launch was killed: nothing closed it
-  first, second = run_state.segments(run_dir)
+  records.save_counts({'actor_steps': 1234})
+  os.utime(records.path(run_state.COUNTS), (start + 60, start + 60))
+  records.begin_segment(1234)   # the first launch was killed: nothing closed it
+  first, second = records.segments()
   assert (first['end'], first['status'], first['actor_steps']) == (
       start + 60, run_state.UNRECORDED_END, 1234)
   assert second['end'] is None and second['resumed_from_steps'] == 1234
-  assert run_state.total_wall_time(run_dir, [second['start'] + 5]) == pytest.approx(65)
+  assert records.total_wall_time([second['start'] + 5]) == pytest.approx(65)
 
 
 def test_a_launch_s_end_is_read_from_the_run_directory(tmp_path):
   from launch.runtime import lifecycle
-  run_dir = str(tmp_path)
-  run_state.begin_segment(run_dir, 0)
-  run_state.save_counts(run_dir, {'actor_steps': 500})
-  assert run_state.end_status(run_dir) == run_state.STOPPED   # nothing recorded how it ended
-  run_state.write_json(os.path.join(run_dir, run_state.FAILURE), {'reason': 'actor_0 died'})
-  assert run_state.end_status(run_dir) == 'failed: actor_0 died'
-  run_state.write_json(os.path.join(run_dir, run_state.FINAL_STATE), {'status': 'completed'})
-  assert run_state.end_status(run_dir) == run_state.COMPLETED
-  assert run_state.end_status(run_dir, 'failed: launcher') == 'failed: launcher'
-  summary = lifecycle.record_end(run_dir)
-  (segment,) = run_state.segments(run_dir)
+  records = run_state.RunRecords(str(tmp_path))
+  records.begin_segment(0)
+  records.save_counts({'actor_steps': 500})
+  assert records.end_status() == run_state.STOPPED   # nothing recorded how it ended
+  records.write(run_state.FAILURE, {'reason': 'actor_0 died'})
+  assert records.end_status() == 'failed: actor_0 died'
+  records.write(run_state.FINAL_STATE, {'status': 'completed'})
+  assert records.end_status() == run_state.COMPLETED
+  assert records.end_status('failed: launcher') == 'failed: launcher'
+  summary = lifecycle.record_end(records)
+  (segment,) = records.segments()
   assert (segment['status'], segment['actor_steps']) == (run_state.COMPLETED, 500)
   assert summary['status'] == run_state.COMPLETED and summary['launches'] == 1
   assert json.loads((tmp_path / run_state.SUMMARY).read_text()) == summary
-  run_state.request_stop(run_dir)
-  run_state.clear_launch_end(run_dir)   # the next launch's end is its own to record
+  records.request_stop()
+  records.clear_launch_end()   # the next launch's end is its own to record
   assert not [f for f in (run_state.STOP_REQUEST, run_state.FINAL_STATE, run_state.FAILURE)
               if (tmp_path / f).exists()]
+
+
+def test_a_run_s_records_are_its_files_read_and_written_through_one_object(tmp_path):
+  """RunRecords on a hand-built run directory: event records appended and read back (a line cut
+  by a kill skipped), counts saved and loaded, a stop request seen and cleared, segments begun
+  and ended and their wall time summed; every one the file and format the run directory had."""
+  records = run_state.RunRecords(str(tmp_path))
+  assert records.read_records(run_state.SUPERVISOR_LOG) == [] and records.segments() == []
+  records.append_record(run_state.SUPERVISOR_LOG, {'node': 'learner', 'event': 'start'})
+  with open(tmp_path / run_state.SUPERVISOR_LOG, 'a') as f:
+    f.write('{"node": "act')   # cut by a kill
+  (event,) = records.read_records(run_state.SUPERVISOR_LOG)
+  assert (event['node'], event['event']) == ('learner', 'start') and event['time'] > 0
+  assert records.load_counts() == {} and records.saved_actor_steps() == 0
+  records.save_counts({'actor_steps': 700, 'learner_steps': 3})
+  assert json.loads((tmp_path / run_state.COUNTS).read_text()) == {'actor_steps': 700,
+                                                                  'learner_steps': 3}
+  assert records.load_counts()['learner_steps'] == 3 and records.saved_actor_steps() == 700
+  assert records.stop_requested() is None
+  records.request_stop('goal reached')
+  assert json.loads((tmp_path / run_state.STOP_REQUEST).read_text())['reason'] == 'goal reached'
+  assert records.stop_requested() == 'goal reached'
+  records.clear_stop_request()
+  records.clear_stop_request()   # none: nothing to do
+  assert records.stop_requested() is None and not (tmp_path / run_state.STOP_REQUEST).exists()
+  records.begin_segment(0)
+  assert records.end_segment() == run_state.STOPPED   # nothing recorded how it ended
+  records.begin_segment(700)
+  assert records.end_segment(run_state.COMPLETED, 900) == run_state.COMPLETED
+  first, second = json.loads((tmp_path / run_state.RUN_STATE).read_text())['segments']
+  assert (first['status'], first['actor_steps']) == (run_state.STOPPED, 700)
+  assert (second['resumed_from_steps'], second['actor_steps']) == (700, 900)
+  # The wall time sums the launches, leaving out the gap between them.
+  records.write(run_state.RUN_STATE, {'segments': [
+      dict(first, start=100.0, end=160.0), dict(second, start=1000.0, end=1040.0)]})
+  assert records.total_wall_time() == 100.0
 
 
 @pytest.mark.parametrize('args, words', [

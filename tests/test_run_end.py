@@ -3,7 +3,6 @@
 it records the counts, so that no episode is logged that the saved counts do not hold. Real
 actor loops on Cartpole in threads, the real counter node and coordinator (no Launchpad)."""
 import json
-import os
 import threading
 import time
 
@@ -80,12 +79,13 @@ def _logged_steps(actors):
 
 
 def test_the_counter_node_saves_every_increment_and_a_restarted_one_goes_on_from_it(tmp_path):
-  counter = layout.Counter(str(tmp_path))
+  records = run_state.RunRecords(str(tmp_path))
+  counter = layout.Counter(records.run_dir)
   counter.increment(actor_steps=120, actor_episodes=1)
-  assert run_state.load_counts(str(tmp_path)) == {'actor_steps': 120, 'actor_episodes': 1}
+  assert records.load_counts() == {'actor_steps': 120, 'actor_episodes': 1}
   counter.increment(actor_steps=30, actor_episodes=1, learner_steps=2)
-  assert run_state.load_counts(str(tmp_path))['actor_steps'] == 150
-  restarted = layout.Counter(str(tmp_path))   # as after kill -9: nothing else was saved
+  assert records.load_counts()['actor_steps'] == 150
+  restarted = layout.Counter(records.run_dir)   # as after kill -9: nothing else was saved
   assert restarted.get_counts() == {'actor_steps': 150, 'actor_episodes': 2, 'learner_steps': 2}
   assert not restarted.acting_stopped()
 
@@ -105,16 +105,17 @@ def test_a_stopped_actor_loop_logs_no_episode_its_counts_do_not_hold(tmp_path, a
 
 
 def test_the_coordinator_records_final_counts_only_once_the_actors_have_stopped(tmp_path, actors):
-  run_dir = str(tmp_path)
-  counter = layout.Counter(run_dir)
+  records = run_state.RunRecords(str(tmp_path))
+  counter = layout.Counter(records.run_dir)
   logs = actors(counter)
   while counter.get_counts().get('actor_episodes', 0) < 20:
     time.sleep(0.05)
-  coordinator = coordinator_lib.Coordinator(counter, None, {}, max_steps=10**9, run_dir=run_dir,
+  coordinator = coordinator_lib.Coordinator(counter, None, {}, max_steps=10**9,
+                                            run_dir=records.run_dir,
                                             poll_s=0.05, quiet_s=1.5, finish_timeout_s=30.0)
   coordinator._finish(run_state.STOPPED)   # what run() does before lp.stop()
-  saved = run_state.load_counts(run_dir)
-  with open(os.path.join(run_dir, run_state.FINAL_STATE)) as f:
+  saved = records.load_counts()
+  with open(records.path(run_state.FINAL_STATE)) as f:
     final = json.load(f)
   assert final['status'] == run_state.STOPPED and final['counts'] == saved
   # Every logged episode is in the counts, and (the actors stopped) none is logged after them:
@@ -122,21 +123,22 @@ def test_the_coordinator_records_final_counts_only_once_the_actors_have_stopped(
   assert saved['actor_steps'] == _logged_steps(logs)
   time.sleep(1.0)
   assert _logged_steps(logs) == saved['actor_steps']
-  assert run_state.load_counts(run_dir) == saved
+  assert records.load_counts() == saved
 
 
 def test_without_the_stop_the_actors_log_past_the_counts_the_coordinator_recorded(tmp_path, actors):
   # The race the stop closes: actors that go on after the counts are recorded log episodes
   # the resumed counter never saw (their logs then go back at the resume).
-  run_dir = str(tmp_path)
-  counter = layout.Counter(run_dir)
+  records = run_state.RunRecords(str(tmp_path))
+  counter = layout.Counter(records.run_dir)
   logs = actors(counter, stop_with_the_counter=False)
   while counter.get_counts().get('actor_episodes', 0) < 20:
     time.sleep(0.05)
-  coordinator = coordinator_lib.Coordinator(counter, None, {}, max_steps=10**9, run_dir=run_dir,
+  coordinator = coordinator_lib.Coordinator(counter, None, {}, max_steps=10**9,
+                                            run_dir=records.run_dir,
                                             poll_s=0.05, quiet_s=1.5, finish_timeout_s=3.0)
   coordinator._finish(run_state.STOPPED)
-  with open(os.path.join(run_dir, run_state.FINAL_STATE)) as f:
+  with open(records.path(run_state.FINAL_STATE)) as f:
     recorded = json.load(f)['counts']['actor_steps']
   time.sleep(1.0)
   assert _logged_steps(logs) > recorded

@@ -137,10 +137,10 @@ def test_resume_of_a_run_saved_before_self_imitation_existed(tmp_path):
   import json
 
   from launch.program import config as cfg_lib
-  from launch.runtime import lifecycle, run_config
+  from launch.runtime import lifecycle, run_config, run_state
 
   cfg = cfg_lib.RunConfig(env='sokoban', run_dir=str(tmp_path))
-  lifecycle.write_config(cfg)
+  lifecycle.write_config(run_state.RunRecords(cfg.run_dir), cfg)
   saved = json.loads((tmp_path / 'config.json').read_text())
   for key in [k for k in saved['impala'] if k.startswith('self_imitation')]:
     del saved['impala'][key]

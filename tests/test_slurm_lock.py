@@ -133,6 +133,6 @@ def test_a_second_slurm_job_on_a_run_dir_in_use_is_refused(tmp_path, slurm):
   _print_summary(run_dir)
   cluster_checks.check_learned(run_dir, 'completed', MAX_STEPS, psi_changed=False)
   assert not (run_dir / run_state.FAILURE).exists()
-  segments = run_state.segments(str(run_dir))
+  segments = run_state.RunRecords(str(run_dir)).segments()
   assert len(segments) == 1 and segments[0]['status'] == 'completed', segments
   run_lock.check_free(str(run_dir))   # A's coordinator is gone, and so is its lock

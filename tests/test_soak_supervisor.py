@@ -62,11 +62,11 @@ def _run(run_dir, how, earlier_output='', prepare=lambda: None):
                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
                         timeout=120)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-  return supervisor.read_events(str(run_dir))
+  return supervisor.read_events(run_state.RunRecords(str(run_dir)))
 
 
 def _failure(run_dir):
-  return run_state.read_json(str(run_dir / run_state.FAILURE))
+  return run_state.RunRecords(str(run_dir)).read(run_state.FAILURE)
 
 
 def test_a_killed_node_whose_log_holds_an_earlier_full_disk_is_restarted(tmp_path):

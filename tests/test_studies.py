@@ -98,10 +98,11 @@ def test_the_runner_stops_a_training_run_when_asked(tmp_path, monkeypatch):
   asked = []
   reason = lambda: (asked.append(1), 'passed the gate' if len(asked) >= 3 else None)[1]  # noqa: E731
   try:
-    assert runner._wait(proc, str(run_dir), reason) == 0   # pylint: disable=protected-access
+    records = run_state.RunRecords(str(run_dir))
+    assert runner._wait(proc, records, reason) == 0   # pylint: disable=protected-access
   finally:
     proc.kill()
-  assert len(asked) == 3 and run_state.stop_requested(str(run_dir)) == 'passed the gate'
+  assert len(asked) == 3 and records.stop_requested() == 'passed the gate'
   with pytest.raises(ValueError, match='only a training run'):
     runner.run_step(sokoban_gate.psi_steps(1, 1, 1, 0)[0], str(tmp_path), stop_when=reason)
 
@@ -477,9 +478,9 @@ def test_turf_rac_same_mix_skips_finished_runs_and_goes_on_with_the_rest(tmp_pat
   # s0 finished before the runner wrote `done` files (its committed export says so); s1 stopped.
   export = out / 'runs' / 'impala_rac_mask-b0.2-s0' / 'csv'
   (export / 'logs').mkdir(parents=True)
-  run_state.write_json(str(export / 'summary.json'), {'status': 'completed', 'actor_steps': 500_076})
+  (export / 'summary.json').write_text(json.dumps({'status': 'completed', 'actor_steps': 500_076}))
   (out / 'runs' / 'impala_rac_mask-b0.2-s1').mkdir()
-  run_state.write_json(str(out / 'runs' / 'impala_rac_mask-b0.2-s1' / 'config.json'), {})
+  (out / 'runs' / 'impala_rac_mask-b0.2-s1' / 'config.json').write_text('{}')
   assert turf_rac_same_mix.main(only + ['--list']) == 0
   states = [(line[:8].strip(), line[9:].split()[0])
             for line in capsys.readouterr().out.splitlines()]

@@ -80,7 +80,7 @@ def load(run_dir: str) -> RunLogs:
   check_run_dir(run_dir)
   return RunLogs(run_dir, summary.actor_episodes(run_dir),
                  {label: summary.read_log(run_dir, label) for label in NODE_LOGS},
-                 run_state.segments(run_dir))
+                 run_state.RunRecords(run_dir).segments())
 
 
 def _as_run(run: RunLike) -> RunLogs:

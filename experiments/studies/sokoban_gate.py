@@ -32,8 +32,8 @@ import numpy as np
 from absl import flags
 
 from envs import cli
-from experiments.analysis import aggregate
 from experiments import runner
+from experiments.analysis import aggregate
 from experiments.spec import Step, TrainStep, train_step
 from launch.runtime import run_state, summary
 
@@ -53,7 +53,7 @@ def level_result(run_dir: str, target: float, n: int) -> Dict:
       'solved_last': float(solved[last].mean()) if len(solved) else 0.0,
       'boxes_on_target_last': float(boxes[last].mean()) if len(boxes) else 0.0,
       'steps_to_target': None if np.isnan(reached) else reached,
-      'wall_time_s': run_state.total_wall_time(run_dir),
+      'wall_time_s': run_state.RunRecords(run_dir).total_wall_time(),
       'passed': bool(len(solved) >= n and solved[last].mean() >= target - 1e-9),
   }
 

@@ -22,8 +22,8 @@ from absl import flags
 
 from envs import cli
 from experiments.analysis import aggregate
-from launch.runtime import run_state, summary
 from experiments.studies import sokoban_gate
+from launch.runtime import run_state, summary
 
 
 def run_result(run_dir: str, milestones, target: float, last_n: int) -> dict:

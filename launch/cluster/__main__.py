@@ -39,7 +39,7 @@ def stop_main(run_dir: str) -> int:
   if os.path.exists(launch['stop_file']):
     print(f'launch {launch["launch_id"]} of {run_dir} has already stopped', flush=True)
     return 0
-  run_state.request_stop(run_dir)
+  run_state.RunRecords(run_dir).request_stop()
   print(f'asked launch {launch["launch_id"]} of {run_dir} to stop: the coordinator ends the run '
         'with final checkpoints', flush=True)
   return 0

@@ -125,11 +125,10 @@ def _own_address(host: str, port: int, timeout_s: float) -> str:
   return ip
 
 
-def record_failure(run_dir: str, reason: str, stop_file: str) -> None:
-  path = os.path.join(run_dir, run_state.FAILURE)
-  if not os.path.exists(path):  # the first failure is the cause; later ones are its effects
-    run_state.write_json(path, {'node': reason.split()[1] if reason.startswith('node ') else '?',
-                                'reason': reason, 'time': time.time()})
+def record_failure(records: run_state.RunRecords, reason: str, stop_file: str) -> None:
+  if not records.exists(run_state.FAILURE):  # the first failure is the cause; later, its effects
+    node = reason.split()[1] if reason.startswith('node ') else '?'
+    records.write(run_state.FAILURE, {'node': node, 'reason': reason, 'time': time.time()})
   request_program_stop(stop_file)
 
 
@@ -144,6 +143,7 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S,
               job: Optional[str] = None) -> int:
   """Runs this process's replica (from CLUSTER_SPEC) until the program stops; exit status.
   `job`: the launcher's token for this job (job_key)."""
+  records = run_state.RunRecords(run_dir)
   launch = read_launch(run_dir)
   stop_file = launch['stop_file']
   cluster, group, index = placement.parse_cluster_spec(os.environ.get('CLUSTER_SPEC'))
@@ -166,10 +166,10 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S,
     host, port = placement.split_endpoint(cluster[group][index])
     ip = _own_address(host, port, RESOLVE_TIMEOUT_S)
   except ClusterSpecError as e:
-    record_failure(run_dir, f'node {task} could not start: {e}', stop_file)
+    record_failure(records, f'node {task} could not start: {e}', stop_file)
     raise
   if group == 'coordinator':  # the coordinator's wrapper keeps the run record
-    run_state.begin_segment(run_dir, run_state.load_counts(run_dir).get('actor_steps', 0))
+    records.begin_segment(records.saved_actor_steps())
   env, warning = loopback.preload_env(dict(os.environ), ip)
   if warning:
     print(f'{task}: {warning}', flush=True)
@@ -195,7 +195,7 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S,
       child.send_signal(signal.SIGTERM)
     elif terms and asked_graceful is None:
       asked_graceful = now   # let the coordinator end the run: learners save their last step
-      run_state.request_stop(run_dir)
+      records.request_stop()
     if stopping_since is None and asked_graceful is not None and (
         len(terms) > 1 or now - asked_graceful > grace_s):
       stopping_since = now   # a second signal, or no stop in time: stop this node now
@@ -208,13 +208,13 @@ def node_main(run_dir: str, grace_s: float = processes.GRACEFUL_STOP_S,
   rc = 0
   if code != 0 and not stopped:
     how = f'exit code {code}' + (f', killed by {signal.Signals(-code).name}' if code < 0 else '')
-    record_failure(run_dir, f'node {task} on host {host} exited ({how}); last output line: '
+    record_failure(records, f'node {task} on host {host} exited ({how}); last output line: '
                     f'{processes.last_error_line(log_path, since=log_start) or "none"}', stop_file)
     rc = 1
   if group == 'coordinator':
     if code != 0 and not os.path.exists(stop_file):
       request_program_stop(stop_file)
-    lifecycle.record_end(run_dir)
+    lifecycle.record_end(records)
   print(f'{task}: node exited with code {code}', flush=True)
   return rc
 

@@ -21,17 +21,18 @@ from launch.cluster.replica import KILL_AFTER_S, record_failure
 from launch.runtime import lifecycle, processes, run_lock, run_state
 
 
-def run(cfg, description_path: str, start: bool, resume: bool = False,
-        goal_mean_length: float = 0.0, show_progress: bool = True) -> dict:
-  """--launch_type cluster: packages the run for the described hosts; with `start`, runs every
-  host's command and waits for the run's end. Returns the summary ({'status': 'packaged'}
-  when nothing was started). Raises ValueError (one line) on a bad description."""
+def run(cfg, records: run_state.RunRecords, description_path: str, start: bool,
+        resume: bool = False, goal_mean_length: float = 0.0, show_progress: bool = True) -> dict:
+  """--launch_type cluster: packages the run (`records`: its records) for the described hosts;
+  with `start`, runs every host's command and waits for the run's end. Returns the summary
+  ({'status': 'packaged'} when nothing was started). Raises ValueError (one line) on a bad
+  description."""
   desc = description.load_description(description_path)
   # Held while this process packages (and, with `start`, runs) the launch; launch.train has
   # taken it already, and then this is a no-op.
   run_lock.acquire(cfg.run_dir)
   # The coordinator's wrapper begins the run's segment when it starts.
-  lifecycle.prepare_launch(cfg, resume)
+  lifecycle.prepare_launch(cfg, records, resume)
   pkg = package(cfg, desc)
   print_package(pkg, desc)
   if not start:
@@ -46,7 +47,7 @@ def run(cfg, description_path: str, start: bool, resume: bool = False,
   job = f'launcher-{os.getpid()}@{socket.gethostname()}'
   run_lock.annotate(cfg.run_dir, launch=pkg.launch_id, job=job)
   return lifecycle.supervise_and_record(
-      cfg, lambda progress: start_and_supervise(cfg, pkg, progress=progress, job=job),
+      cfg, records, lambda progress: start_and_supervise(records, pkg, progress=progress, job=job),
       goal_mean_length, show_progress)
 
 
@@ -60,7 +61,7 @@ def print_package(pkg: Package, desc: ClusterDescription) -> None:
         flush=True)
 
 
-def start_and_supervise(cfg, pkg: Package, progress=None,
+def start_and_supervise(records: run_state.RunRecords, pkg: Package, progress=None,
                         graceful_stop_s: float = processes.GRACEFUL_STOP_S, job: str = None):
   """Runs every host's command (its "start" prefix) and waits for the run to end; Ctrl-C asks
   for a graceful stop, a second one stops at once. `job`: the token this process's lock record
@@ -73,7 +74,7 @@ def start_and_supervise(cfg, pkg: Package, progress=None,
     procs[h] = subprocess.Popen(cmd + (['--job', job] if job else []), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=pkg.code_dir, start_new_session=True,
                                 preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
-  with open(os.path.join(cfg.run_dir, run_state.LAUNCHER_SESSION), 'w') as f:
+  with open(records.path(run_state.LAUNCHER_SESSION), 'w') as f:
     f.write(' '.join(str(p.pid) for p in procs.values()))  # session ids of the host launchers
 
   def wait_all(timeout_s):
@@ -92,13 +93,13 @@ def start_and_supervise(cfg, pkg: Package, progress=None,
           # A host whose command failed (ssh refused, a replica that could not start) while the
           # program runs on: nothing else would stop the other hosts.
           if p.poll() and not os.path.exists(pkg.stop_file):
-            record_failure(cfg.run_dir, f'host {h} launcher exited with code {p.returncode}; '
+            record_failure(records, f'host {h} launcher exited with code {p.returncode}; '
                             f'see {pkg.directory}/{LOG_DIR}/host-{h}.log', pkg.stop_file)
         time.sleep(0.5)
     except KeyboardInterrupt:
       print('stopping: the learners save their final checkpoints (Ctrl-C again to stop at once)',
             flush=True)
-      run_state.request_stop(cfg.run_dir)
+      records.request_stop()
       wait_all(graceful_stop_s)
   except KeyboardInterrupt:
     pass
@@ -114,11 +115,11 @@ def start_and_supervise(cfg, pkg: Package, progress=None,
         pass
     for log in logs:
       log.close()
-  failure = run_state.read_json(os.path.join(cfg.run_dir, run_state.FAILURE))
+  failure = records.read(run_state.FAILURE)
   if failure:
     raise processes.RunFailed(failure.get('reason', 'a node failed'))
   bad = {h: p.returncode for h, p in procs.items() if p.returncode}
-  if bad and not os.path.exists(os.path.join(cfg.run_dir, run_state.FINAL_STATE)):
+  if bad and not records.exists(run_state.FINAL_STATE):
     h, code = next(iter(bad.items()))
     raise processes.RunFailed(f'host {h} launcher exited with code {code}; see '
                              f'{pkg.directory}/{LOG_DIR}/host-{h}.log')

@@ -1,6 +1,5 @@
 """The coordinator node: ends the run at its step limit or when the CLI asks, and keeps the run
 directory's counts and the replay's checkpoints up to date meanwhile."""
-import os
 import time
 from typing import Any, Dict, Optional
 
@@ -34,21 +33,21 @@ class Coordinator:
                poll_s: float = 0.25, finish_timeout_s: float = 90.0,
                quiet_s: float = ACTORS_QUIET_S):
     self._counter, self._replay, self._learners = counter, replay, learners
-    self._max_steps, self._run_dir, self._poll_s = max_steps, run_dir, poll_s
+    self._max_steps, self._poll_s = max_steps, poll_s
     self._finish_timeout_s, self._quiet_s = finish_timeout_s, quiet_s
     supervisor.write_pid(run_dir, 'coordinator')
+    self._records = run_state.RunRecords(run_dir)   # the node's process starts here
     self._checkpoints = None
     if replay is not None:
-      self._checkpoints = replay_lib.Checkpoints(replay, run_dir, replay_checkpoint_s).start()
+      self._checkpoints = replay_lib.Checkpoints(replay, self._records, replay_checkpoint_s).start()
 
   def run(self):
     while True:
       counts = self._counter.get_counts()
-      status = None
       if counts.get('actor_steps', 0) >= self._max_steps:
         status = run_state.COMPLETED
-      elif run_state.stop_requested(self._run_dir):
-        status = run_state.stop_requested(self._run_dir)
+      else:
+        status = self._records.stop_requested()   # None: go on
       if status is not None:
         self._finish(status)
         lp.stop()
@@ -92,6 +91,6 @@ class Coordinator:
                   for name, info in self._replay.server_info().items()}
       except Exception as e:  # the replay node is down (restarting): the run still ends
         tables = {'error': f'{type(e).__name__}: {e}'[:300]}
-    run_state.write_json(os.path.join(self._run_dir, run_state.FINAL_STATE),
-                         {'status': status, 'counts': counts, 'tables': tables,
-                          'checkpoints': checkpoints, 'replay_checkpoint': replay_checkpoint})
+    self._records.write(run_state.FINAL_STATE,
+                        {'status': status, 'counts': counts, 'tables': tables,
+                         'checkpoints': checkpoints, 'replay_checkpoint': replay_checkpoint})

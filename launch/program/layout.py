@@ -5,7 +5,10 @@ sources.
 
 Each node's function records its process (RUN_DIR/pids/), hands the builder's part
 (launch.program.builder: what the agent is) its replay client, variable sources, counter and
-logger, and checkpoints the learners."""
+logger, and checkpoints the learners. A node is given the run directory's path (its arguments
+reach its process pickled) and builds the run's records (run_state.RunRecords) where it starts:
+the counter and the coordinator in their constructors, the replay in `run`, a supervisor in
+`_supervise`."""
 import functools
 import os
 import threading
@@ -48,8 +51,8 @@ class Counter(counting.Counter):
   def __init__(self, run_dir: str):
     super().__init__()
     supervisor.write_pid(run_dir, 'counter')
-    self._run_dir = run_dir
-    self.restore({'counts': run_state.load_counts(run_dir), 'cache': {}})   # no parent: no cache
+    self._records = run_state.RunRecords(run_dir)
+    self.restore({'counts': self._records.load_counts(), 'cache': {}})   # no parent: no cache
     self._save_lock = threading.Lock()
     self._stop_acting = False
 
@@ -58,7 +61,7 @@ class Counter(counting.Counter):
       before = dict(self._counts)
       result = super().increment(**counts)
       try:
-        run_state.save_counts(self._run_dir, result)
+        self._records.save_counts(result)
       except OSError:
         # Not saved (a full disk), so not counted: the caller fails with the error before it
         # logs what it counted, and no episode is logged that counts.json lacks (a node's

@@ -35,12 +35,12 @@ def checkpoint_dir(run_dir: str) -> str:
   return os.path.join(run_dir, run_state.REPLAY_CHECKPOINTS)
 
 
-def append_record(run_dir: str, record: dict) -> None:
-  run_state.append_record(run_dir, RECORDS, record)
+def append_record(records: run_state.RunRecords, record: dict) -> None:
+  records.append_record(RECORDS, record)
 
 
-def read_records(run_dir: str):
-  return run_state.read_records(run_dir, RECORDS)
+def read_records(records: run_state.RunRecords):
+  return records.read_records(RECORDS)
 
 
 def latest_checkpoint(run_dir: str) -> Optional[str]:
@@ -71,14 +71,14 @@ def table_sizes(client: reverb.Client) -> Dict[str, int]:
   return {name: int(info.current_size) for name, info in client.server_info().items()}
 
 
-def serve(tables: Sequence[reverb.Table], port: Optional[int], run_dir: str,
+def serve(tables: Sequence[reverb.Table], port: Optional[int], records: run_state.RunRecords,
           dropped_on_restore: Iterable[str] = DROPPED_ON_RESTORE) -> reverb.Server:
   """A Reverb server of `tables` on `port` (None: a free one), restored from RUN_DIR's newest
   checkpoint if there is one, with the `dropped_on_restore` tables emptied; records the start."""
   start = time.time()
-  found = latest_checkpoint(run_dir)
-  server = reverb.Server(tables=tables, port=port,
-                         checkpointer=reverb.checkpointers.DefaultCheckpointer(checkpoint_dir(run_dir)))
+  found = latest_checkpoint(records.run_dir)
+  checkpointer = reverb.checkpointers.DefaultCheckpointer(checkpoint_dir(records.run_dir))
+  server = reverb.Server(tables=tables, port=port, checkpointer=checkpointer)
   client = server.localhost_client()
   restored = table_sizes(client) if found else {}
   dropped = {}
@@ -86,7 +86,7 @@ def serve(tables: Sequence[reverb.Table], port: Optional[int], run_dir: str,
     if restored.get(name):
       client.reset(name)   # also resets its rate limiter (a replay's sample/insert ratio)
       dropped[name] = restored[name]
-  append_record(run_dir, {
+  append_record(records, {
       'event': 'start', 'pid': os.getpid(), 'checkpoint': found and os.path.basename(found),
       'restored': restored, 'dropped': dropped, 'seconds': round(time.time() - start, 3)})
   if found:
@@ -106,10 +106,10 @@ class ReplayNode(lp.ReverbNode):
     self._run_dir = run_dir
     self._dropped = tuple(dropped_on_restore)
 
-  def run(self):
+  def run(self):   # the node's process starts here: the run's records are built from the path
     self._server = serve(launchpad_internals.reverb_node_tables(self),
                          lp_address.get_port_from_address(self.reverb_address.resolve()),
-                         self._run_dir, self._dropped)
+                         run_state.RunRecords(self._run_dir), self._dropped)
     launchpad_internals.wait_for_stop()
 
 
@@ -118,8 +118,8 @@ class Checkpoints:
   delay the coordinator's polling), and `final()` at a graceful stop. Failures (the replay node
   down while it restarts) are recorded and the next period tries again."""
 
-  def __init__(self, client: reverb.Client, run_dir: str, period_s: float):
-    self._client, self._run_dir, self._period_s = client, run_dir, period_s
+  def __init__(self, client: reverb.Client, records: run_state.RunRecords, period_s: float):
+    self._client, self._records, self._period_s = client, records, period_s
     self._lock = threading.Lock()
     self._stop = threading.Event()
     self._thread = threading.Thread(target=self._periodic, daemon=True)
@@ -148,7 +148,7 @@ class Checkpoints:
       except Exception as e:  # pylint: disable=broad-except
         record = {'event': 'checkpoint_failed', 'time': time.time(), 'reason': reason,
                   'error': f'{type(e).__name__}: {e}'[:300]}
-      append_record(self._run_dir, record)
+      append_record(self._records, record)
       return record
 
   def final(self) -> dict:

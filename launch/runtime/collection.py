@@ -345,8 +345,11 @@ def collect_distributed(plan: CollectPlan, progress: bool = True) -> dict:
   does (the child runs in its own session, killed as a whole at the end with launcher's
   helpers, so no node outlives the run); returns the metadata once the dataset is written."""
   from estimators import dataset
-  from launch.runtime import launcher
+  from launch.runtime import launcher, run_state
   log_dir = tempfile.mkdtemp(prefix='collect-')
+  # launcher.watch looks for a recorded node failure in the records it is given: the collection's
+  # live in its log directory (its nodes record none, so the watch alone judges a node's death).
+  records = run_state.RunRecords(log_dir)
   plan_path = os.path.join(log_dir, 'plan.pkl')
   with open(plan_path, 'wb') as f:
     pickle.dump((plan, log_dir), f)
@@ -372,7 +375,7 @@ def collect_distributed(plan: CollectPlan, progress: bool = True) -> dict:
                              start_new_session=True, cwd=os.getcwd(),
                              env=dict(os.environ, PYTHONUNBUFFERED='1'))
     try:
-      failure = launcher.watch(child, log_dir, report if progress else None,
+      failure = launcher.watch(child, records, report if progress else None,
                                progress_every_s=PROGRESS_EVERY_S)
     finally:   # on SIGINT/SIGTERM too (a KeyboardInterrupt): no node outlives the run
       processes.kill_session(child)

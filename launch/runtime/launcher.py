@@ -25,8 +25,10 @@ from launch.runtime import disk, loopback, processes, run_state
 NODE_DEATH_GRACE_S = 30.0   # a node died but the others did not follow: the run failed
 
 
-def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> float:
-  """Starts the child launcher and waits for it; returns wall time. Raises processes.RunFailed.
+def launch_and_supervise(cfg, records: run_state.RunRecords, log_path: Optional[str] = None,
+                         progress=None) -> float:
+  """Starts the child launcher of the run whose records are `records` (in cfg.run_dir) and
+  waits for it; returns wall time. Raises processes.RunFailed.
 
   Ctrl-C (and SIGTERM/SIGHUP, which the CLI turns into KeyboardInterrupt) asks the coordinator to
   end the run (final checkpoints, then lp.stop()); a second Ctrl-C stops the nodes at once.
@@ -45,7 +47,7 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   # The program's temporary files (TensorFlow's generated code, the supervisors' node pickles)
   # stay in the run directory: a launch killed without warning leaves them there, and the next
   # launch of the run (the lock says there is no other) clears them.
-  tmp = os.path.join(cfg.run_dir, run_state.RUN_TMP)
+  tmp = records.path(run_state.RUN_TMP)
   shutil.rmtree(tmp, ignore_errors=True)
   os.makedirs(tmp)
   env['TMPDIR'] = tmp
@@ -57,17 +59,17 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
                            start_new_session=True, cwd=os.getcwd(), env=env,
                            # SIGTERM: the child then stops the program as on Ctrl-C of Launchpad.
                            preexec_fn=functools.partial(processes.die_with_parent, signal.SIGTERM))
-  with open(os.path.join(cfg.run_dir, run_state.LAUNCHER_SESSION), 'w') as f:
+  with open(records.path(run_state.LAUNCHER_SESSION), 'w') as f:
     f.write(str(child.pid))   # the session id of every node process of this run
   failure, interrupted = None, False
   try:
     try:
-      failure = watch(child, cfg.run_dir, progress)
+      failure = watch(child, records, progress)
     except KeyboardInterrupt:
       interrupted = True
       print('stopping: the learners save their final checkpoints (Ctrl-C again to stop at once)',
             flush=True)
-      run_state.request_stop(cfg.run_dir)
+      records.request_stop()
       try:
         child.wait(timeout=processes.GRACEFUL_STOP_S)
       except subprocess.TimeoutExpired:
@@ -77,7 +79,7 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   finally:
     processes.kill_session(child)
     log.close()
-  failure = failure or _recorded_failure(cfg.run_dir)
+  failure = failure or records.failure_reason()
   if not failure and not interrupted and child.returncode:
     # The launcher itself died (building the program, before or while starting its nodes): not a
     # stop, and its traceback is in launchpad.log.
@@ -87,11 +89,6 @@ def launch_and_supervise(cfg, log_path: Optional[str] = None, progress=None) -> 
   if failure:
     raise processes.RunFailed(failure)
   return time.time() - start
-
-
-def _recorded_failure(run_dir: str) -> Optional[str]:
-  f = run_state.read_json(os.path.join(run_dir, run_state.FAILURE))
-  return None if f is None else f.get('reason')
 
 
 def node_names(run_dir: str):
@@ -106,7 +103,7 @@ def node_names(run_dir: str):
   return names
 
 
-def watch(child: subprocess.Popen, run_dir: str, progress=None,
+def watch(child: subprocess.Popen, records: run_state.RunRecords, progress=None,
           progress_every_s: float = 10.0) -> Optional[str]:
   """Waits for the child launcher. If a node process dies (every node's own process is restarted
   by its supervisor, so this is a supervisor that gave up or was killed itself) and the rest have
@@ -123,10 +120,10 @@ def watch(child: subprocess.Popen, run_dir: str, progress=None,
     gone = [pid for pid in seen if pid not in workers]
     if gone and died_at is None:
       died_at, dead = time.time(), gone
-      names = node_names(run_dir)
+      names = node_names(records.run_dir)
       dead = [names.get(pid) or processes.node_label(seen[pid]) or f'pid {pid}' for pid in gone]
     if died_at is not None and workers and time.time() - died_at > NODE_DEATH_GRACE_S:
-      recorded = _recorded_failure(run_dir)
+      recorded = records.failure_reason()
       processes.signal_group(child.pid, signal.SIGTERM)
       child.wait(timeout=30)
       return recorded or (f'node {", ".join(dead)} exited and the run was stopped; its output is '

@@ -2,11 +2,11 @@
 to do, the run record before it (config.json, a fresh segment, the last launch's end files
 removed), progress lines while it runs, and the record and summary after it, whatever ended it.
 Shared by the local launch (`launch.train`), the cluster launch (`launch.cluster`, whose
-coordinator wrapper closes the record) and the DQN baseline's resume. It calls down into
-run_state and summary; neither calls back."""
+coordinator wrapper closes the record) and the DQN baseline's resume, each of which hands it the
+run's records (run_state.RunRecords, built once at its start). It calls down into run_state and
+summary; neither calls back."""
 import dataclasses
 import json
-import os
 from typing import Any, Callable, Dict, Iterable, Optional
 
 from envs import presets
@@ -23,40 +23,40 @@ def jsonable(obj):
   return obj
 
 
-def write_config(cfg) -> None:
-  run_state.write_json(os.path.join(cfg.run_dir, run_state.CONFIG), jsonable(cfg))
+def write_config(records: run_state.RunRecords, cfg) -> None:
+  records.write(run_state.CONFIG, jsonable(cfg))
 
 
-def saved_flags(run_dir: str) -> Dict[str, Any]:
+def saved_flags(records: run_state.RunRecords) -> Dict[str, Any]:
   """--resume: the flags of the run's first launch; ValueError when there is nothing to resume."""
-  saved = run_state.read_json(os.path.join(run_dir, run_state.FLAGS_FILE))
-  if not run_state.holds_run(run_dir) or saved is None:
-    raise ValueError(f'nothing to resume in {run_dir}: it holds no run (no config.json/flags.json)')
+  saved = records.read(run_state.FLAGS_FILE)
+  if not run_state.holds_run(records.run_dir) or saved is None:
+    raise ValueError(f'nothing to resume in {records.run_dir}: it holds no run '
+                     '(no config.json/flags.json)')
   return saved
 
 
-def apply_saved_flags(flag_values, run_dir: str, keep: Iterable[str] = ('resume',)) -> None:
+def apply_saved_flags(flag_values, records: run_state.RunRecords,
+                      keep: Iterable[str] = ('resume',)) -> None:
   """--resume: the saved run's flags become the defaults of `flag_values` (the entry module's
   FlagValues); flags given on this command line, and those in `keep`, win. A saved flag this
   version does not define, set to a value, is ValueError (one line): the run was saved by an
   earlier version."""
-  saved = saved_flags(run_dir)
+  saved = saved_flags(records)
   unknown = [f'--{n}={v}' for n, v in saved.items() if n not in flag_values and v is not None]
   if unknown:
     raise ValueError(run_config.earlier_format(
-        f'{os.path.join(run_dir, run_state.FLAGS_FILE)} sets {", ".join(unknown)}, which this '
+        f'{records.path(run_state.FLAGS_FILE)} sets {", ".join(unknown)}, which this '
         'version does not define'))
   for name, value in saved.items():
     if name in flag_values and not flag_values[name].present and name not in keep:
       flag_values[name].value = value
 
 
-def check_resume(cfg, saved=None, allowed: str = None) -> None:
+def check_resume(cfg, saved, allowed: str = None) -> None:
   """Refuses a resume whose configuration changes what is learned (ValueError, one line).
-  `saved`: the run's configuration as its loader reads it (launch.runtime.run_config: a field
-  config.json lacks at its default); None: config.json as written."""
-  if saved is None:
-    saved = run_state.read_json(os.path.join(cfg.run_dir, run_state.CONFIG))
+  `saved`: the run's configuration, as its loader reads it (launch.runtime.run_config: a field
+  config.json lacks at its default) or as config.json holds it."""
   diff = run_state.config_differences(jsonable(saved), jsonable(cfg))
   if diff:
     allowed = allowed or ', '.join(run_state.RESUMABLE_CHANGES[:-1])
@@ -64,40 +64,40 @@ def check_resume(cfg, saved=None, allowed: str = None) -> None:
                      f'(only {allowed} may change)')
 
 
-def prepare_launch(cfg, resume: bool) -> None:
+def prepare_launch(cfg, records: run_state.RunRecords, resume: bool) -> None:
   """The run directory before a launch: writable, holding the run's config.json (written by its
   first launch), and without the previous launch's end files. The launch's segment is begun by
   whoever starts the program (the local launch here, a cluster's coordinator wrapper)."""
-  run_state.check_writable(cfg.run_dir)
+  run_state.check_writable(records.run_dir)
   if not resume:
-    write_config(cfg)
-  run_state.clear_launch_end(cfg.run_dir)
+    write_config(records, cfg)
+  records.clear_launch_end()
 
 
-def record_end(run_dir: str, status: str = None) -> dict:
+def record_end(records: run_state.RunRecords, status: str = None) -> dict:
   """Closes the run's current segment and writes summary.json (status: the given one, else as
-  run_state.end_status reads it from the run directory); returns the summary."""
-  status = run_state.end_segment(run_dir, status)
-  return summary_lib.write_summary(run_dir, status)
+  RunRecords.end_status reads it from the run directory); returns the summary."""
+  status = records.end_segment(status)
+  return summary_lib.write_summary(records, status)
 
 
-def rebuild_lost_summary(run_dir: str) -> None:
+def rebuild_lost_summary(records: run_state.RunRecords) -> None:
   """A run the coordinator recorded as completed but whose launcher died before writing
   summary.json (an experiment marks a run done only from its summary) gets it back; any other
   run is left untouched."""
-  if run_state.end_status(run_dir) == run_state.COMPLETED and not summary_lib.exists(run_dir):
-    summary_lib.write_summary(run_dir, run_state.COMPLETED)
+  if records.end_status() == run_state.COMPLETED and not records.exists(run_state.SUMMARY):
+    summary_lib.write_summary(records, run_state.COMPLETED)
 
 
 GOAL_EPISODES = 100   # a length goal is judged on the mean of the last this many episodes
 
 
-def goal_reached(run_dir: str, goal_mean_length: float) -> Optional[str]:
+def goal_reached(records: run_state.RunRecords, goal_mean_length: float) -> Optional[str]:
   """Why the run has made its point (the mean length of its last GOAL_EPISODES episodes
   reached `goal_mean_length`), else None; a goal of 0 is never reached."""
   if not goal_mean_length:
     return None
-  s = summary_lib.summarize(run_dir, last_n=GOAL_EPISODES)
+  s = summary_lib.summarize(records, last_n=GOAL_EPISODES)
   mean = s.get('mean_episode_length_last')
   if s['episodes'] >= GOAL_EPISODES and mean is not None and mean >= goal_mean_length:
     return (f'goal reached: mean episode length {mean:.1f} >= {goal_mean_length:g} over the last '
@@ -111,11 +111,12 @@ class ProgressReporter:
   with a goal, asks the program to end (as Ctrl-C does, with final checkpoints; the reason
   becomes the run's status) once it is reached. `close()` writes the launch's last figures."""
 
-  def __init__(self, cfg, goal_mean_length: float = 0.0, show_progress: bool = True):
-    self._cfg, self._goal, self._show = cfg, goal_mean_length, show_progress
-    self._monitor = progress_lib.Progress(cfg.run_dir, cfg.max_steps,
+  def __init__(self, cfg, records: run_state.RunRecords, goal_mean_length: float = 0.0,
+               show_progress: bool = True):
+    self._records, self._goal, self._show = records, goal_mean_length, show_progress
+    self._monitor = progress_lib.Progress(records, cfg.max_steps,
                                           presets.watched(cfg.env, cfg.reversibility.mode))
-    self._board = progress_lib.TensorBoard(cfg.run_dir)
+    self._board = progress_lib.TensorBoard(records.run_dir)
     self._asked = False
 
   def _record(self) -> dict:
@@ -128,24 +129,25 @@ class ProgressReporter:
     line = self._monitor.line(self._record())
     if line and self._show:
       print(line, flush=True)
-    reason = None if self._asked else goal_reached(self._cfg.run_dir, self._goal)
+    reason = None if self._asked else goal_reached(self._records, self._goal)
     if reason:
       self._asked = True
       print(f'{reason}: ending the run (final checkpoints); --goal_mean_length 0 trains on to '
             f'--max_steps', flush=True)
-      run_state.request_stop(self._cfg.run_dir, reason)
+      self._records.request_stop(reason)
 
   def close(self) -> None:
     self._record()
     self._board.close()
 
 
-def supervise_and_record(cfg, supervise: Callable[[Callable[[], None]], Any],
+def supervise_and_record(cfg, records: run_state.RunRecords,
+                         supervise: Callable[[Callable[[], None]], Any],
                          goal_mean_length: float = 0.0, show_progress: bool = True) -> dict:
   """Runs `supervise(progress)` (a local or a cluster launch, to the run's end) and always
   closes the run's segment and summary, whatever ended it; returns the summary."""
   status = None
-  reporter = ProgressReporter(cfg, goal_mean_length, show_progress)
+  reporter = ProgressReporter(cfg, records, goal_mean_length, show_progress)
   try:
     supervise(reporter)
   except RunFailed as e:
@@ -153,30 +155,30 @@ def supervise_and_record(cfg, supervise: Callable[[Callable[[], None]], Any],
     raise
   finally:
     reporter.close()
-    summary = record_end(cfg.run_dir, status)
+    summary = record_end(records, status)
     print(summary_lib.format_summary(summary))
   return summary
 
 
-def run_local(cfg, resume: bool = False, goal_mean_length: float = 0.0,
-              show_progress: bool = True) -> dict:
+def run_local(cfg, records: run_state.RunRecords, resume: bool = False,
+              goal_mean_length: float = 0.0, show_progress: bool = True) -> dict:
   """Launches the program on this machine (or continues it: `resume`), waits for it to end
   (at cfg.max_steps, or earlier at a goal, see goal_reached), returns the summary. Raises
   RunFailed."""
   from launch.runtime import launcher  # pylint: disable=g-import-not-at-top
-  prepare_launch(cfg, resume)
-  start_steps = run_state.saved_actor_steps(cfg.run_dir)
-  run_state.begin_segment(cfg.run_dir, start_steps)
+  prepare_launch(cfg, records, resume)
+  start_steps = records.saved_actor_steps()
+  records.begin_segment(start_steps)
   verb = 'resuming' if resume else 'run directory'
   print(f'{verb}: {cfg.run_dir} (node output: launchpad.log, node_logs/)'
         + (f' from {start_steps:,.0f} actor steps' if resume else ''), flush=True)
-  return supervise_and_record(cfg, lambda progress: launcher.launch_and_supervise(
-      cfg, progress=progress), goal_mean_length, show_progress)
+  return supervise_and_record(cfg, records, lambda progress: launcher.launch_and_supervise(
+      cfg, records, progress=progress), goal_mean_length, show_progress)
 
 
-def already_done(cfg) -> Optional[str]:
+def already_done(cfg, records: run_state.RunRecords) -> Optional[str]:
   """On --resume: why there is nothing to do (the run reached cfg.max_steps), else None."""
-  done = run_state.saved_actor_steps(cfg.run_dir)
+  done = records.saved_actor_steps()
   if done >= cfg.max_steps:
     return (f'nothing to do: {cfg.run_dir} already reached {done:,.0f}/{cfg.max_steps:,} actor '
             'steps (pass a larger --max_steps to go on)')

@@ -7,7 +7,7 @@ printed again only when that changes. The same figures go to TensorBoard
 
 The actor logs are read as they grow (only the rows added since the last line), so a line costs
 the same at 50M env steps as at the start; the counts come from the coordinator's counts.json.
-Reads the run directory through launch.runtime.run_state."""
+Reads the run's records through its launch.runtime.run_state.RunRecords."""
 import collections
 import csv
 import io
@@ -83,23 +83,25 @@ def duration(seconds: float) -> str:
 
 
 class Progress:
-  """The progress lines of one launch of the run in `run_dir`. `measures`: (actor log column,
-  label) pairs; `line()` returns the next line, or None when there is nothing new to say."""
+  """The progress lines of one launch of the run whose records are `records`. `measures`: (actor
+  log column, label) pairs; `line()` returns the next line, or None when there is nothing new to
+  say."""
 
-  def __init__(self, run_dir: str, max_steps: int, measures: Sequence[Tuple[str, str]],
+  def __init__(self, records: run_state.RunRecords, max_steps: int,
+               measures: Sequence[Tuple[str, str]],
                last_n: int = LAST_EPISODES, recent_s: float = RECENT_S,
                clock: Callable[[], float] = time.time):
-    self._run_dir, self._max_steps, self._measures = run_dir, max_steps, tuple(measures)
+    self._records, self._max_steps, self._measures = records, max_steps, tuple(measures)
     self._last_n, self._recent_s, self._clock = last_n, recent_s, clock
     self._start = clock()   # the launch's start: its nodes start after this
-    self._start_steps = run_state.saved_actor_steps(run_dir)
+    self._start_steps = records.saved_actor_steps()
     self._tails: Dict[str, LogTail] = {}
     self._episodes: Deque[Dict[str, float]] = collections.deque(maxlen=last_n)
     self._samples: Deque[Tuple[float, float]] = collections.deque()
     self._said = ''
 
   def _new_episodes(self) -> None:
-    logs = os.path.join(self._run_dir, 'logs')
+    logs = self._records.path('logs')
     try:
       actors = sorted(d for d in os.listdir(logs) if d.startswith('actor_'))
     except OSError:
@@ -125,7 +127,7 @@ class Progress:
     env_steps_per_second (over the last recent_s; the launch's at the first call),
     env_steps_per_second_launch, seconds_left (at the recent speed; NaN while it is 0), episodes (read so far, at most last_n) and every measure's mean."""
     now = self._clock()
-    counts = run_state.load_counts(self._run_dir)
+    counts = self._records.load_counts()
     steps = float(counts.get('actor_steps', 0))
     self._new_episodes()
     self._samples.append((now, steps))
@@ -171,18 +173,18 @@ class Progress:
   def waiting_for(self) -> str:
     """What the launch waits for before its first env step, from the nodes' own records: which
     nodes have started, whether the replay has restored its tables, and the first episodes."""
-    starts = [e for e in run_state.read_records(self._run_dir, run_state.SUPERVISOR_LOG)
+    starts = [e for e in self._records.read_records(run_state.SUPERVISOR_LOG)
               if e.get('event') == 'start' and e.get('time', 0) >= self._start]
     up = sorted({e.get('node', '?') for e in starts})
     if not up:
       return 'the nodes to start'
     parts = [f'nodes up: {", ".join(up)}']
     if 'replay' in up:
-      restores = [e for e in run_state.read_records(self._run_dir, run_state.REPLAY_LOG)
+      restores = [e for e in self._records.read_records(run_state.REPLAY_LOG)
                   if e.get('event') == 'start' and e.get('time', 0) >= self._start]
       if not restores:
         # Restoring only where an earlier launch left checkpoints; else it is still starting.
-        saved = os.path.isdir(os.path.join(self._run_dir, run_state.REPLAY_CHECKPOINTS))
+        saved = os.path.isdir(self._records.path(run_state.REPLAY_CHECKPOINTS))
         parts.append('the replay restoring its tables' if saved else 'the replay starting')
     if any(node.startswith('actor') for node in up):
       parts.append('the actors compiling their policy and playing their first episodes')

@@ -103,7 +103,7 @@ def restore(run_dir: str, export_dir: Optional[str] = None) -> Optional[str]:
         _copy(os.path.join(dirpath, name), os.path.join(target, name))
   # The config last: a copy cut short is not mistaken for a run, and is redone at the next call.
   _copy(os.path.join(export_dir, run_state.CONFIG), os.path.join(run_dir, run_state.CONFIG))
-  counts = run_state.read_json(os.path.join(export_dir, run_state.COUNTS), {}) or {}
+  env_steps = run_state.RunRecords(export_dir).saved_actor_steps()   # an export keeps them too
   return (f'restored {run_dir} from its export {export_dir}: learner checkpoint at step {steps}, '
-          f'{counts.get("actor_steps", 0):,} env steps')
+          f'{env_steps:,} env steps')
 

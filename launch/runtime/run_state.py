@@ -13,7 +13,12 @@ of it ended, and a stop request. Every file is JSON, written to a temporary file
   summary.json       the run's summary at the end of its last launch (launch.runtime.summary)
 
 Event logs (supervisor.jsonl, replay.jsonl) are the exception: one timestamped JSON line appended
-per event (`append_record` / `read_records`), a line cut by a kill skipped on reading.
+per event (`RunRecords.append_record` / `read_records`), a line cut by a kill skipped on reading.
+
+A process that works on a run builds one `RunRecords` from its directory where it starts (the
+CLI's launch, a node, the cluster's node wrapper) and passes it down; the functions here that take
+a path are for a directory not known to hold a run yet (holds_run, check_writable,
+check_run_dir_use) or for a JSON file anywhere (read_json, write_json).
 
 The launch's life (launch.runtime.lifecycle) and the summary (launch.runtime.summary) call down
 into this module; it imports neither, nor anything else of launch/.
@@ -51,30 +56,11 @@ RESUMABLE_CHANGES = ('max_steps', 'num_actors', 'envs_per_actor', 'launch_type',
 
 COMPLETED = 'completed'
 STOPPED = 'stopped by user'
-
-
-def append_record(run_dir: str, log_name: str, record: Dict[str, Any]) -> None:
-  with open(os.path.join(run_dir, log_name), 'a') as f:
-    f.write(json.dumps({'time': time.time(), **record}) + '\n')
-    f.flush()
-
-
-def read_records(run_dir: str, log_name: str) -> List[Dict[str, Any]]:
-  try:
-    with open(os.path.join(run_dir, log_name)) as f:
-      lines = f.read().splitlines()
-  except FileNotFoundError:
-    return []
-  records = []
-  for line in lines:
-    try:
-      records.append(json.loads(line))
-    except ValueError:
-      pass  # a line cut by a kill
-  return records
+UNRECORDED_END = 'ended unrecorded'   # its launcher was killed before it could close the segment
 
 
 def read_json(path: str, default=None):
+  """A JSON file anywhere (`default` when there is none)."""
   try:
     with open(path) as f:
       return json.load(f)
@@ -82,6 +68,8 @@ def read_json(path: str, default=None):
     return default
 
 
+# Asked of a directory before it is known to hold a run (a --run_dir flag, an export, an
+# experiment's step): a path, not a RunRecords.
 def holds_run(run_dir: str) -> bool:
   return os.path.exists(os.path.join(run_dir, CONFIG))
 
@@ -96,15 +84,16 @@ def check_run_dir_use(run_dir: Optional[str], resume: bool) -> None:
                      'choose another --run_dir')
 
 
-def check_writable(run_dir: str) -> None:
-  """Raises ValueError (one line) when RUN_DIR cannot be created or written."""
+def check_writable(directory: str) -> None:
+  """Raises ValueError (one line) when `directory` (a run's, before anything is written to it;
+  an experiment's output) cannot be created or written."""
   try:
-    os.makedirs(run_dir, exist_ok=True)
-    fd, probe = tempfile.mkstemp(dir=run_dir, prefix='.write-test-')
+    os.makedirs(directory, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=directory, prefix='.write-test-')
     os.close(fd)
     os.remove(probe)
   except OSError as e:
-    raise ValueError(f'run directory {run_dir} is not writable: {e.strerror or e}') from None
+    raise ValueError(f'run directory {directory} is not writable: {e.strerror or e}') from None
 
 
 def config_differences(saved: Dict[str, Any], new: Dict[str, Any], prefix: str = '') -> List[str]:
@@ -126,92 +115,6 @@ def _normal(v):
   return [_normal(x) for x in v] if isinstance(v, (list, tuple)) else v
 
 
-def load_counts(run_dir: str) -> Dict[str, float]:
-  return read_json(os.path.join(run_dir, COUNTS), {}) or {}
-
-
-def save_counts(run_dir: str, counts: Dict[str, float]) -> None:
-  write_json(os.path.join(run_dir, COUNTS), counts)
-
-
-def saved_actor_steps(run_dir: str) -> float:
-  """The run's actor steps as the coordinator last saved them."""
-  return load_counts(run_dir).get('actor_steps', 0)
-
-
-def request_stop(run_dir: str, reason: str = STOPPED) -> None:
-  write_json(os.path.join(run_dir, STOP_REQUEST), {'reason': reason, 'time': time.time()})
-
-
-def stop_requested(run_dir: str) -> Optional[str]:
-  req = read_json(os.path.join(run_dir, STOP_REQUEST))
-  return None if req is None else req.get('reason', STOPPED)
-
-
-def clear_stop_request(run_dir: str) -> None:
-  try:
-    os.remove(os.path.join(run_dir, STOP_REQUEST))
-  except FileNotFoundError:
-    pass
-
-
-def clear_launch_end(run_dir: str) -> None:
-  """Before a launch: the previous launch's stop request, final state and failure go (the new
-  launch's end is its own to record)."""
-  clear_stop_request(run_dir)
-  for stale in (FINAL_STATE, FAILURE):
-    try:
-      os.remove(os.path.join(run_dir, stale))
-    except FileNotFoundError:
-      pass
-
-
-def end_status(run_dir: str, status: Optional[str] = None) -> str:
-  """How the current launch ended: `status` when given, else the coordinator's final state,
-  else a recorded node failure, else stopped."""
-  final = read_json(os.path.join(run_dir, FINAL_STATE), {}) or {}
-  failure = read_json(os.path.join(run_dir, FAILURE), {}) or {}
-  return (status or final.get('status')
-          or (f"failed: {failure['reason']}" if failure.get('reason') else None) or STOPPED)
-
-
-def segments(run_dir: str) -> List[Dict[str, Any]]:
-  return read_json(os.path.join(run_dir, RUN_STATE), {}).get('segments', [])
-
-
-UNRECORDED_END = 'ended unrecorded'   # its launcher was killed before it could close the segment
-
-
-def begin_segment(run_dir: str, resumed_from_steps: float) -> None:
-  """Opens a launch's segment. A previous launch killed before it could close its own (SIGKILL,
-  the machine's session ending) is closed first, at the last time the coordinator saved the
-  counts: otherwise that launch would count as running ever after."""
-  segs = segments(run_dir)
-  if segs and segs[-1].get('end') is None:
-    try:
-      last_saved = os.path.getmtime(os.path.join(run_dir, COUNTS))
-    except OSError:
-      last_saved = segs[-1]['start']
-    segs[-1].update(end=min(max(last_saved, segs[-1]['start']), time.time()),
-                    status=UNRECORDED_END, actor_steps=saved_actor_steps(run_dir))
-  segs.append({'start': time.time(), 'end': None, 'status': 'running',
-               'resumed_from_steps': resumed_from_steps})
-  write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
-
-
-def end_segment(run_dir: str, status: Optional[str] = None,
-                actor_steps: Optional[float] = None) -> str:
-  """Closes the current launch's segment at `status` (else as end_status reads it) and
-  `actor_steps` (else the saved counts'); returns the status."""
-  status = end_status(run_dir, status)
-  segs = segments(run_dir)
-  if segs:
-    segs[-1].update(end=time.time(), status=status, actor_steps=(
-        saved_actor_steps(run_dir) if actor_steps is None else actor_steps))
-    write_json(os.path.join(run_dir, RUN_STATE), {'segments': segs})
-  return status
-
-
 def segment_spans(segs: Sequence[Dict[str, Any]], seen: Iterable[float]) -> List[Tuple[float, float]]:
   """(start, end) of each launch. A segment without an end (still running, or from before
   begin_segment closed killed launches) ends at the last of the times in `seen` (unix times at
@@ -229,7 +132,126 @@ def segment_spans(segs: Sequence[Dict[str, Any]], seen: Iterable[float]) -> List
   return spans
 
 
-def total_wall_time(run_dir: str, seen: Iterable[float] = ()) -> float:
-  """Seconds the run's launches lasted (the gaps between launches left out); `seen` as in
-  segment_spans."""
-  return sum(end - start for start, end in segment_spans(segments(run_dir), seen))
+class RunRecords:
+  """The records of the run in `run_dir` (the files above), read and written by their names.
+
+  Built once where a process starts on the run and passed down. A Launchpad node is given the
+  run directory's path instead (its arguments cross into its process pickled) and builds its
+  own where it starts (launch.program.layout)."""
+
+  def __init__(self, run_dir: str):
+    self.run_dir = run_dir
+
+  def __repr__(self) -> str:
+    return f'RunRecords({self.run_dir!r})'
+
+  def path(self, name: str) -> str:
+    """Where the run keeps `name` (a file or directory above, or another of its own)."""
+    return os.path.join(self.run_dir, name)
+
+  def exists(self, name: str) -> bool:
+    return os.path.exists(self.path(name))
+
+  def read(self, name: str, default=None):
+    """The run's JSON file `name` (`default` when there is none)."""
+    return read_json(self.path(name), default)
+
+  def write(self, name: str, obj: Any) -> None:
+    write_json(self.path(name), obj)
+
+  def remove(self, name: str) -> None:
+    try:
+      os.remove(self.path(name))
+    except FileNotFoundError:
+      pass
+
+  def append_record(self, log_name: str, record: Dict[str, Any]) -> None:
+    with open(self.path(log_name), 'a') as f:
+      f.write(json.dumps({'time': time.time(), **record}) + '\n')
+      f.flush()
+
+  def read_records(self, log_name: str) -> List[Dict[str, Any]]:
+    try:
+      with open(self.path(log_name)) as f:
+        lines = f.read().splitlines()
+    except FileNotFoundError:
+      return []
+    records = []
+    for line in lines:
+      try:
+        records.append(json.loads(line))
+      except ValueError:
+        pass  # a line cut by a kill
+    return records
+
+  def load_counts(self) -> Dict[str, float]:
+    return self.read(COUNTS, {}) or {}
+
+  def save_counts(self, counts: Dict[str, float]) -> None:
+    self.write(COUNTS, counts)
+
+  def saved_actor_steps(self) -> float:
+    """The run's actor steps as the coordinator last saved them."""
+    return self.load_counts().get('actor_steps', 0)
+
+  def request_stop(self, reason: str = STOPPED) -> None:
+    self.write(STOP_REQUEST, {'reason': reason, 'time': time.time()})
+
+  def stop_requested(self) -> Optional[str]:
+    req = self.read(STOP_REQUEST)
+    return None if req is None else req.get('reason', STOPPED)
+
+  def clear_stop_request(self) -> None:
+    self.remove(STOP_REQUEST)
+
+  def clear_launch_end(self) -> None:
+    """Before a launch: the previous launch's stop request, final state and failure go (the new
+    launch's end is its own to record)."""
+    for stale in (STOP_REQUEST, FINAL_STATE, FAILURE):
+      self.remove(stale)
+
+  def failure_reason(self) -> Optional[str]:
+    """Why a node failure stopped the run (failure.json), None when none did."""
+    return (self.read(FAILURE, {}) or {}).get('reason')
+
+  def end_status(self, status: Optional[str] = None) -> str:
+    """How the current launch ended: `status` when given, else the coordinator's final state,
+    else a recorded node failure, else stopped."""
+    final = self.read(FINAL_STATE, {}) or {}
+    failure = self.failure_reason()
+    return status or final.get('status') or (f'failed: {failure}' if failure else None) or STOPPED
+
+  def segments(self) -> List[Dict[str, Any]]:
+    return self.read(RUN_STATE, {}).get('segments', [])
+
+  def begin_segment(self, resumed_from_steps: float) -> None:
+    """Opens a launch's segment. A previous launch killed before it could close its own (SIGKILL,
+    the machine's session ending) is closed first, at the last time the coordinator saved the
+    counts: otherwise that launch would count as running ever after."""
+    segs = self.segments()
+    if segs and segs[-1].get('end') is None:
+      try:
+        last_saved = os.path.getmtime(self.path(COUNTS))
+      except OSError:
+        last_saved = segs[-1]['start']
+      segs[-1].update(end=min(max(last_saved, segs[-1]['start']), time.time()),
+                      status=UNRECORDED_END, actor_steps=self.saved_actor_steps())
+    segs.append({'start': time.time(), 'end': None, 'status': 'running',
+                 'resumed_from_steps': resumed_from_steps})
+    self.write(RUN_STATE, {'segments': segs})
+
+  def end_segment(self, status: Optional[str] = None, actor_steps: Optional[float] = None) -> str:
+    """Closes the current launch's segment at `status` (else as end_status reads it) and
+    `actor_steps` (else the saved counts'); returns the status."""
+    status = self.end_status(status)
+    segs = self.segments()
+    if segs:
+      segs[-1].update(end=time.time(), status=status, actor_steps=(
+          self.saved_actor_steps() if actor_steps is None else actor_steps))
+      self.write(RUN_STATE, {'segments': segs})
+    return status
+
+  def total_wall_time(self, seen: Iterable[float] = ()) -> float:
+    """Seconds the run's launches lasted (the gaps between launches left out); `seen` as in
+    segment_spans."""
+    return sum(end - start for start, end in segment_spans(self.segments(), seen))

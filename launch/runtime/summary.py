@@ -1,5 +1,7 @@
 """What a run has done, read back from its per-node CSV logs and run records: the one-screen
-summary at its end (RUN_DIR/summary.json), and the log readers the progress line shares."""
+summary at its end (RUN_DIR/summary.json), and the log readers the progress line shares. The log
+readers take the directory (a run's or an export's); what also reads the run's records takes
+its run_state.RunRecords."""
 import csv
 import glob
 import os
@@ -57,19 +59,21 @@ def actor_episodes(run_dir: str, per_actor: Optional[Dict[str, List[Dict[str, fl
   return sorted(rows, key=lambda r: r.get('actor_steps', 0))
 
 
-def wall_time(run_dir: str, episodes: Optional[List[Dict[str, float]]] = None) -> float:
+def wall_time(records: run_state.RunRecords,
+              episodes: Optional[List[Dict[str, float]]] = None) -> float:
   """Seconds the run's launches lasted; a launch left open ends at its last logged episode
   (`episodes`: the run's actor_episodes, when already read)."""
-  episodes = actor_episodes(run_dir) if episodes is None else episodes
-  return run_state.total_wall_time(run_dir, [e['unix_time'] for e in episodes if 'unix_time' in e])
+  episodes = actor_episodes(records.run_dir) if episodes is None else episodes
+  return records.total_wall_time([e['unix_time'] for e in episodes if 'unix_time' in e])
 
 
-def summarize(run_dir: str, with_wall_time: bool = False, last_n: int = LAST_EPISODES,
-              measures: Sequence[str] = ()) -> Dict[str, float]:
+def summarize(records: run_state.RunRecords, with_wall_time: bool = False,
+              last_n: int = LAST_EPISODES, measures: Sequence[str] = ()) -> Dict[str, float]:
   """The run's figures from its logs: episodes, actor steps, the means over the last `last_n`
   episodes of the length, the return, the RAE/RAC statistics and `measures` (actor log columns,
   `mean_<column>_last`), learner and precedence steps; `with_wall_time`: the launches' wall time
   and env steps per second over it, of the whole run and per actor process."""
+  run_dir = records.run_dir
   per_actor = {actor: actor_rows(run_dir, actor) for actor in actor_names(run_dir)}
   episodes = actor_episodes(run_dir, per_actor)
   learner = read_log(run_dir, 'learner')
@@ -90,12 +94,12 @@ def summarize(run_dir: str, with_wall_time: bool = False, last_n: int = LAST_EPI
     out['precedence_steps'] = max(r.get('precedence_steps', 0) for r in precedence)
     out['psi_accuracy_last'] = precedence[-1].get('psi_accuracy', float('nan'))
   if with_wall_time:
-    out['wall_time_s'] = wall_time(run_dir, episodes)
-    out.update(speed(run_dir, per_actor, out['wall_time_s']))
+    out['wall_time_s'] = wall_time(records, episodes)
+    out.update(speed(records, per_actor, out['wall_time_s']))
   return out
 
 
-def speed(run_dir: str, per_actor: Dict[str, List[Dict[str, float]]],
+def speed(records: run_state.RunRecords, per_actor: Dict[str, List[Dict[str, float]]],
           wall_time_s: float) -> Dict[str, float]:
   """Env steps per second over the run's wall time: of the whole run (the counter's env steps
   as the coordinator last saved them, else the logs' newest count), and per actor process (the
@@ -104,7 +108,7 @@ def speed(run_dir: str, per_actor: Dict[str, List[Dict[str, float]]],
   rows = [r for actor in per_actor.values() for r in actor]
   if wall_time_s <= 0 or not rows:
     return {}
-  steps = run_state.saved_actor_steps(run_dir) or max(r.get('actor_steps', 0) for r in rows)
+  steps = records.saved_actor_steps() or max(r.get('actor_steps', 0) for r in rows)
   each = [sum(r.get('episode_length', 0) * r[EPISODES_PER_ROW] for r in actor)
           for actor in per_actor.values()]
   return {'env_steps_per_second': steps / wall_time_s, 'actor_processes': len(each),
@@ -122,19 +126,15 @@ def watched_columns(config: Dict) -> List[str]:
   return [column for column, _ in measures]
 
 
-def write_summary(run_dir: str, status: str) -> dict:
+def write_summary(records: run_state.RunRecords, status: str) -> dict:
   """summary.json from the run's logs and records, with the launch's end `status`."""
-  config = run_state.read_json(os.path.join(run_dir, run_state.CONFIG), {}) or {}
-  summary = summarize(run_dir, with_wall_time=True, measures=watched_columns(config))
+  config = records.read(run_state.CONFIG, {}) or {}
+  summary = summarize(records, with_wall_time=True, measures=watched_columns(config))
   summary['status'] = status
-  summary['launches'] = len(run_state.segments(run_dir))
-  summary.update(restarts(run_dir))
-  run_state.write_json(os.path.join(run_dir, run_state.SUMMARY), summary)
+  summary['launches'] = len(records.segments())
+  summary.update(restarts(records))
+  records.write(run_state.SUMMARY, summary)
   return summary
-
-
-def exists(run_dir: str) -> bool:
-  return os.path.exists(os.path.join(run_dir, run_state.SUMMARY))
 
 
 def format_summary(summary: Dict[str, float]) -> str:
@@ -145,14 +145,14 @@ def format_summary(summary: Dict[str, float]) -> str:
   return '\n'.join(lines)
 
 
-def restarts(run_dir: str) -> Dict[str, float]:
+def restarts(records: run_state.RunRecords) -> Dict[str, float]:
   """Node restarts recorded by the supervisors (launch.runtime.supervisor), e.g. {'restarts': 1,
   'restarts_actor_0': 1}; empty when no node failed. A failure, or a hang (the node killed), is a
   restart unless it is the one its node gave up on (that node's next event is its gave_up): a
   node that gave up in one launch still counts the restarts it made before, and in other
   launches."""
   by_node: Dict[str, List[str]] = {}
-  for e in run_state.read_records(run_dir, run_state.SUPERVISOR_LOG):
+  for e in records.read_records(run_state.SUPERVISOR_LOG):
     by_node.setdefault(e.get('node', '?'), []).append(e.get('event'))
   out: Dict[str, float] = {}
   for node, events in by_node.items():

@@ -61,15 +61,15 @@ def write_pid(run_dir: str, name: str) -> None:
     f.write(str(os.getpid()))
 
 
-def append_event(run_dir: str, event: dict) -> None:
+def append_event(records: run_state.RunRecords, event: dict) -> None:
   try:
-    run_state.append_record(run_dir, SUPERVISOR_LOG, event)
+    records.append_record(SUPERVISOR_LOG, event)
   except OSError:
     pass   # a full disk: the event is lost, not the supervision (which then stops the run)
 
 
-def read_events(run_dir: str):
-  return run_state.read_records(run_dir, SUPERVISOR_LOG)
+def read_events(records: run_state.RunRecords):
+  return records.read_records(SUPERVISOR_LOG)
 
 
 # Failures a restart would only repeat: no valid checkpoint to start from, or a learner whose
@@ -82,12 +82,11 @@ def is_fatal(error_line: str) -> bool:
   return any(name in error_line for name in FATAL_ERRORS) or disk.is_disk_full(error_line)
 
 
-def _run_ending(run_dir: str) -> bool:
+def _run_ending(records: run_state.RunRecords) -> bool:
   # The coordinator writes final_state.json just before it stops the program, a supervisor that
   # gives up failure.json: the stop may not have reached this supervisor yet, and a node
   # restarted now would meet the other's cause (a full disk) or be killed at once.
-  return any(os.path.exists(os.path.join(run_dir, name))
-             for name in (run_state.FINAL_STATE, run_state.FAILURE))
+  return any(records.exists(name) for name in (run_state.FINAL_STATE, run_state.FAILURE))
 
 
 def _run_node(node_bytes: bytes, addresses: List[str]):
@@ -166,6 +165,7 @@ class SupervisedNode(python.PyNode):
     return state
 
   def _supervise(self):
+    self._records = run_state.RunRecords(self._run_dir)   # the node's process starts here
     fn_path, log_path = self._write_child_task()
     entry = launchpad_internals.PROCESS_ENTRY
     stopping = threading.Event()
@@ -183,7 +183,7 @@ class SupervisedNode(python.PyNode):
               preexec_fn=functools.partial(die_with_parent, parent=os.getpid()))
         running[:] = [child]
         # A hang's restart counts as a start too: a launch's first start is its only attempt 1.
-        append_event(self._run_dir, {'node': self._name, 'event': 'start', 'pid': child.pid,
+        append_event(self._records, {'node': self._name, 'event': 'start', 'pid': child.pid,
                                      'attempt': len(failures) + len(hangs_seen) + 1})
         code, hung = self._wait(child, stopping)
         if hung:
@@ -193,7 +193,7 @@ class SupervisedNode(python.PyNode):
           continue
         # The program stopping kills nodes too (the signal may reach the child before this
         # process hears of the stop): an exit then is no failure.
-        if code == 0 or stopping.wait(STOP_GRACE_S) or _run_ending(self._run_dir):
+        if code == 0 or stopping.wait(STOP_GRACE_S) or _run_ending(self._records):
           return
         failures.append(time.time())
         if self._gave_up_on_failure(code, failures, log_path, since):
@@ -238,7 +238,7 @@ class SupervisedNode(python.PyNode):
                           running: List[subprocess.Popen]) -> None:
     """Ends this node when the launcher (its session's leader) died with the CLI (kill -9, OOM):
     its parent, Launchpad's output decorator, outlives the launcher (BUILD_NOTES, Pitfalls)."""
-    launcher = processes.session_launcher(os.path.join(self._run_dir, run_state.LAUNCHER_SESSION))
+    launcher = processes.session_launcher(self._records.path(run_state.LAUNCHER_SESSION))
     if launcher is None:
       return
 
@@ -257,14 +257,13 @@ class SupervisedNode(python.PyNode):
   def _give_up(self, reason: str, when: float) -> None:
     """Records why the run stops (failure.json, a gave_up event) and stops the program."""
     disk.write_despite_full(self._run_dir, functools.partial(
-        run_state.write_json, os.path.join(self._run_dir, run_state.FAILURE),
-        {'node': self._name, 'reason': reason, 'time': when}))
-    append_event(self._run_dir, {'node': self._name, 'event': 'gave_up'})
+        self._records.write, run_state.FAILURE, {'node': self._name, 'reason': reason, 'time': when}))
+    append_event(self._records, {'node': self._name, 'event': 'gave_up'})
     lp.stop()
 
   def _gave_up_on_hang(self, hung: str, times: int) -> bool:
     """Records a hang (the child was killed); the run stops at the MAX_HANGS-th."""
-    append_event(self._run_dir, {'node': self._name, 'event': 'hung', 'reason': hung})
+    append_event(self._records, {'node': self._name, 'event': 'hung', 'reason': hung})
     if times >= MAX_HANGS:
       self._give_up(f'{hung}; it hung {times} times, so the run stops', time.time())
       return True
@@ -277,7 +276,7 @@ class SupervisedNode(python.PyNode):
     byte `since`); the run stops at a fatal one, a full disk, or `max_failures` in `window_s`."""
     now = failures[-1]
     error = last_error_line(log_path, since=since)
-    append_event(self._run_dir, {'node': self._name, 'event': 'failure', 'exit_code': code,
+    append_event(self._records, {'node': self._name, 'event': 'failure', 'exit_code': code,
                                  'error': error})
     recent = [t for t in failures if now - t <= self._window_s]
     # A node may fail on a full disk with another error than ENOSPC (a peer that died of it,
