@@ -271,12 +271,17 @@ class TrajectoryAdder(adders.Adder):
     """Blocks until every item created so far is on the server."""
     self._writer.flush(0)
 
-  def __del__(self):
+  def close(self):
+    """Sends what is pending and ends the writer's stream. An open stream holds the server's
+    shutdown for its whole grace period (5 s), so owners close the adder before stopping it."""
     try:
       self._writer.flush(0, timeout_ms=10_000)
       self._writer.close()
     except Exception:  # the server may already be gone at shutdown
       pass
+
+  def __del__(self):
+    self.close()
 
 
 class SelfImitationAdder(adders.Adder):
@@ -319,3 +324,13 @@ class SelfImitationAdder(adders.Adder):
   def flush(self):
     if hasattr(self._inner, 'flush'):
       self._inner.flush()
+
+  def close(self):
+    """Closes the wrapped adder and the shared writer (the actor's other adders then write
+    nothing more to the self-imitation table)."""
+    if hasattr(self._inner, 'close'):
+      self._inner.close()
+    try:
+      self._writer.close()
+    except Exception:  # already closed by another of the actor's adders, or the server is gone
+      pass

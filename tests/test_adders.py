@@ -135,7 +135,7 @@ def test_one_writer_writes_the_items_of_acmes_two_adders():
   try:
     mine = adders.TrajectoryAdder(reverb.Client(f'localhost:{ours.port}'), SEQUENCE, WINDOW)
     _drive(mine, seed=5)
-    mine.flush()
+    mine.close()
     acme = AcmeAdders(reverb.Client(f'localhost:{theirs.port}'), SEQUENCE, WINDOW)
     _drive(acme, seed=5)
     del acme  # flushes Acme's writers
@@ -169,5 +169,6 @@ def test_extras_outside_the_layout_are_refused():
     with pytest.raises(ValueError, match='hidden'):
       adder.add(np.int32(0), env.step(np.int32(0)),
                 {'logits': np.zeros(2, np.float32), 'hidden': np.float32(1.0)})
+    adder.close()
   finally:
     server.stop()

@@ -65,7 +65,7 @@ def written_windows(lengths: Sequence[int], window: int) -> List[List[Tuple[np.n
       while not timestep.last():
         timestep = env.step(np.int32(0))
         adder.add(np.int32(0), timestep)
-    adder.flush()
+    adder.close()
     n = client.server_info()[adders.PRECEDENCE_TABLE].current_size
     samples = client.sample(adders.PRECEDENCE_TABLE, num_samples=n, emit_timesteps=False)
     per_episode = [[] for _ in lengths]
@@ -81,11 +81,17 @@ def written_windows(lengths: Sequence[int], window: int) -> List[List[Tuple[np.n
     server.stop()
 
 
+PADDED_ROWS = 8
+
+
 def owned_pairs(windows, window: int, old_rule: bool = False) -> List[Tuple[int, int]]:
-  """The (t_i, t_j) pairs, in episode time, that the windows own (with repeats)."""
+  """The (t_i, t_j) pairs, in episode time, that the windows own (with repeats). The batch is
+  padded with empty windows (no valid step, so they own nothing) to a fixed number of rows, so
+  the layout's ops compile once per window size rather than once per episode length."""
   length = 2 * window
-  step_valid = np.zeros((len(windows), length), np.float32)
-  times = np.zeros((len(windows), length), int)
+  rows = max(PADDED_ROWS, len(windows))
+  step_valid = np.zeros((rows, length), np.float32)
+  times = np.zeros((rows, length), int)
   for b, (t, valid) in enumerate(windows):
     step_valid[b, :len(valid)] = valid
     times[b, :len(t)] = t

@@ -33,7 +33,7 @@ def test_windows_stay_inside_episodes_and_pad_to_fixed_length():
         obs.append(ts.observation)
         t += 1
       episodes.append(np.stack(obs))
-    adder.flush()
+    adder.close()
     n_items = client.server_info()[adders.PRECEDENCE_TABLE].current_size
     seen = 0
     iterator = make_window_iterator(client, 1, length)

@@ -127,6 +127,7 @@ def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
       got[int(action)] = (float(sample.data.returns[i]), float(sample.data.observation[i, 0]),
                           float(sample.info.priority[i]))
   assert got == {1: (2.0, 0.0, 3.0), 2: (2.0, 1.0, 3.0)}
+  writer.close()   # an open stream holds the server's shutdown for its 5 s grace period
   server.stop()
 
 

@@ -186,8 +186,10 @@ def test_single_process_trains_on_the_sequences_a_run_s_actor_writes(tmp_path, m
   server = reverb.Server(builder.make_tables(cfg))
   try:
     replay = reverb.Client(f'localhost:{server.port}')
-    builder.make_actor(cfg, 0, replay, initial, None, counting.Counter(),
-                       loggers.NoOpLogger()).run(num_steps=300)
+    actor = builder.make_actor(cfg, 0, replay, initial, None, counting.Counter(),
+                               loggers.NoOpLogger())
+    actor.run(num_steps=300)
+    actor.close()
     n = replay.server_info()[adders.IMPALA_TABLE].current_size
     written = [adders.unpack_impala(s.data) for s in replay.sample(
         adders.IMPALA_TABLE, num_samples=n, emit_timesteps=False, unpack_as_table_signature=True)]
@@ -261,6 +263,34 @@ def test_level_sets_writes_both_sets_reports(tmp_path):
     assert s['size'] == 1000 and s['boxes'] == [4] and s['optimal']['solved'] == 1
     assert s['random']['episodes'] == 3 and 0 <= s['random']['solved_fraction'] <= 1
   assert '| level set | levels |' in open(out[:-len('json')] + 'md').read()
+
+
+def test_level_sets_rerun_keeps_the_sets_measured_and_remeasures_a_changed_file(tmp_path):
+  from envs import levels as levels_lib
+  from envs import sokoban
+  files = []
+  for i, level in enumerate(sokoban.load_level_set('default')[:2]):
+    path = tmp_path / f'set{i}.txt'
+    levels_lib.save_levels([level], path)
+    files.append(str(path))
+  out = str(tmp_path / 'sets.json')
+  argv = ['--solve_levels', '1', '--episodes', '2', '--out', out] + [
+      a for f in files for a in ('--levels', f)]
+  assert level_sets.main(argv) == 0
+  first = json.load(open(out))
+  # Marked by hand: a set kept on the rerun keeps the mark, a set measured again loses it.
+  for s in first['sets']:
+    s['seconds'] = -1.0
+  json.dump(first, open(out, 'w'))
+  with open(files[1], 'a') as f:
+    f.write('\n')                                   # the second file changed
+  assert level_sets.main(argv) == 0
+  second = json.load(open(out))
+  assert [s['seconds'] for s in second['sets']][0] == -1.0
+  assert second['sets'][1]['seconds'] >= 0 and second['sets'][1]['sha256'] != first['sets'][1]['sha256']
+  # Other settings measure every set again.
+  assert level_sets.main(argv[:3] + ['3'] + argv[4:]) == 0
+  assert all(s['seconds'] >= 0 for s in json.load(open(out))['sets'])
 
 
 # --------------------------------------------------------------------------------------------- #

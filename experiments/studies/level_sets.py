@@ -17,8 +17,11 @@ Per set: the first `--solve_levels` levels solved move-optimally within the epis
 them): solved fraction with a 95% Wilson interval, boxes on target at the end, return, and the
 fraction of episodes that entered a dead end (a state from which the level can no longer be
 solved: `envs.sokoban_solver.solvable`, asked after each push until the first dead end; searches
-past --dead_end_nodes counted apart). Writes JSON and a markdown table beside it (same name, .md).
+past --dead_end_nodes counted apart). Writes JSON and a markdown table beside it (same name, .md)
+after each set. Rerun with the same --out and settings, it keeps the sets already measured whose
+level file is unchanged (its sha256) and measures the rest: a stopped run resumes.
 """
+import hashlib
 import time
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -32,18 +35,40 @@ from experiments.sokoban import BOXOBAN_LEVELS
 LEVEL_SETS = (('our 1k set', 'default'), ('Boxoban unfiltered test 000', BOXOBAN_LEVELS))
 
 
+def level_file_digest(path: str) -> str:
+  """sha256 of the level file that `path` names ('default', a shipped set's name or a path)."""
+  from envs import sokoban
+  with open(sokoban.level_file(path), 'rb') as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+def measured_before(out: str, settings: Dict[str, Any]) -> Dict[Tuple[str, str, str], Dict]:
+  """The sets that `out` already holds, measured with these settings, by (name, path, digest)."""
+  previous = pages.read_json(out) if out else None
+  if not previous or any(previous.get(k) != v for k, v in settings.items()):
+    return {}
+  return {(s['name'], s['path'], s.get('sha256')): s for s in previous.get('sets', [])}
+
+
 def run(solve_levels: int, max_nodes: int, episodes: int, seed: int, out: str = None,
         level_sets: Sequence[Tuple[str, str]] = LEVEL_SETS,
         dead_end_nodes: int = 20_000) -> Dict[str, Any]:
+  settings = {'solve_levels': solve_levels, 'max_nodes': max_nodes, 'episodes': episodes,
+              'seed': seed, 'dead_end_nodes': dead_end_nodes}
+  done = measured_before(out, settings)
   sets: List[Dict[str, Any]] = []
+  report = dict(settings, sets=sets)
   for name, path in level_sets:
+    digest = level_file_digest(path)
+    if (name, path, digest) in done:
+      sets.append(done[(name, path, digest)])
+      continue
     start = time.time()
     sets.append(dict(measure(name, path, solve_levels, max_nodes, episodes, seed, dead_end_nodes),
-                     seconds=round(time.time() - start, 1)))
-  report = {'solve_levels': solve_levels, 'max_nodes': max_nodes, 'episodes': episodes,
-            'seed': seed, 'sets': sets}
-  text = markdown(report)
-  pages.show_report(out, report, text)
+                     sha256=digest, seconds=round(time.time() - start, 1)))
+    if out:   # after each set: a stopped run keeps what it measured
+      pages.write_report(out, report, markdown(report))
+  pages.show_report(out, report, markdown(report))
   return report
 
 

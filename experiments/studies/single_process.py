@@ -268,6 +268,7 @@ def main(argv=None):
     loop.run(num_steps=args.steps)
     records.save()
   finally:
+    loop.close()
     server.stop()
 
 
