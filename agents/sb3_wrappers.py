@@ -25,8 +25,8 @@ MASK_METHOD = 'action_masks'   # SB3-contrib's name for it
 
 
 @functools.lru_cache(maxsize=None)
-def _classes():
-  """The wrapper classes, built on SB3's VecEnvWrapper on first use."""
+def _shield_class():
+  """RAC's wrapper class, built on SB3's VecEnvWrapper on first use."""
   from stable_baselines3.common.vec_env import VecEnvWrapper
 
   class ShieldVecEnv(VecEnvWrapper):
@@ -83,6 +83,14 @@ def _classes():
     def has_attr(self, attr_name) -> bool:
       return attr_name == MASK_METHOD or self.venv.has_attr(attr_name)
 
+  return ShieldVecEnv
+
+
+@functools.lru_cache(maxsize=None)
+def _penalty_class():
+  """RAE's wrapper class, built on SB3's VecEnvWrapper on first use."""
+  from stable_baselines3.common.vec_env import VecEnvWrapper
+
   class PenaltyVecEnv(VecEnvWrapper):
     """RAE: reward + r_beta(psi(x, x')), psi of all copies' transitions in one call."""
 
@@ -110,7 +118,7 @@ def _classes():
       self._obs = np.array(obs)
       return obs, (rewards + penalty).astype(rewards.dtype, copy=False), dones, infos
 
-  return ShieldVecEnv, PenaltyVecEnv
+  return PenaltyVecEnv
 
 
 def shield_vec_env(venv, checkpoint, beta: float, step_mode: Optional[str] = None):
@@ -121,11 +129,11 @@ def shield_vec_env(venv, checkpoint, beta: float, step_mode: Optional[str] = Non
                                     f'got {step_mode!r}')
   scores = gym_wrappers.checkpoint_scores(checkpoint, need_phi=True)
   scores.check_space(venv.observation_space, gym_wrappers.discrete_actions(venv.action_space))
-  return _classes()[0](venv, scores, gym_wrappers.check_beta('beta', beta), step_mode)
+  return _shield_class()(venv, scores, gym_wrappers.check_beta('beta', beta), step_mode)
 
 
 def penalty_vec_env(venv, checkpoint, beta: float, lam: float, reward_form: str = 'paper'):
   """`venv` behind RAE (see the module docstring)."""
   scores = gym_wrappers.checkpoint_scores(checkpoint, need_phi=False)
   scores.check_space(venv.observation_space)
-  return _classes()[1](venv, scores, *gym_wrappers.check_penalty(beta, lam, reward_form))
+  return _penalty_class()(venv, scores, *gym_wrappers.check_penalty(beta, lam, reward_form))

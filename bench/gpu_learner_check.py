@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from typing import Optional
 
 import jax
 import numpy as np
@@ -56,6 +57,20 @@ RULE = ('env steps/s = min(learner frames/s / samples per sequence ({spi:g}), (N
 def sokoban_optimizer():
   """The Sokoban preset's IMPALA optimiser (clip 1, Adam 5e-4, b1 0, b2 0.99)."""
   return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(5e-4, b1=0.0, b2=0.99))
+
+
+def projected_env_steps_per_s(learner_frames_per_s: float, cores: int,
+                              samples_per_sequence: float = host_preset.SAMPLES_PER_SEQUENCE,
+                              actor_env_steps_per_core: float = host_preset.ACTOR_ENV_STEPS_PER_CORE,
+                              actor_cores: Optional[int] = None) -> dict:
+  """The whole program's env steps/s on a host: the smaller of what its learner consumes
+  (frames/s / samples per sequence) and what its actor cores make (cores x per-core ceiling)."""
+  actor_cores = cores - 1 - host_preset.SERVICE_CORES if actor_cores is None else actor_cores
+  learner = learner_frames_per_s / samples_per_sequence
+  actors = max(1, actor_cores) * actor_env_steps_per_core
+  return {'learner_env_steps_per_s': learner, 'actor_env_steps_per_s': actors,
+          'env_steps_per_s': min(learner, actors),
+          'bound_by': 'learner' if learner < actors else 'actors'}
 
 
 def random_batch(batch: int, length: int, rng: np.random.Generator) -> impala_step.Sequences:
@@ -207,7 +222,7 @@ def main(argv=None):
     except Exception as e:   # e.g. out of memory at the largest shape: keep what was measured
       print(f'batch {b}: {type(e).__name__}: {str(e).splitlines()[0][:200]}', flush=True)
       break
-    r['projection'] = host_preset.projected_env_steps_per_s(
+    r['projection'] = projected_env_steps_per_s(
         r['frames_per_s'], cores, args.samples_per_sequence, args.actor_env_steps_per_core)
     out['shapes'].append(r)
     _write(args.out, out)   # after each shape: a run cut short by its timeout keeps them

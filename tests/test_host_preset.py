@@ -26,7 +26,8 @@ def test_a_gpu_host_gives_the_learner_the_gpu_and_the_actors_the_cores():
 
 
 def test_the_projection_is_the_smaller_of_learner_and_actors():
-  p = host_preset.projected_env_steps_per_s(200_000, cores=16, actor_env_steps_per_core=1000)
+  from bench import gpu_learner_check
+  p = gpu_learner_check.projected_env_steps_per_s(200_000, cores=16, actor_env_steps_per_core=1000)
   assert p['learner_env_steps_per_s'] == 50_000 and p['actor_env_steps_per_s'] == 14_000
   assert p['env_steps_per_s'] == 14_000 and p['bound_by'] == 'actors'
 

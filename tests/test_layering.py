@@ -340,6 +340,28 @@ def test_system_and_experiment_files_are_small_or_say_why():
   assert big == []
 
 
+def test_no_function_reaches_80_lines():
+  """A function that long does several jobs: split it (nested functions count on their own)."""
+  long = []
+  for m, path in MODULES.items():
+    with open(path) as f:
+      tree_ = ast.parse(f.read())
+    for node in ast.walk(tree_):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        lines = node.end_lineno - node.lineno + 1
+        if lines >= 80:
+          long.append(f'{m}.{node.name}: {lines} lines')
+  assert long == []
+
+
+def test_the_system_stays_within_7000_lines():
+  """launch/ is the distributed system only (the program, the run's life, the cluster path and
+  the entry commands); what is about the system lives in experiments/ and bench/."""
+  lines = sum(len(open(path).read().splitlines()) for m, path in MODULES.items()
+              if m == 'launch' or m.startswith('launch.'))
+  assert lines <= 7000, lines
+
+
 def test_no_code_under_results():
   # results/ holds pages, figures and run exports; the code that made them is a module of
   # experiments/ (a study or an experiment), where the layering and the tests see it.

@@ -112,18 +112,3 @@ def this_host(host: Optional[Host] = None) -> HostSizes:
   """`size` for this host (`probe_host`: cores, GPU and CUDA plugin)."""
   host = host or probe_host()
   return size(host.cores, bool(host.gpus and host.cuda_plugin))
-
-
-def projected_env_steps_per_s(learner_frames_per_s: float, cores: int,
-                              samples_per_sequence: float = SAMPLES_PER_SEQUENCE,
-                              actor_env_steps_per_core: float = ACTOR_ENV_STEPS_PER_CORE,
-                              actor_cores: Optional[int] = None) -> dict:
-  """The whole program's env steps/s on a host: the smaller of what its learner consumes
-  (frames/s / samples per sequence) and what its actor cores make (cores x per-core ceiling)."""
-  actor_cores = cores - 1 - SERVICE_CORES if actor_cores is None else actor_cores
-  learner = learner_frames_per_s / samples_per_sequence
-  actors = max(1, actor_cores) * actor_env_steps_per_core
-  return {'learner_env_steps_per_s': learner, 'actor_env_steps_per_s': actors,
-          'env_steps_per_s': min(learner, actors),
-          'bound_by': 'learner' if learner < actors else 'actors'}
-
