@@ -11,6 +11,14 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), '..')
 os.environ.setdefault('JAX_PLATFORMS', 'cpu')
 
 
+def pytest_configure(config):
+  # The default suite checks behaviour, not speed: XLA's optimisation passes cost it about 40% of
+  # its CPU time in compiling, so they are off for it (and for the processes its tests start).
+  # The slow tests (learning runs, benchmarks) keep them: those run the compiled code for long.
+  if config.getoption('markexpr') == 'not slow':
+    os.environ.setdefault('JAX_DISABLE_MOST_OPTIMIZATIONS', '1')
+
+
 def _can_create_in(path) -> bool:
   try:
     os.mkdir(os.path.join(path, 'probe'))
