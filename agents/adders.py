@@ -284,15 +284,34 @@ class TrajectoryAdder(adders.Adder):
     self.close()
 
 
+class SharedWriter:
+  """One Reverb writer that several adders write through. Each of them may close it when it is
+  closed; the stream is ended once, on the first call."""
+
+  def __init__(self, writer):
+    self.writer, self._closed = writer, False
+
+  def close(self):
+    if self._closed:
+      return
+    self._closed = True
+    try:
+      self.writer.close()
+    except Exception:  # the server may already be gone at shutdown
+      pass
+
+
 class SelfImitationAdder(adders.Adder):
   """Wraps one environment's adder: passes every call on, and at the end of a *terminated*
   episode that `admit` lets through writes its steps to the self-imitation table, each with its
   discounted return-to-go (of the reward the agent is trained on, RAE's penalty included). The
-  K adders of an actor share one writer and one filter (`agents.self_imitation.TopReturns`):
-  episodes are rare and written whole, so the Python writer's cost does not matter."""
+  K adders of an actor share one writer (a `SharedWriter`) and one filter
+  (`agents.self_imitation.TopReturns`): episodes are rare and written whole, so the Python
+  writer's cost does not matter."""
 
-  def __init__(self, inner: adders.Adder, writer, admit, discount: float):
-    self._inner, self._writer, self._admit, self._discount = inner, writer, admit, discount
+  def __init__(self, inner: adders.Adder, shared: SharedWriter, admit, discount: float):
+    self._inner, self._shared, self._admit, self._discount = inner, shared, admit, discount
+    self._writer = shared.writer
     self._observations, self._actions, self._rewards = [], [], []
 
   def add_first(self, timestep: dm_env.TimeStep):
@@ -326,11 +345,8 @@ class SelfImitationAdder(adders.Adder):
       self._inner.flush()
 
   def close(self):
-    """Closes the wrapped adder and the shared writer (the actor's other adders then write
-    nothing more to the self-imitation table)."""
+    """Closes the wrapped adder and the shared writer (once for all the actor's adders, which
+    then write nothing more to the self-imitation table)."""
     if hasattr(self._inner, 'close'):
       self._inner.close()
-    try:
-      self._writer.close()
-    except Exception:  # already closed by another of the actor's adders, or the server is gone
-      pass
+    self._shared.close()

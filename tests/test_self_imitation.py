@@ -88,7 +88,7 @@ def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
   from launch.program import builder
   server = reverb.Server([builder.make_self_imitation_table(100, adders.self_imitation_signature(spec))])
   client = reverb.Client(f'localhost:{server.port}')
-  writer = client.trajectory_writer(num_keep_alive_refs=1)
+  shared = adders.SharedWriter(client.trajectory_writer(num_keep_alive_refs=1))
 
   class Inner:
     calls = 0
@@ -96,7 +96,7 @@ def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
     def add(self, action, ts, extras=()): Inner.calls += 1
     def reset(self): pass
 
-  adder = adders.SelfImitationAdder(Inner(), writer, self_imitation.TopReturns(1).admit, 0.5)
+  adder = adders.SelfImitationAdder(Inner(), shared, self_imitation.TopReturns(1).admit, 0.5)
   obs = lambda v: np.full(2, v, np.float32)
 
   def play(rewards, terminated):
@@ -127,7 +127,8 @@ def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
       got[int(action)] = (float(sample.data.returns[i]), float(sample.data.observation[i, 0]),
                           float(sample.info.priority[i]))
   assert got == {1: (2.0, 0.0, 3.0), 2: (2.0, 1.0, 3.0)}
-  writer.close()   # an open stream holds the server's shutdown for its 5 s grace period
+  adder.close()    # an open stream holds the server's shutdown for its 5 s grace period
+  adder.close()    # a second close (another of the actor's adders) ends nothing twice
   server.stop()
 
 

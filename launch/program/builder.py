@@ -154,9 +154,9 @@ def make_actor_adders(cfg: RunConfig, replay: reverb.Client, num_envs: int,
   replay.server_info()
   env_adders = [make_adder(cfg, replay, max_in_flight_items) for _ in range(num_envs)]
   if cfg.agent == 'impala' and cfg.impala.uses_self_imitation:
-    writer = replay.trajectory_writer(num_keep_alive_refs=1)
+    shared = adders.SharedWriter(replay.trajectory_writer(num_keep_alive_refs=1))
     admit = self_imitation.TopReturns(cfg.impala.self_imitation_episodes).admit
-    env_adders = [adders.SelfImitationAdder(a, writer, admit, cfg.impala.discount)
+    env_adders = [adders.SelfImitationAdder(a, shared, admit, cfg.impala.discount)
                   for a in env_adders]
   return env_adders
 
