@@ -149,12 +149,12 @@ class BatchedActor:
         return jax.nn.sigmoid(psi_inference.logits(psi_params, psi_from, psi_to))
       return est_training.psi_prob(estimators, psi_params, psi_from, psi_to)
 
-    def step(policy_params, psi_params, phi_params, keys, obs, psi_from, psi_to):
+    def step(policy_params, psi_params, phi_params, keys, obs, psi_from):
       action, logits, rejected, fallback, keys = jax.vmap(
           select_one, in_axes=(None, 0, 0, 0))(phi_params, keys, obs,
                                                policy_logits(policy_params, obs))
       if rev.mode == 'rae':
-        p = psi_prob(psi_params, psi_from, psi_to)
+        p = psi_prob(psi_params, psi_from, obs)
         r = rewards.rae_reward(p, rev.beta, rev.lam, rev.reward_form)
       else:
         p = r = jnp.zeros(obs.shape[:1], jnp.float32)
@@ -176,15 +176,15 @@ class BatchedActor:
       return None, None
     return self._estimator_source.params
 
-  def step(self, obs: np.ndarray, psi_from: np.ndarray, psi_to: np.ndarray) -> StepOutput:
+  def step(self, obs: np.ndarray, psi_from: np.ndarray) -> StepOutput:
     """obs [K, ...]: the observations to act on. RAE scores the transitions just taken,
-    psi(psi_from, psi_to) [K] (psi_to is obs, except where an episode just ended and obs is
-    already the next episode's first observation); rows with no transition are ignored."""
+    psi(psi_from, obs) [K]; the caller ignores the rows that hold no transition (a room just
+    reset, and the first call)."""
     policy = self._policy_source.params if self._policy_source is not None else None
     psi, phi = self.estimator_params()
     policy = self._policy_params(policy, getattr(self._policy_source, 'version', None))
     psi = self._psi_params(psi)
-    out, self._keys = self._step(policy, psi, phi, self._keys, obs, psi_from, psi_to)
+    out, self._keys = self._step(policy, psi, phi, self._keys, obs, psi_from)
     return StepOutput(*jax.device_get(out))
 
   def update(self, wait: bool = False):

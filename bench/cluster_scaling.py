@@ -10,7 +10,9 @@ node's counts, sampled from counts.json during a fixed window after warm-up), th
 breakdown (us per step in env / inference / Reverb writes), and CPU seconds of the replay and
 learner processes per item and per step. Then, one process on loopback, the per-item and
 per-fetch costs a 64-actor estimate needs: the Reverb server's insert cost through the real
-adder, and a parameter fetch (policy; psi + phi) from a Courier server like the learners'.
+writer (one per actor, one row per actor step for its K rooms), and a parameter fetch (policy;
+psi + phi) from a Courier server like the learners'. `--actors=` (no runs) measures only these
+two, and needs no namespaces.
 """
 import json
 import os
@@ -26,6 +28,7 @@ from absl import flags
 
 from bench import common, netns_hosts
 from envs import cli
+from launch.program.config import RunConfig
 
 
 def define_flags(fv: flags.FlagValues) -> None:
@@ -41,6 +44,9 @@ def define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_integer('fetches', 300, 'Parameter fetches timed per payload.', flag_values=fv)
   flags.DEFINE_integer('insert_steps', 20_000,
                        'Environment steps written in the insert measurement.', flag_values=fv)
+  flags.DEFINE_integer('insert_rooms', RunConfig().envs_per_actor,
+                       "Rooms of the actor's writer in the insert measurement (default: the "
+                       "job's, RunConfig's envs_per_actor).", flag_values=fv)
   flags.DEFINE_string('workdir', None, 'Where runs go (default: a temp dir).', flag_values=fv)
   flags.DEFINE_string('out', 'results/cluster_scaling.json', 'JSON output.', flag_values=fv)
 
@@ -163,61 +169,75 @@ def run_one(num_actors: int, workdir: str, args) -> dict:
   return out
 
 
-def random_steps(n: int):
-  """(env, n recorded random-policy Cartpole timesteps (action or None for a first step, timestep)),
-  extrinsic reward, recorded beforehand so that only the writes are timed."""
-  from acme import wrappers
+def random_rows(num_steps: int, rooms: int):
+  """(spec, observations [R, K, ...], steps [R, K, F]): the rows one actor of K = `rooms`
+  random-policy Cartpole rooms (extrinsic reward) writes in R = ceil(num_steps / K) actor steps,
+  as the actor's loop builds them (agents.loop: each row the observation acted on, the action
+  and its outcome; a room reset by that step gets its episode's filler row), recorded beforehand
+  so that only the writes are timed."""
+  from acme import specs, wrappers
 
   import envs
-  env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
+  from agents import adders
+  from envs import batch as batch_lib
+  batch = batch_lib.EnvironmentList([
+      wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=k, reward_free=False))
+      for k in range(rooms)])
+  spec = specs.make_environment_spec(batch.environments[0])
   rng = np.random.default_rng(0)
-  steps = [(None, env.reset())]
-  while len(steps) < n:
-    action = np.int32(rng.integers(env.action_spec().num_values))
-    steps.append((action, env.step(action)))
-    if steps[-1][1].last():
-      steps.append((None, env.reset()))
-  return env, steps
+  observation = batch.reset()
+  starts = np.ones(rooms, bool)   # observation[k] is the first of an episode
+  observations, steps = [], []
+  for _ in range(-(-num_steps // rooms)):
+    actions = rng.integers(spec.actions.num_values, size=rooms).astype(np.int32)
+    step = batch.step(actions)
+    taken = step.step_type != batch_lib.FIRST   # the rooms reset by this step took no action
+    observations.append(observation)
+    steps.append(adders.step_rows(starts, actions, step.reward, step.discount, ~taken, 0.0))
+    observation, starts = step.observation, ~taken
+  return spec, np.stack(observations), np.stack(steps)
 
 
-def insert_cost(num_steps: int) -> dict:
-  """Reverb server + writer cost per environment step and per item, through the real adder
-  (agents.adders.TrajectoryAdder: IMPALA unrolls of 20 and precedence windows of 2w, w = 200),
-  one process on loopback. Process CPU counts the server's start and stop too."""
+def insert_cost(num_steps: int, rooms: int = RunConfig().envs_per_actor) -> dict:
+  """Reverb server + writer cost per environment step and per item, through the real writer
+  (agents.adders.ActorWriter: one per actor, one row per actor step for its K = `rooms` rooms;
+  items of the run's rooms_per_item rooms: IMPALA unrolls of 20 and precedence windows of 2w,
+  w = 200), one process on loopback. env_steps counts rows x K (a room's filler row after each
+  episode included). Process CPU counts the server's start and stop too."""
   import reverb
-  from acme import specs
 
   from agents import adders
-  env, steps = random_steps(num_steps)
-  spec = specs.make_environment_spec(env)
-  n_add = sum(1 for action, _ in steps if action is not None)
+  from launch.program import builder
+  spec, observations, steps = random_rows(num_steps, rooms)
+  group = builder.rooms_per_item(RunConfig(envs_per_actor=rooms))
+  logits = np.zeros((rooms, spec.actions.num_values), np.float32)
+  n_rows = len(steps)
+  n_steps = n_rows * rooms
   proc = psutil.Process()
   c0 = sum(proc.cpu_times()[:2])
   server = reverb.Server([
       reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1_000_000,
                    reverb.rate_limiters.MinSize(1), signature=signature)
-      for name, signature in ((adders.IMPALA_TABLE, adders.impala_signature(spec, 20)),
-                              (adders.PRECEDENCE_TABLE, adders.precedence_signature(spec)))])
+      for name, signature in ((adders.IMPALA_TABLE, adders.impala_signature(spec, 20, group)),
+                              (adders.PRECEDENCE_TABLE,
+                               adders.precedence_signature(spec, 200, group)))])
   try:
     client = reverb.Client(f'localhost:{server.port}')
-    adder = adders.TrajectoryAdder(client, 20, 200)
-    extras = {'logits': np.zeros(spec.actions.num_values, np.float32),
-              'core_state': np.float32(0.0), 'policy_version': np.float32(0.0)}
+    writer = adders.ActorWriter(client, rooms, impala_sequence=20, window=200,
+                                rooms_per_item=group)
     t0 = time.perf_counter()
-    for action, ts in steps:
-      if action is None:
-        adder.add_first(ts)
-      else:
-        adder.add(action, ts, extras)
-    adder.flush()
+    for observation, row in zip(observations, steps):
+      writer.append(observation, row, logits)
+    writer.flush()
     wall = time.perf_counter() - t0
-    del adder
+    writer.close()
     items = {table: info.current_size for table, info in client.server_info().items()}
   finally:
     server.stop()
   c1 = sum(proc.cpu_times()[:2])
   n_items = sum(items.values())
-  return {'env_steps': n_add, 'items': items, 'wall_us_per_env_step': 1e6 * wall / n_add,
+  return {'env_steps': n_steps, 'rows': n_rows, 'rooms': rooms, 'rooms_per_item': group,
+          'items': items, 'wall_us_per_env_step': 1e6 * wall / n_steps,
           'wall_us_per_item': 1e6 * wall / n_items, 'cpu_us_per_item': 1e6 * (c1 - c0) / n_items}
 
 
@@ -272,7 +292,7 @@ def main(argv=None) -> int:
                       description=__doc__.split('\n\n')[0])
   actor_counts = cli.int_list(args.actors, 'actors')
   workdir = args.workdir or tempfile.mkdtemp(prefix='bench-cluster-')
-  why = netns_hosts.unavailable_reason()
+  why = netns_hosts.unavailable_reason() if actor_counts else None
   if why:
     sys.exit(f'error: {why}')
   results = {'job': ' '.join(JOB), 'cores': os.cpu_count(),
@@ -284,7 +304,7 @@ def main(argv=None) -> int:
     print(json.dumps(r, indent=2), flush=True)
     results['runs'].append(r)
     common.write_json(args.out, results)
-  results['insert_cost'] = insert_cost(args.insert_steps)
+  results['insert_cost'] = insert_cost(args.insert_steps, args.insert_rooms)
   results['fetch_cost'] = fetch_cost(args.fetches)
   common.write_json(args.out, results)
   print(json.dumps({k: results[k] for k in ('insert_cost', 'fetch_cost')}, indent=2))

@@ -296,11 +296,31 @@ def model(parts: dict, profile: dict, mode: str) -> dict:
   row('replay_counter_coordinator_launcher', rest, None, 'no arithmetic: bookkeeping and RPCs')
   total = profile['cpu_us_per_env_step']
   return {'env_steps_per_s': profile['env_steps_per_s'], 'cores_used': profile['cores_used'],
+          'projection': actor_side_projection(rows),
           'cpu_us_per_env_step': total, 'frames_trained_per_env_step': frames_per_step,
           'parts': rows,
           'node_cores': {k: round(v['cores'], 3) for k, v in nodes.items()},
           'node_share_of_cpu': {k: round(v['cpu_us_per_env_step'] / total, 3)
                                 for k, v in nodes.items()}}
+
+
+PROJECTED_CORES = 16   # a user's host with a GPU learner
+
+
+def actor_side_projection(parts: dict, cores: int = PROJECTED_CORES) -> dict:
+  """Env steps/s the actors alone would make on a host of `cores` whose learner is a GPU: the
+  cores left to actors (all but the launcher's and the services', host_preset.SERVICE_CORES + 1)
+  over the measured CPU microseconds of the actors' parts per env step (environment, policy and
+  psi inference, writes and loop). A bound: it assumes the GPU learner keeps up and the actors'
+  costs stay per env step as measured here."""
+  from launch.runtime import host_preset
+  names = ('environment', 'policy_inference', 'psi_inference', 'actor_writes_and_loop')
+  actor_us = sum(parts[n]['cpu_us_per_env_step'] for n in names if n in parts)
+  actor_cores = cores - 1 - host_preset.SERVICE_CORES
+  return {'cores': cores, 'actor_cores': actor_cores, 'actor_us_per_env_step': actor_us,
+          'env_steps_per_s': actor_cores * 1e6 / actor_us,
+          'how': f'{actor_cores} actor cores x 1e6 / the actors\' CPU us per env step '
+                 f'({" + ".join(n for n in names if n in parts)})'}
 
 
 def define_flags(fv: flags.FlagValues) -> None:

@@ -48,8 +48,9 @@ def measure_steps(env, seconds: float, seed: int = 0) -> Dict[str, float]:
 
 
 def measure_batch_steps(batch, seconds: float, seed: int = 0) -> Dict[str, float]:
-  """Env steps/s of a BatchedEnvironment under uniformly random actions (each step resets the
-  environments whose episode ended, as in the actor loop)."""
+  """Env steps/s of a BatchedEnvironment under uniformly random actions: K per call, as the actor
+  loop counts them (the call after an environment's LAST step resets it, so its row there is a
+  reset, not a step)."""
   rng = np.random.default_rng(seed)
   k = batch.num_envs
   n = int(batch.action_spec().num_values)

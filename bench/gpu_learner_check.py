@@ -155,8 +155,12 @@ def measure_psi(pairs: int, window: int, windows: int, seconds: float, device):
   length = 2 * window
   obs = rng.integers(0, 4, size=(windows, length) + OBSERVATION_SHAPE).astype(np.uint8) * 60
   actions = rng.integers(0, NUM_ACTIONS, size=(windows, length)).astype(np.int32)
+  # One episode running through every window (no filler, no episode start): the update's cost
+  # does not depend on where segments end.
   valid = np.ones((windows, length), bool)
-  batch = jax.device_put(estimator_training.windows_to_batch(obs, actions, valid, window), device)
+  start_of_episode = np.zeros((windows, length), bool)
+  batch = jax.device_put(estimator_training.windows_to_batch(obs, actions, valid, start_of_episode,
+                                                             window), device)
   update = estimator_training.make_update(est, config)
   state = estimator_training.init_state(est, config, obs[0, 0])
   state, metrics, compile_s, per_update, _ = _timed(update, state, batch, seconds, 20)

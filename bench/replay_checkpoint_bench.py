@@ -3,10 +3,13 @@ restore it, what the checkpoint directory holds after several saves, and whether
 up the writers (one client's inserts per second alone and while a save runs).
 
 The table is the run's own (`launch.program.builder.make_tables`, `--env`'s window and
-`table_max_windows`), filled past its size (FIFO steady state, so chunks are shared the way they
-are in a long run) with random-policy episodes of K environments written through the actors'
-adder; saved through a Reverb client as the coordinator does (`launch.program.replay`), and
-restored by a second server on the same checkpoint directory, as a restarted replay node does.
+`table_max_windows`, for actors of K = `--envs` rooms: items of K windows), filled past its size
+(FIFO steady state, so chunks are shared the way they are in a long run) with random-policy
+episodes of one actor's K rooms, stepped by the actor's loop into the actor's writer (one row per
+actor step for all K rooms, `launch.program.builder.make_actor_writer`); saved through a Reverb
+client as the coordinator does (`launch.program.replay`), and restored by a second server on the
+same checkpoint directory, as a restarted replay node does. Table sizes are reported in windows
+(items x K); inserts per second count items, each K windows of 2w rows.
 
     python -m bench.replay_checkpoint_bench --env sokoban --out results/bench/replay_checkpoint_sokoban.json
 """
@@ -22,10 +25,12 @@ from typing import Optional
 import numpy as np
 import reverb
 from absl import flags
+from acme.utils import loggers
 from reverb.platform import checkpointers_lib
 
 from agents import adders
-from agents.acting import ReversibilityConfig
+from agents import loop as loop_lib
+from agents.acting import BatchedActor, ReversibilityConfig
 from bench import common
 from envs import cli
 from estimators import recipes
@@ -40,7 +45,8 @@ def define_flags(fv: flags.FlagValues) -> None:
   """--env is the run configuration's field; the rest are this bench's own knobs."""
   cli.define_field_flags(fv, (cli.Section('', RunConfig, only=('env',)),),
                          lambda ff: 'sokoban', lambda ff: ' Its window and observation.')
-  flags.DEFINE_integer('envs', 16, 'Environments written side by side (each its own writer).',
+  flags.DEFINE_integer('envs', 16, "Rooms of the actor writing the table (one writer, one row "
+                       "per actor step for all of them; each item holds their K windows).",
                        flag_values=fv)
   flags.DEFINE_float('fill', 1.2, 'Windows written, as a multiple of the table size.',
                      flag_values=fv)
@@ -49,38 +55,34 @@ def define_flags(fv: flags.FlagValues) -> None:
                       flag_values=fv)
 
 
-def fill(client: reverb.Client, cfg: RunConfig, windows: int, num_envs: int) -> int:
-  """Writes random-policy episodes until the table has taken `windows` inserts; env steps."""
+def fill(client: reverb.Client, cfg: RunConfig, windows: int) -> int:
+  """Steps random-policy episodes of one actor's `cfg.envs_per_actor` rooms into the actor's
+  writer until the table has taken `windows` windows (whole items); env steps."""
+  num_envs = cfg.envs_per_actor
   seeds = list(range(1, num_envs + 1))
   batch = build.make_environments(cfg, seeds)
-  writers = [adders.TrajectoryAdder(client, window=cfg.window) for _ in range(num_envs)]
-  rng = np.random.default_rng(0)
-  n_actions = batch.action_spec().num_values
-  for writer, ts in zip(writers, batch.reset()):
-    writer.add_first(ts)
-  steps = 0
-  while True:
-    actions = rng.integers(n_actions, size=num_envs).astype(np.int32)
-    result = batch.step(actions)
-    for k, (writer, ts) in enumerate(zip(writers, result.timesteps)):
-      writer.add(actions[k], ts)
-      if k in result.finished:
-        writer.add_first(result.finished[k].first)
-    steps += num_envs
-    if steps % (200 * num_envs) == 0:
-      info = client.server_info()[adders.PRECEDENCE_TABLE]
-      if info.rate_limiter_info.insert_stats.completed >= windows:
-        break
-  for writer in writers:
-    writer.flush()
+  items = -(-windows // build.rooms_per_item(cfg))
+
+  def filled() -> bool:
+    info = client.server_info()[adders.PRECEDENCE_TABLE]
+    return info.rate_limiter_info.insert_stats.completed >= items
+
+  loop = loop_lib.BatchedEnvironmentLoop(
+      batch, BatchedActor(batch.action_spec().num_values, ReversibilityConfig(), seeds), 'none',
+      build.make_actor_writer(cfg, client, num_envs), logger=loggers.NoOpLogger(),
+      should_stop=filled)
+  steps = loop.run(num_steps=sys.maxsize)   # until filled()
+  loop.close()
   return steps
 
 
 def inserts_per_second(client: reverb.Client, seconds: float, during=None) -> float:
   """Items one client thread inserts into the precedence table per second, for `seconds` or
-  while `during()` runs in another thread (does a save hold up the actors?)."""
+  while `during()` runs in another thread (does a save hold up the actors?): one row appended
+  per item, each item the last 2w rows (the table's signature: [2w, K, ...])."""
   signature = client.server_info()[adders.PRECEDENCE_TABLE].signature
   row = {name: np.zeros(spec.shape[1:], spec.dtype.as_numpy_dtype) for name, spec in signature.items()}
+  length = signature['observation'].shape[0]
   done = threading.Event()
   if during is not None:
     worker = threading.Thread(target=lambda: (during(), done.set()))
@@ -88,11 +90,13 @@ def inserts_per_second(client: reverb.Client, seconds: float, during=None) -> fl
   else:
     threading.Timer(seconds, done.set).start()
   n, start = 0, time.time()
-  with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+  with client.trajectory_writer(num_keep_alive_refs=length) as writer:
+    for _ in range(length - 1):
+      writer.append(row)
     while not done.is_set():
       writer.append(row)
       writer.create_item(adders.PRECEDENCE_TABLE, 1.0,
-                         {name: column[-1:] for name, column in writer.history.items()})
+                         {name: column[-length:] for name, column in writer.history.items()})
       writer.flush()
       n += 1
   return n / (time.time() - start)
@@ -100,13 +104,14 @@ def inserts_per_second(client: reverb.Client, seconds: float, during=None) -> fl
 
 def measure(env_name: str, num_envs: int, fill_factor: float, saves: int,
             table_max_windows: Optional[int] = None, insert_seconds: float = 2.0) -> dict:
-  """Fills the run's precedence table of `env_name` (`table_max_windows`: its size, default the
-  run's) to `fill_factor` times its size, saves it `saves` times, times one client's inserts
-  alone and during a save, and restores it with a second server."""
+  """Fills the run's precedence table of `env_name` for actors of `num_envs` rooms
+  (`table_max_windows`: its size, default the run's) to `fill_factor` times its size, saves it
+  `saves` times, times one client's inserts alone and during a save, and restores it with a
+  second server."""
   root = tempfile.mkdtemp(prefix='replay-ckpt-bench-')
   try:
     recipe = recipes.recipe(env_name)
-    cfg = RunConfig(env=env_name, agent='random', run_dir=root,
+    cfg = RunConfig(env=env_name, agent='random', run_dir=root, envs_per_actor=num_envs,
                     reversibility=ReversibilityConfig(mode='rae'),
                     estimator_train=TrainConfig(window=recipe.window))
     if table_max_windows is not None:
@@ -117,10 +122,11 @@ def measure(env_name: str, num_envs: int, fill_factor: float, saves: int,
                            checkpointer=checkpointers_lib.DefaultCheckpointer(ckpt_dir))
     client = reverb.Client(f'localhost:{server.port}')
     max_windows = cfg.precedence.table_max_windows
+    rooms = build.rooms_per_item(cfg)
     start = time.time()
-    steps = fill(client, cfg, int(fill_factor * max_windows), num_envs)
+    steps = fill(client, cfg, int(fill_factor * max_windows))
     fill_s = time.time() - start
-    size = replay.table_sizes(client)[adders.PRECEDENCE_TABLE]
+    size = replay.table_sizes(client)[adders.PRECEDENCE_TABLE] * rooms
     saver = replay.Checkpoints(client, run_state.RunRecords(root), period_s=3600.0)
     timed = [saver.save('bench') for _ in range(saves)]
     alone = inserts_per_second(client, insert_seconds)
@@ -136,13 +142,14 @@ def measure(env_name: str, num_envs: int, fill_factor: float, saves: int,
     obs = build.environment_spec(cfg).observations
     return {
         'env': env_name, 'window': cfg.window, 'table_max_windows': max_windows,
+        'envs': num_envs, 'rooms_per_item': rooms,
         'observation': {'shape': list(obs.shape), 'dtype': str(obs.dtype)},
         'env_steps_written': steps, 'fill_seconds': round(fill_s, 1), 'table_size': size,
         'save_seconds': [t['seconds'] for t in timed], 'save_mb': [t['mb'] for t in timed],
         'checkpoints_kept_after_saves': len(kept), 'restore_seconds': round(restore_s, 3),
         'inserts_per_second_alone': round(alone),
         'inserts_per_second_during_a_save': round(during_save),
-        'restored_size': restored[adders.PRECEDENCE_TABLE],
+        'restored_size': restored[adders.PRECEDENCE_TABLE] * rooms,
         'load_average': os.getloadavg()}
   finally:
     shutil.rmtree(root, ignore_errors=True)

@@ -4,9 +4,11 @@
 behind `envs.batch.BatchedEnvironment`, as after Acme's `SinglePrecisionWrapper`: the same
 observations, float32 rewards and discounts, step types, level choices (environment k draws its
 levels from `np.random.default_rng(seeds[k])`, one `integers(len(levels))` per reset, or always
-plays `level_index`) and `episode_info()` at each episode's end. Why: stepping K gym-sokoban
-engines costs 25-90 us each in Python (most of an actor's time at K = 16), while the rules of a
-step are a few array lookups that numpy does for all K rooms in one go.
+plays `level_index`) and `episode_info()` at each episode's end, with the batch's next-step
+reset (a room whose step was LAST stands still on the next call and is reset by it). Why:
+stepping K gym-sokoban engines costs 25-90 us each in Python (most of an actor's time at
+K = 16), while the rules of a step are a few array lookups that numpy does for all K rooms in
+one go; the step makes no per-room objects, only the arrays of `envs.batch.BatchStep`.
 
 The rules are gym-sokoban's (`SokobanEnv._push`, `_move`, `_calc_reward`, `_check_if_done`),
 which stays the engine of record (`envs.make('sokoban')`; tests/test_sokoban_batch.py plays both
@@ -26,9 +28,8 @@ Rooms are kept flat ([K, H*W] cell codes, the player as a flat index). Every lev
 class for the others), so a neighbour of the player, and the cell beyond a box next to it, are
 always inside the grid, and flat offsets (-W, +W, -1, +1) are gym-sokoban's (row, column) steps.
 """
-from typing import List, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
-import dm_env
 import numpy as np
 from dm_env import specs
 
@@ -43,8 +44,6 @@ _BOX_ON_TARGET, _BOX, _PLAYER = sokoban._BOX_ON_TARGET, sokoban._BOX, sokoban._P
 _PLAYER_ON_TARGET = 6   # the palette's extra code
 _PALETTE = sokoban._TINY_PALETTE
 # pylint: enable=protected-access
-
-_STEP_TYPES = (dm_env.StepType.MID, dm_env.StepType.LAST)
 
 
 def _reward_table() -> np.ndarray:
@@ -134,6 +133,7 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     self._limit = np.full(k, self._max_steps, np.int64)   # each episode's step limit
     self._on_target = np.zeros(k, np.int64)   # gym-sokoban's boxes_on_target, for the rewards
     self._num_boxes = np.zeros(k, np.int64)
+    self._reset_next = np.zeros(k, bool)   # rooms whose previous step was LAST
     self._started = False
 
   # BatchedEnvironment --------------------------------------------------------------------------
@@ -141,10 +141,11 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
   def num_envs(self) -> int:
     return len(self._rngs)
 
-  def reset(self) -> List[dm_env.TimeStep]:
-    first = self._reset(self._rows)
+  def reset(self) -> np.ndarray:
+    self._reset(self._rows)
+    self._reset_next[:] = False
     self._started = True
-    return [dm_env.restart(first[k]) for k in range(self.num_envs)]
+    return self._render()
 
   def step(self, actions) -> batch_lib.BatchStep:
     if not self._started:
@@ -156,6 +157,8 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     if actions.min() < 0 or actions.max() >= self._num_actions:
       raise ValueError(f'actions must be in [0, {self._num_actions}), got {actions.tolist()}')
     rows, room, fixed = self._rows, self._room, self._fixed
+    resetting = self._reset_next
+    stepping = ~resetting   # the rooms this call resets do not move (their actions are ignored)
     player = self._player
     offset = self._offsets[actions]
     ahead = player + offset
@@ -164,9 +167,10 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     cell_ahead = room[rows, ahead]
     cell_beyond = room[rows, beyond]
     free_ahead = (cell_ahead == _FLOOR) | (cell_ahead == _TARGET)
-    push = (self._pushes[actions] & ((cell_ahead == _BOX) | (cell_ahead == _BOX_ON_TARGET))
+    push = (stepping & self._pushes[actions]
+            & ((cell_ahead == _BOX) | (cell_ahead == _BOX_ON_TARGET))
             & ((cell_beyond == _FLOOR) | (cell_beyond == _TARGET)))
-    move = push | free_ahead
+    move = push | (stepping & free_ahead)
     # gym-sokoban's order: the player onto `ahead`, its old cell back to the fixed cell, then the
     # box beyond (the three cells differ).
     moved = rows[move]
@@ -178,35 +182,31 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     self._player = player
 
     # _calc_reward: boxes on targets = boxes - targets left uncovered (empty, or under the player).
+    # Computed for every room; the rooms being reset get theirs from `_reset` below.
     uncovered = (np.count_nonzero(room == _TARGET, axis=1)
                  + (fixed[rows, player] == _TARGET))
     on_target = self._num_boxes - uncovered
-    solved = uncovered == 0
-    rewards = _REWARDS[np.sign(on_target - self._on_target) + 1, solved.view(np.int8)]
+    solved = (uncovered == 0) & stepping
+    reward = _REWARDS[np.sign(on_target - self._on_target) + 1, solved.view(np.int8)]
     self._on_target = on_target
     self._t += 1
-    timed_out = self._t >= self._limit
+    timed_out = (self._t >= self._limit) & stepping
     last = solved | timed_out
-    ends = (last if self._timeout_terminates else solved).view(np.int8)
-    discounts = _DISCOUNTS[ends]
-    reached = self._render(None)
-    # rewards[k, ...] is a 0-d float32 array, as SinglePrecisionWrapper's are.
-    timesteps = [dm_env.TimeStep(_STEP_TYPES[l], rewards[k, ...], discounts[k, ...], reached[k])
-                 for k, l in enumerate(last.view(np.int8).tolist())]
+    discount = _DISCOUNTS[(last if self._timeout_terminates else solved).view(np.int8)]
+    step_type = np.where(last, batch_lib.LAST, batch_lib.MID)
 
-    finished = {}
-    observations = reached
+    ended = {}
     if last.any():
-      ended = np.flatnonzero(last)
-      on = np.count_nonzero(room[ended] == _BOX_ON_TARGET, axis=1)
-      infos = [{'solved': float(n == b), 'boxes_on_target': float(n)}
-               for n, b in zip(on.tolist(), self._num_boxes[ended].tolist())]
-      first = self._reset(ended)
-      observations = reached.copy()
-      observations[ended] = first
-      finished = {int(k): batch_lib.Finished(info, dm_env.restart(obs))
-                  for k, info, obs in zip(ended, infos, first)}
-    return batch_lib.BatchStep(timesteps, observations, reached, finished)
+      done = np.flatnonzero(last)
+      on = np.count_nonzero(room[done] == _BOX_ON_TARGET, axis=1)
+      ended = {k: {'solved': float(n == b), 'boxes_on_target': float(n)}
+               for k, n, b in zip(done.tolist(), on.tolist(), self._num_boxes[done].tolist())}
+    if resetting.any():
+      self._reset(np.flatnonzero(resetting))
+      step_type[resetting] = batch_lib.FIRST
+      reward[resetting] = 0.0     # discount is already 1: neither solved nor timed out
+    self._reset_next = last
+    return batch_lib.BatchStep(step_type, reward, discount, self._render(), ended)
 
   def observation_spec(self):
     return specs.BoundedArray(self._shape + (3,), np.uint8, 0, 255, 'observation')
@@ -231,9 +231,9 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     return self._level.copy()
 
   # Internals -----------------------------------------------------------------------------------
-  def _reset(self, envs: np.ndarray) -> np.ndarray:
+  def _reset(self, envs: np.ndarray) -> None:
     """Loads a new level into environments `envs` (each drawing from its own rng, as
-    Sokoban.reset does); their first observations."""
+    Sokoban.reset does), ready for `_render`."""
     if self._level_index_option is not None:
       chosen = np.full(len(envs), self._level_index_option)
     else:
@@ -249,15 +249,10 @@ class SokobanBatch(batch_lib.BatchedEnvironment):
     self._on_target[envs] = self._level_on_target[chosen]
     self._num_boxes[envs] = self._level_boxes[chosen]
     self._t[envs] = 0
-    return self._render(envs)
 
-  def _render(self, envs: Optional[np.ndarray]) -> np.ndarray:
-    """[len(envs), H, W, 3] tiny-RGB observations (gym-sokoban's colours, one pixel a cell) of
-    environments `envs` (None: all)."""
-    if envs is None:
-      codes, fixed, player = self._room.copy(), self._fixed, self._player
-    else:
-      codes, fixed, player = self._room[envs], self._fixed[envs], self._player[envs]
-    rows = np.arange(len(codes))
+  def _render(self) -> np.ndarray:
+    """[K, H, W, 3] tiny-RGB observations of the rooms (gym-sokoban's colours, one pixel a
+    cell)."""
+    codes, fixed, player, rows = self._room.copy(), self._fixed, self._player, self._rows
     codes[rows, player] = np.where(fixed[rows, player] == _TARGET, _PLAYER_ON_TARGET, _PLAYER)
     return np.take(_PALETTE, codes, axis=0).reshape((len(codes),) + self._shape + (3,))

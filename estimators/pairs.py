@@ -2,8 +2,17 @@
 
 Data of any origin (Reverb windows online, stored episodes offline) is laid out *flat*: position
 k holds one observation and `last[k]` is the flat index of the last observation of the segment
-(episode or episode piece) that contains k, or -1 when k is padding. A start i may be restricted
-(`start_ok`) so that a pair reachable from several overlapping windows is owned by exactly one.
+(episode or episode piece) that contains k, or -1 when k holds no observation. A start i may be
+restricted (`start_ok`) so that a pair reachable from several overlapping windows is owned by
+exactly one.
+
+Online, a window is 2w (or more) consecutive rows of one room's *stream*: its episodes back to
+back, each followed by a filler row (the final observation, every scalar zero), one window every
+w rows. A window is therefore cut anywhere in an episode and may hold several segments: the tail
+of an episode begun before it, whole short episodes, the head of one still running
+(`window_layout`). A window owns the pairs starting in its first w rows; every pair of the stream
+with a gap <= w then has exactly one owner, the window starting at the largest multiple of w not
+after its start, which holds the whole pair.
 
 The valid pairs are {(i, j): i an allowed start, j in i's segment, 0 < j - i <= w}; start i owns
 n_i = min(w, last[i] - i) of them. `sample_pairs` draws uniformly from that set (the paper samples
@@ -104,34 +113,40 @@ def observed_steps(step_valid: jnp.ndarray) -> jnp.ndarray:
   return real | shifted
 
 
-def window_layout(step_valid: jnp.ndarray, period: int):
-  """Flat layout for a batch of Reverb 'precedence' windows [B, L] (jittable).
+def window_layout(step_valid: jnp.ndarray, start_of_episode: jnp.ndarray, period: int):
+  """Flat layout for a batch of stream-aligned Reverb windows [B, L] (jittable).
 
-  step_valid: the adder's 'valid' extra. Windows start every `period` steps and overlap by
-  L - period = period steps. A window owns the pairs that start in its first `period` steps; the
-  window that ends an episode (it holds the final observation) owns every start it contains,
-  since no later window covers them. With L = 2 * period every valid pair of an episode (gap <=
-  period) is then owned by exactly one window (tests/test_pair_coverage.py checks this on a real
-  Reverb table). Returns (last [B*L], start_ok [B*L]).
+  step_valid, start_of_episode: the rows' 'valid' and 'start_of_episode' extras (1 on the
+  filler's successor, the first row of an episode). Windows start every `period` rows of the
+  stream and hold L >= 2 * period rows, so a pair with gap <= period starting in a window's first
+  `period` rows ends inside it: those are the window's starts (`start_ok`), and every such pair of
+  the stream is owned once. A segment runs from one start_of_episode row to the row before the
+  next (a filler belongs to the episode it closes); pairs never leave a segment, so none crosses
+  episodes. A filler at row 0 is not an observation here (its predecessor is in the previous
+  window, which owns every pair ending at it). Returns flat [B*L] arrays:
+  last (the last observation of k's segment, -1 where k holds none), start_ok, and ends_episode
+  (k's segment ends with the filler, its episode's final observation; `training.Batch`).
   """
   step_valid = jnp.asarray(step_valid)
   b, l = step_valid.shape
+  if l < 2 * period:
+    raise ValueError(f'windows of {l} rows cannot own every pair of gap <= {period}: they need '
+                     f'at least 2 * period = {2 * period} rows')
   observed = observed_steps(step_valid)
-  n_obs = jnp.sum(observed, axis=1)
-  ends_episode = n_obs > jnp.sum(step_valid > 0, axis=1)   # the filler's observation is there
-  offsets = jnp.arange(b)[:, None] * l
-  last = jnp.where(observed, offsets + (n_obs - 1)[:, None], -1)
-  start_ok = observed & ((jnp.arange(l)[None, :] < period) | ends_episode[:, None])
-  return last.reshape(-1), start_ok.reshape(-1)
-
-
-def window_ends_episode(step_valid: jnp.ndarray) -> jnp.ndarray:
-  """[B*L] bool for Reverb windows [B, L]: the position's window holds its episode's final
-  observation (Acme's filler), which is then the window's last observation (`window_layout`)."""
-  step_valid = jnp.asarray(step_valid)
-  b, l = step_valid.shape
-  ends = jnp.sum(observed_steps(step_valid), axis=1) > jnp.sum(step_valid > 0, axis=1)
-  return jnp.repeat(ends, l)
+  t = jnp.arange(l)
+  begins = (jnp.asarray(start_of_episode) > 0) | (t == 0)
+  # The segment of row t ends before the first segment beginning after t (or at the window's end).
+  next_begin = jax.lax.cummin(jnp.where(begins, t, l), axis=1, reverse=True)
+  seg_end = jnp.concatenate([next_begin[:, 1:], jnp.full((b, 1), l)], axis=1) - 1
+  # Its last observation: the last observed row up to seg_end; for an observed row that is in
+  # its own segment, since the row itself qualifies.
+  latest_observed = jax.lax.cummax(jnp.where(observed, t, -1), axis=1)
+  last_row = jnp.maximum(jnp.take_along_axis(latest_observed, seg_end, axis=1), 0)
+  ends_with_filler = ~jnp.take_along_axis(step_valid > 0, last_row, axis=1)
+  last = jnp.where(observed, jnp.arange(b)[:, None] * l + last_row, -1)
+  start_ok = observed & (t < period)
+  ends_episode = observed & ends_with_filler
+  return last.reshape(-1), start_ok.reshape(-1), ends_episode.reshape(-1)
 
 
 def episode_layout(lengths: np.ndarray):

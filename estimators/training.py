@@ -267,11 +267,13 @@ def _repeated(one_step, steps_per_call: int, conv: bool):
   return update
 
 
-def windows_to_batch(observations, actions, step_valid, period: int) -> Batch:
-  """Flat Batch from Reverb windows [B, L, ...] and their 'valid' extra (jittable)."""
+def windows_to_batch(observations, actions, step_valid, start_of_episode, period: int) -> Batch:
+  """Flat Batch from stream-aligned Reverb windows [B, L, ...] and their 'valid' and
+  'start_of_episode' extras (jittable; `period` static). A window may hold several episode
+  segments (`pairs.window_layout`), so ends_episode is set per segment, for the terminal-transition
+  and final-observation masks of exclude_terminal."""
   b, l = step_valid.shape
-  last, start_ok = pairs_lib.window_layout(step_valid, period)
+  last, start_ok, ends_episode = pairs_lib.window_layout(step_valid, start_of_episode, period)
   starts, count = pairs_lib.start_indices(last, start_ok)
   obs = observations.reshape((b * l,) + observations.shape[2:])
-  return Batch(obs, actions.reshape(b * l), last, starts, count,
-               pairs_lib.window_ends_episode(step_valid))
+  return Batch(obs, actions.reshape(b * l), last, starts, count, ends_episode)

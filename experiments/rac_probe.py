@@ -111,7 +111,7 @@ def _play(actor, pool, predictor, quota: int) -> _Tally:
   ep_length = np.zeros(num_envs, np.int64)
   finished = np.zeros(num_envs, np.int64)
   while finished.min() < quota:
-    out = actor.step(obs, obs, obs)
+    out = actor.step(obs, obs)
     phi = predictor.phi(obs) if predictor is not None else None
     for i, env in enumerate(pool):
       if finished[i] >= quota:

@@ -227,7 +227,7 @@ def main(argv):
 def _checked_config():
   """(the run's config, its records, where its nodes run) from the flags (a resumed run's saved
   ones under those given), checked before anything starts: a bad request exits 2 with one line."""
-  from launch.program import devices
+  from launch.program import devices, replay
   from launch.runtime import lifecycle, run_config, run_state
   try:
     if not FLAGS.show_config:   # printing the configuration touches no run
@@ -251,6 +251,7 @@ def _checked_config():
       placement = devices.plan(cfg, devices.probe_host())   # a request it cannot meet: one line
     if FLAGS.resume:
       lifecycle.check_resume(cfg, saved)
+      replay.check_layout(records)
     elif not FLAGS.show_config:
       run_state.check_writable(cfg.run_dir)
   except ValueError as e:

@@ -33,11 +33,13 @@ def test_terminal_transitions_and_final_observations_of_a_hand_made_batch():
                                 [False, False, True, False, False, True])
   np.testing.assert_array_equal(training.without_final_observations(batch),
                                 [2, 2, 2, 2, 5, 5, 5])
-  # Windows: the first does not end its episode (its last transition is not terminal), the
-  # second holds the episode's final observation (valid 0 on its last step: Acme's filler).
+  # Windows, each one episode from row 0: the first does not end its episode (its last
+  # transition is not terminal), the second holds the episode's final observation (valid 0 on
+  # its last step: the filler).
   valid = np.array([[1, 1, 1, 1], [1, 1, 1, 0]], np.float32)
+  start_of_episode = np.array([[1, 0, 0, 0], [1, 0, 0, 0]], np.float32)
   windows = training.windows_to_batch(jnp.zeros((2, 4, 3)), jnp.zeros((2, 4), jnp.int32),
-                                      jnp.asarray(valid), 2)
+                                      jnp.asarray(valid), jnp.asarray(start_of_episode), 2)
   np.testing.assert_array_equal(windows.ends_episode, [False] * 4 + [True] * 4)
   np.testing.assert_array_equal(training.terminal_transitions(windows, jnp.arange(8)),
                                 [False] * 6 + [True, False])

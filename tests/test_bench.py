@@ -198,3 +198,16 @@ def test_program_profile_profiles_a_run(tmp_path):
   result = json.load(open(out))
   assert result['env_steps'] > 0 and result['nodes'] and result['cores_used'] > 0
   assert np.isfinite(result['cpu_us_per_env_step'])
+
+
+def test_the_actor_side_projection_by_hand():
+  from bench import cost_model
+  parts = {'environment': {'cpu_us_per_env_step': 10.0},
+           'policy_inference': {'cpu_us_per_env_step': 20.0},
+           'actor_writes_and_loop': {'cpu_us_per_env_step': 30.0},
+           'learner_update': {'cpu_us_per_env_step': 500.0}}   # on the GPU: not the actors'
+  got = cost_model.actor_side_projection(parts, cores=16)
+  assert got['actor_cores'] == 14 and got['actor_us_per_env_step'] == 60.0
+  assert got['env_steps_per_s'] == pytest.approx(14 * 1e6 / 60)
+  with_psi = dict(parts, psi_inference={'cpu_us_per_env_step': 40.0})
+  assert cost_model.actor_side_projection(with_psi)['actor_us_per_env_step'] == 100.0

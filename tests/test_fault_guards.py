@@ -93,8 +93,10 @@ def test_a_non_finite_estimator_update_is_dropped():
   obs = np.zeros((16, 4), np.float32)
   state = training.init_state(est, config, obs[0])
   update = training.make_update(est, config)
+  start_of_episode = np.zeros((2, 8), bool)
+  start_of_episode[:, 0] = True
   batch = training.windows_to_batch(obs.reshape(2, 8, 4), np.zeros((2, 8), np.int32),
-                                    np.ones((2, 8), bool), 4)
+                                    np.ones((2, 8), bool), start_of_episode, 4)
   good, metrics = update(state, batch)
   assert float(metrics['update_skipped']) == 0.0
   bad_batch = batch._replace(observations=batch.observations * np.nan)

@@ -250,19 +250,20 @@ def test_the_batch_draws_the_limits_the_single_environments_draw():
   seeds = [4, 5, 6]
   batch = envs.make_batch('sokoban', seeds, max_steps=9, max_steps_min=3)
   singles = [envs.make('sokoban', seed=s, max_steps=9, max_steps_min=3) for s in seeds]
-  batch.reset()
-  for env in singles:
-    env.reset()
+  firsts = batch.reset()
+  for k, env in enumerate(singles):
+    np.testing.assert_array_equal(env.reset().observation, firsts[k])
   rng = np.random.default_rng(1)
+  reset_next = [False] * len(seeds)   # as the batch does: the call after a LAST step resets
   for _ in range(200):
     actions = rng.integers(0, 4, size=len(seeds)).astype(np.int32)
     step = batch.step(actions)
     for k, env in enumerate(singles):
-      ts = env.step(int(actions[k]))
-      assert ts.step_type == step.timesteps[k].step_type
-      assert float(ts.discount) == float(step.timesteps[k].discount)
-      if ts.last():
-        np.testing.assert_array_equal(env.reset().observation, step.observations[k])
+      ts = env.reset() if reset_next[k] else env.step(int(actions[k]))
+      assert ts.step_type == step.step_type[k]
+      assert float(ts.discount if not ts.first() else 1.0) == float(step.discount[k])
+      np.testing.assert_array_equal(ts.observation, step.observation[k])
+      reset_next[k] = ts.last()
 
 
 # The policy networks ------------------------------------------------------------------------

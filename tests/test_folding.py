@@ -124,14 +124,14 @@ def test_the_actor_acts_the_same_folded_and_folds_once_per_parameter_set():
   folded, source = actor(policy_inference=folded_policy, psi_inference=folded_psi)
   for t in range(4):
     obs, prev = frames[t + 1:t + 5], frames[t:t + 4]
-    a, b = layered.step(obs, prev, obs), folded.step(obs, prev, obs)
+    a, b = layered.step(obs, prev), folded.step(obs, prev)
     np.testing.assert_array_equal(a.action, b.action)
     np.testing.assert_allclose(b.logits, a.logits, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(b.psi, a.psi, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(b.intrinsic, a.intrinsic, rtol=1e-4, atol=1e-5)
   assert counting_fold.calls == 1            # the same parameters: folded once
   source.params = jax.tree_util.tree_map(lambda w: w * 0.5, policy)
-  folded.step(frames[1:5], frames[:4], frames[1:5])
+  folded.step(frames[1:5], frames[:4])
   assert counting_fold.calls == 2            # new parameters: folded again
 
 

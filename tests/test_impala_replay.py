@@ -1,5 +1,7 @@
 """The IMPALA table through a real Reverb server: a queue by default; with samples_per_insert > 0
-a FIFO replay whose rate limiter holds the learner to that many samples per sequence written."""
+a FIFO replay whose rate limiter holds the learner to that many samples per sequence written,
+items of several rooms' sequences included."""
+import dm_env
 import numpy as np
 import pytest
 import reverb
@@ -7,25 +9,30 @@ from acme import specs, wrappers
 
 import envs
 from agents import adders
+from envs import batch as batch_lib
 from launch.program import builder
 from launch.program.config import ImpalaConfig
 
-SEQUENCE = 5
+SEQUENCE, ROOMS = 5, 2
 
 
-def _fill(client, spec_env, steps: int):
-  adder = adders.TrajectoryAdder(client, impala_sequence=SEQUENCE, max_in_flight_items=1)
-  ts = spec_env.reset()
-  adder.add_first(ts)
-  for t in range(steps):
-    ts = spec_env.step(np.int32(t % 2))
-    adder.add(np.int32(t % 2), ts, {'logits': np.zeros(2, np.float32),
-                                    'core_state': np.float32(0.0),
-                                    'policy_version': np.float32(t)})
-    if ts.last():
-      ts = spec_env.reset()
-      adder.add_first(ts)
-  adder.flush()
+def _env(seed=0):
+  return wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=seed, reward_free=False))
+
+
+def _fill(client, rows: int):
+  """`rows` actor steps of ROOMS Cartpole rooms through one writer of one item per unroll."""
+  writer = adders.ActorWriter(client, ROOMS, impala_sequence=SEQUENCE, max_in_flight_items=1)
+  rooms = batch_lib.EnvironmentList([_env(k) for k in range(ROOMS)])
+  obs, starts = rooms.reset(), np.ones(ROOMS, bool)
+  for t in range(rows):
+    actions = np.full(ROOMS, t % 2, np.int32)
+    step = rooms.step(actions)
+    filler = step.step_type == dm_env.StepType.FIRST
+    writer.append(obs, adders.step_rows(starts, actions, step.reward, step.discount, filler, t),
+                  np.zeros((ROOMS, 2), np.float32))
+    obs, starts = step.observation, filler
+  writer.close()
 
 
 def _samples_before_blocking(client, limit: int) -> int:
@@ -44,43 +51,42 @@ def _samples_before_blocking(client, limit: int) -> int:
 
 @pytest.mark.parametrize('samples_per_insert', [2.0, 4.0])
 def test_replay_lets_the_learner_sample_each_sequence_about_spi_times(samples_per_insert):
-  """Writing blocks when the learner falls behind and sampling when it runs ahead, so over 40
-  sequences the learner draws spi per sequence written after the first min_size (Reverb's
-  offset), plus the error buffer it may run ahead by once writing stops."""
+  """Writing blocks when the learner falls behind and sampling when it runs ahead, so over 80
+  sequences (40 items of 2 rooms) the learner draws spi per sequence written after the first
+  min_size (Reverb's offset), plus the error buffer it may run ahead by once writing stops."""
   import threading
-  env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
-  spec = specs.make_environment_spec(env)
-  impala = ImpalaConfig(batch_size=2, sequence_length=SEQUENCE,
-                        samples_per_insert=samples_per_insert, replay_size=64)
-  table = builder.make_impala_table(impala, adders.impala_signature(spec, SEQUENCE))
+  spec = specs.make_environment_spec(_env())
+  impala = ImpalaConfig(batch_size=4, sequence_length=SEQUENCE,
+                        samples_per_insert=samples_per_insert, replay_size=128)
+  table = builder.make_impala_table(impala, ROOMS, adders.impala_signature(spec, SEQUENCE, ROOMS))
   server = reverb.Server([table])
   try:
     client = reverb.Client(f'localhost:{server.port}')
-    writer = threading.Thread(target=_fill, args=(client, env, (SEQUENCE - 1) * 40 + 1))
+    writer = threading.Thread(target=_fill, args=(client, (SEQUENCE - 1) * 40 + 1))
     writer.start()
-    drawn = _samples_before_blocking(client, limit=10_000)
+    drawn = ROOMS * _samples_before_blocking(client, limit=10_000)     # sequences
     writer.join(timeout=30)
     assert not writer.is_alive()
-    inserted = client.server_info()[adders.IMPALA_TABLE].current_size
-    assert inserted >= 40   # episode ends add filler entries
+    inserted = ROOMS * client.server_info()[adders.IMPALA_TABLE].current_size
+    assert inserted == ROOMS * 40
     min_size = 2 * impala.batch_size
-    error_buffer = max(impala.batch_size, 2 * samples_per_insert)
+    error_buffer = max(impala.batch_size, ROOMS * 2 * samples_per_insert)   # a whole item's
     # Once the writer is done, the learner may run ahead of the ratio by the error buffer.
     expected = samples_per_insert * (inserted - min_size) + error_buffer
-    assert abs(drawn - expected) <= samples_per_insert, (drawn, expected)
+    assert abs(drawn - expected) <= ROOMS * samples_per_insert, (drawn, expected)
   finally:
     server.stop()
 
 
 def test_default_is_a_queue_and_bad_replay_settings_are_refused():
-  env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
-  spec = specs.make_environment_spec(env)
-  table = builder.make_impala_table(ImpalaConfig(), adders.impala_signature(spec, SEQUENCE))
+  spec = specs.make_environment_spec(_env())
+  table = builder.make_impala_table(ImpalaConfig(), ROOMS,
+                                    adders.impala_signature(spec, SEQUENCE, ROOMS))
   server = reverb.Server([table])
   try:
     client = reverb.Client(f'localhost:{server.port}')
-    _fill(client, env, steps=4 * 3 + 1)
-    assert client.server_info()[adders.IMPALA_TABLE].current_size == 3
+    _fill(client, rows=4 * 3 + 1)
+    assert client.server_info()[adders.IMPALA_TABLE].current_size == 3   # items of 2 rooms
     assert _samples_before_blocking(client, limit=10) == 3
     assert client.server_info()[adders.IMPALA_TABLE].current_size == 0   # consumed
   finally:

@@ -33,23 +33,104 @@ def test_labels_say_whether_pair_is_in_order_and_are_balanced():
   assert abs(label.mean() - 0.5) < 0.02
 
 
-def test_window_layout_owns_first_period_except_in_the_episode_final_window():
-  # The adder's 'valid' extra: 1 = real step, 0 = the filler holding the final observation, then padding.
-  step_valid = np.zeros((3, 6), np.float32)
-  step_valid[0, :6] = 1        # a full window in the middle of an episode
-  step_valid[1, :4] = 1        # the episode's final window: 4 real steps, the filler, padding
-  step_valid[2, :1] = 1        # a one-step episode: its first observation and the filler
-  last, start_ok = map(np.asarray, pairs.window_layout(step_valid, period=3))
-  np.testing.assert_array_equal(last[:6], [5] * 6)
-  np.testing.assert_array_equal(last[6:12], [10, 10, 10, 10, 10, -1])
-  np.testing.assert_array_equal(last[12:], [13, 13, -1, -1, -1, -1])
-  np.testing.assert_array_equal(start_ok[:6], [1, 1, 1, 0, 0, 0])      # mid-episode: first period
-  np.testing.assert_array_equal(start_ok[6:12], [1, 1, 1, 1, 1, 0])    # final window: every start
-  np.testing.assert_array_equal(start_ok[12:], [1, 1, 0, 0, 0, 0])
-  first, second, _ = _sample(last, start_ok, 5_000, 3)
-  lo, hi = np.minimum(first, second), np.maximum(first, second)
-  assert set(np.unique(lo)) == {0, 1, 2, 6, 7, 8, 9, 12}
-  assert np.all(hi <= np.where(lo < 6, 5, np.where(lo < 12, 10, 13)))        # never into padding or the next window
+def _layout(step_valid, start_of_episode, period):
+  return tuple(np.asarray(x) for x in pairs.window_layout(
+      np.asarray(step_valid, np.float32), np.asarray(start_of_episode, np.float32), period))
+
+
+def test_window_layout_of_hand_made_stream_windows():
+  # Rows of a room's stream: valid 1 on real rows, 0 on the filler closing an episode (its final
+  # observation); start_of_episode 1 on the row after a filler. Windows of 6 rows, period 3.
+  step_valid = [[1, 1, 0, 1, 1, 1],     # an episode's tail, its filler, a new episode
+                [0, 1, 1, 1, 0, 1],     # a filler at row 0, a whole episode, a new one
+                [1, 0, 1, 1, 0, 1],     # two whole short episodes, then a new one
+                [1, 1, 1, 1, 1, 1]]     # no episode boundary
+  start_of_episode = [[0, 0, 0, 1, 0, 0],
+                      [0, 1, 0, 0, 0, 1],
+                      [1, 0, 1, 0, 0, 1],
+                      [0, 0, 0, 0, 0, 0]]
+  last, start_ok, ends = _layout(step_valid, start_of_episode, period=3)
+  np.testing.assert_array_equal(last, [2, 2, 2, 5, 5, 5,
+                                       -1, 10, 10, 10, 10, 11,
+                                       13, 13, 16, 16, 16, 17,
+                                       23, 23, 23, 23, 23, 23])
+  np.testing.assert_array_equal(start_ok, [1, 1, 1, 0, 0, 0,
+                                           0, 1, 1, 0, 0, 0,
+                                           1, 1, 1, 0, 0, 0,
+                                           1, 1, 1, 0, 0, 0])
+  np.testing.assert_array_equal(ends, [1, 1, 1, 0, 0, 0,
+                                       0, 1, 1, 1, 1, 0,
+                                       1, 1, 1, 1, 1, 0,
+                                       0, 0, 0, 0, 0, 0])
+  # The row 0 filler starts and ends no pair here; no pair leaves its segment or window.
+  owned = set(pairs.valid_pairs(last, start_ok, 3))
+  assert owned == {(0, 1), (0, 2), (1, 2),
+                   (7, 8), (7, 9), (7, 10), (8, 9), (8, 10),
+                   (12, 13), (14, 15), (14, 16),
+                   (18, 19), (18, 20), (18, 21), (19, 20), (19, 21), (19, 22),
+                   (20, 21), (20, 22), (20, 23)}
+
+
+def test_window_layout_needs_two_periods_per_window():
+  with pytest.raises(ValueError, match='2 \\* period'):
+    pairs.window_layout(np.ones((1, 5)), np.zeros((1, 5)), 3)
+
+
+def _stream(rng, episodes, max_real):
+  """A room's stream: episodes of 1..max_real real rows, each followed by its filler row.
+  Returns (valid, start_of_episode, episode id, the episode's filler position) per row."""
+  real = rng.integers(1, max_real + 1, size=episodes)
+  valid = np.concatenate([np.r_[np.ones(n), 0.0] for n in real])
+  start = np.concatenate([np.r_[1.0, np.zeros(n)] for n in real])
+  episode = np.repeat(np.arange(episodes), real + 1)
+  filler = np.repeat(np.cumsum(real + 1) - 1, real + 1)
+  return valid, start, episode, filler
+
+
+def _cut(stream, w):
+  """Stream-aligned windows of 2w rows every w rows, while they fit: ([n, 2w], starts [n])."""
+  begin = np.arange(0, len(stream) - 2 * w + 1, w)
+  return np.stack([stream[s:s + 2 * w] for s in begin]), begin
+
+
+@pytest.mark.parametrize('w,max_real,seed', [(1, 3, 0), (3, 4, 1), (4, 12, 2), (5, 2, 3)])
+def test_stream_windows_own_every_pair_of_the_stream_once(w, max_real, seed):
+  valid, start, episode, filler = _stream(np.random.default_rng(seed), 30, max_real)
+  windows, begin = _cut(valid, w)
+  last, start_ok, ends = _layout(windows, _cut(start, w)[0], w)
+  length = 2 * w
+  position = (begin[:, None] + np.arange(length)).reshape(-1)     # flat index -> stream row
+  owned = [(position[a], position[b]) for a, b in pairs.valid_pairs(last, start_ok, w)]
+  reach = begin[-1] + length                                       # rows after it are in no window
+  expected = {(i, j) for i in range(len(begin) * w) for j in range(i + 1, min(i + w + 1, reach))
+              if episode[i] == episode[j]}
+  assert len(owned) == len(set(owned))                             # each pair once
+  assert set(owned) == expected
+  # ends_episode: the owned start's episode closes (its filler) inside the start's window.
+  k = np.flatnonzero(start_ok)
+  np.testing.assert_array_equal(ends[k], filler[position[k]] < np.repeat(begin + length,
+                                                                        length)[k])
+
+
+def test_windows_of_two_rooms_share_no_pair():
+  # Room 0's window ends with an episode still running, room 1's starts inside an episode (no
+  # start flag at row 0): side by side in one batch, they must not join into one segment.
+  rng = np.random.default_rng(4)
+  w = 4
+  (valid_0, start_0, *_), (valid_1, start_1, *_) = (_stream(rng, 20, 6) for _ in range(2))
+  cuts_0, cuts_1 = _cut(valid_0, w)[0], _cut(valid_1, w)[0]
+  room_0 = np.flatnonzero(cuts_0[:, -1] == 1)[0]
+  room_1 = np.flatnonzero((cuts_1[:, 0] == 1) & (_cut(start_1, w)[0][:, 0] == 0))[0]
+  windows = np.stack([cuts_0[room_0], cuts_1[room_1]])
+  starts = np.stack([_cut(start_0, w)[0][room_0], _cut(start_1, w)[0][room_1]])
+  last, start_ok, _ = _layout(windows, starts, w)
+  owned = pairs.valid_pairs(last, start_ok, w)
+  assert owned and all(a // (2 * w) == b // (2 * w) for a, b in owned)
+  assert last[2 * w - 1] == 2 * w - 1 and last[2 * w] >= 2 * w
+  for room in range(2):
+    alone = _layout(windows[room:room + 1], starts[room:room + 1], w)
+    shifted = {(a + room * 2 * w, b + room * 2 * w) for a, b in pairs.valid_pairs(*alone[:2], w)}
+    assert shifted == {p for p in owned if p[0] // (2 * w) == room}
 
 
 def test_pairs_are_uniform_over_valid_pairs():

@@ -8,7 +8,8 @@ from acme import specs, wrappers
 from acme.utils import counting, loggers
 
 import envs
-from agents import adders
+from agents import acting, adders
+from agents import loop as loop_lib
 from estimators import networks as est_nets
 from estimators import training
 from launch.program import precedence_learner
@@ -16,26 +17,25 @@ from launch.program import precedence_learner
 WINDOW = 10
 
 
-def fill_table(env_name: str, episodes: int, window: int, seed: int = 0):
-  """A Reverb server whose precedence table holds the windows the actors' adder writes for
-  `episodes` random-policy episodes; (server, client, spec)."""
-  env = wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=seed))
-  spec = specs.make_environment_spec(env)
+def fill_table(env_name: str, episodes: int, window: int, seed: int = 0, rooms: int = 2):
+  """A Reverb server whose precedence table holds the windows the actor's writer writes for
+  about `episodes` random-policy episodes of `rooms` rooms stepped by the actor loop;
+  (server, client, spec)."""
+  envs_ = [wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=seed + k))
+           for k in range(rooms)]
+  spec = specs.make_environment_spec(envs_[0])
   server = reverb.Server([reverb.Table(
       adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
       remover=reverb.selectors.Fifo(), max_size=1_000_000,
-      rate_limiter=reverb.rate_limiters.MinSize(1), signature=adders.precedence_signature(spec))])
+      rate_limiter=reverb.rate_limiters.MinSize(1),
+      signature=adders.precedence_signature(spec, window, rooms))])
   client = reverb.Client(f'localhost:{server.port}')
-  adder = adders.TrajectoryAdder(client, window=window)
-  rng = np.random.default_rng(seed)
-  for _ in range(episodes):
-    ts = env.reset()
-    adder.add_first(ts)
-    while not ts.last():
-      action = np.int32(rng.integers(spec.actions.num_values))
-      ts = env.step(action)
-      adder.add(action, ts)
-  adder.flush()
+  loop = loop_lib.BatchedEnvironmentLoop(
+      envs_, acting.BatchedActor(spec.actions.num_values, acting.ReversibilityConfig(),
+                                 [seed + k for k in range(rooms)]),
+      'none', adders.ActorWriter(client, rooms, window=window), logger=loggers.NoOpLogger())
+  loop.run(num_episodes=episodes)
+  loop.close()
   return server, client, spec
 
 
@@ -64,7 +64,7 @@ class CountingIterator:
 def make_learner(client, spec, updates_per_sample):
   est = est_nets.make_estimators(est_nets.default_estimator_config('cartpole'), spec.actions.num_values)
   config = training.TrainConfig(window=WINDOW, batch_size=32)
-  iterator = CountingIterator(precedence_learner.make_window_iterator(client, 4, 2 * WINDOW))
+  iterator = CountingIterator(adders.precedence_windows(client, 4, 2))
   counter = counting.Counter()
   counter.increment(actor_steps=10**9)   # no throttle
   learner = precedence_learner.PrecedenceLearner(

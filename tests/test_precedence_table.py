@@ -1,56 +1,79 @@
-"""The 'precedence' table through a real Reverb server: windows written by the actors' adder and
-read back by the precedence learner's iterator never cross an episode boundary, are padded to a
-fixed length, and mark real observations (including each episode's final one)."""
+"""The 'precedence' table through a real Reverb server: windows written by the actor's writer (its
+rooms stepped by the actor loop) and read back as the precedence learner reads them (`agents.adders.precedence_windows`) are one room's
+2w consecutive rows each, of fixed shape, with the real observations (each episode's final one
+included) and the episode starts that split a window into its episodes."""
 import numpy as np
 import reverb
 from acme import specs, wrappers
+from acme.utils import loggers
 
 import envs
-from agents import adders
+from agents import acting, adders
+from agents import loop as loop_lib
 from estimators import pairs
-from launch.program.precedence_learner import make_window_iterator
+
+ROOMS = 2
 
 
-def test_windows_stay_inside_episodes_and_pad_to_fixed_length():
-  env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=True))
-  spec = specs.make_environment_spec(env)
+class Recorder:
+  """Passes an actor's rows on to its writer and keeps each room's stream of them."""
+
+  def __init__(self, writer):
+    self._writer, self.num_envs = writer, writer.num_envs
+    self.streams = [[] for _ in range(self.num_envs)]
+
+  def append(self, observation, steps, logits=None):
+    self._writer.append(observation, steps, logits)
+    for k in range(self.num_envs):
+      self.streams[k].append((observation[k], steps[k]))
+
+  def flush(self):
+    self._writer.flush()
+
+  def close(self):
+    self._writer.close()
+
+
+def test_windows_are_one_rooms_consecutive_rows():
+  rooms = [wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=k, reward_free=False))
+           for k in range(ROOMS)]
+  spec = specs.make_environment_spec(rooms[0])
+  period = 4
   server = reverb.Server([reverb.Table(
       adders.PRECEDENCE_TABLE, reverb.selectors.Fifo(), reverb.selectors.Fifo(), 1000,
-      reverb.rate_limiters.MinSize(1), signature=adders.precedence_signature(spec))])
+      reverb.rate_limiters.MinSize(1), max_times_sampled=1,
+      signature=adders.precedence_signature(spec, period, ROOMS))])
   try:
     client = reverb.Client(f'localhost:{server.port}')
-    length, period = 8, 4
-    adder = adders.TrajectoryAdder(client, window=period)
-    episodes = []
-    for ep in range(4):
-      ts = env.reset()
-      adder.add_first(ts)
-      obs = [ts.observation]
-      t = 0
-      while not ts.last():
-        ts = env.step(np.int32(1 if ep % 2 == 0 else t % 2))  # short and long episodes
-        adder.add(np.int32(0), ts)
-        obs.append(ts.observation)
-        t += 1
-      episodes.append(np.stack(obs))
-    adder.close()
+    writer = Recorder(adders.ActorWriter(client, ROOMS, window=period))
+    loop = loop_lib.BatchedEnvironmentLoop(
+        rooms, acting.BatchedActor(2, acting.ReversibilityConfig(), range(ROOMS)), 'none', writer,
+        logger=loggers.NoOpLogger())
+    loop.run(num_steps=ROOMS * 120)
+    loop.close()
     n_items = client.server_info()[adders.PRECEDENCE_TABLE].current_size
-    seen = 0
-    iterator = make_window_iterator(client, 1, length)
-    for _ in range(n_items):
+    assert n_items >= 120 // period - 2
+    iterator = adders.precedence_windows(client, 3, ROOMS)   # 3 windows: 2 items of 2 rooms
+    boundaries = 0
+    for m in range(n_items // 2):
       data = next(iterator).data
-      valid = data.extras['valid'][0]
-      mask = np.asarray(pairs.observed_steps(valid))
-      n = int(mask.sum())
-      assert mask[:n].all() and not mask[n:].any()            # valid prefix, then padding
-      assert data.observation.shape == (1, length, 4)
-      window = data.observation[0, :n]
-      # The window is a contiguous piece of exactly one episode.
-      hits = [e for e in episodes
-              if any(np.array_equal(e[i:i + n], window) for i in range(len(e) - n + 1))]
-      assert len(hits) == 1
-      assert not data.start_of_episode[0, 1:n].any()
-      seen += 1
-    assert seen >= 4
+      assert data.observation.shape == (4, 2 * period, 4)
+      for b in range(4):
+        k = b % ROOMS
+        # Which window of room k this is: the stream's rows it equals (stream-aligned).
+        stream = writer.streams[k]
+        starts = [s for s in range(0, len(stream) - 2 * period + 1, period)
+                  if all(np.array_equal(stream[s + t][0], data.observation[b, t])
+                         for t in range(2 * period))]
+        assert len(starts) == 1
+        rows = stream[starts[0]:starts[0] + 2 * period]
+        np.testing.assert_array_equal(data.extras['valid'][b], [r[4] for _, r in rows])
+        np.testing.assert_array_equal(data.start_of_episode[b], [r[0] != 0 for _, r in rows])
+        observed = np.asarray(pairs.observed_steps(data.extras['valid'][b]))
+        # Every row holds an observation (a step's, or a final one on a filler row), except a
+        # filler at row 0, whose step is in the window before.
+        assert observed[1:].all() and observed[0] == (rows[0][1][4] != 0)
+        boundaries += int(data.start_of_episode[b, 1:].any())
+    assert boundaries > 0   # windows with an episode boundary inside were read
   finally:
     server.stop()

@@ -6,11 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import rlax
-from acme import adders, wrappers
+from acme import wrappers
 from acme.utils import loggers
 
 import envs
 from agents import acting, shield
+from agents import adders as agent_adders
 from agents import loop as loop_lib
 from estimators import networks as est_nets
 from estimators import training as est_training
@@ -43,19 +44,23 @@ def test_acting_logits_are_the_distribution_the_shield_samples(mode):
   np.testing.assert_allclose(freq, jax.nn.softmax(out.logits[0]), atol=0.015)
 
 
-class _Recorder(adders.Adder):
-  """Keeps what the actor hands to its adder (the extras are the behaviour logits)."""
+class _Recorder:
+  """Keeps the action and behaviour logits of every real step the actor writes."""
+
+  num_envs = 1
 
   def __init__(self):
     self.extras = []
 
-  def add_first(self, timestep):
+  def append(self, observation, steps, logits=None):
+    f = agent_adders.unpack_steps(steps[0])
+    if f['valid']:   # not the filler row of an ended episode
+      self.extras.append((int(f['action']), np.asarray(logits[0])))
+
+  def flush(self):
     pass
 
-  def add(self, action, next_timestep, extras=()):
-    self.extras.append((int(action), np.asarray(extras['logits'])))
-
-  def reset(self):
+  def close(self):
     pass
 
 
@@ -72,7 +77,7 @@ def test_rac_actor_writes_pi_bar_logits_and_vtrace_ratio_uses_them():
   actor = acting.BatchedActor(2, rev, seeds=[0], estimators=est,
                               estimator_source=acting.FixedParams((state.psi_params, phi_params)))
   env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
-  loop_lib.BatchedEnvironmentLoop([env], actor, 'rac', adders=[recorder],
+  loop_lib.BatchedEnvironmentLoop([env], actor, 'rac', recorder,
                                   logger=loggers.NoOpLogger()).run(num_steps=20)
   actions = [a for a, _ in recorder.extras]
   assert len(actions) >= 20 and set(actions) == {0}      # the shield never lets action 1 through

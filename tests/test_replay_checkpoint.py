@@ -4,6 +4,7 @@ import os
 import time
 
 import numpy as np
+import pytest
 import reverb
 
 from agents import adders
@@ -88,3 +89,23 @@ def test_a_save_with_the_server_gone_is_recorded_not_raised(tmp_path):
   server.stop()
   record = replay.Checkpoints(client, records, period_s=3600).save('test')
   assert record['event'] == 'checkpoint_failed' and record['error'], record
+
+
+def test_a_checkpoint_of_another_items_layout_is_refused_where_it_holds_items_kept(tmp_path):
+  records = run_state.RunRecords(str(tmp_path))
+  server = replay.serve(_tables(), None, records)
+  client = server.localhost_client()
+  _fill(client, 6, 3)
+  saved = replay.Checkpoints(client, records, period_s=3600).save('test')
+  server.stop()
+  assert saved['layout'] == adders.LAYOUT_VERSION
+  replay.check_layout(records)   # this version's own: resumed
+  # The same checkpoint as an earlier version recorded it (no layout: one writer per room).
+  earlier = {k: v for k, v in saved.items() if k != 'layout'}
+  replay.append_record(records, earlier)
+  with pytest.raises(ValueError, match=f'holds items of layout 1.*{replay.EARLIER_LAYOUT_READER}'):
+    replay.check_layout(records)
+  # Only the IMPALA queue held items: it comes back empty anyway, so nothing old is read.
+  replay.append_record(records, dict(earlier, sizes={adders.IMPALA_TABLE: 3,
+                                                     adders.PRECEDENCE_TABLE: 0}))
+  replay.check_layout(records)

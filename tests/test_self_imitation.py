@@ -76,7 +76,6 @@ def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
   """A real Reverb server with the table make_tables builds: a terminated episode arrives as one
   item per step with (action, return-to-go) and the episode's return as priority; a truncated
   one, and one the filter refuses, do not."""
-  import dm_env
   import reverb
   from acme import specs
 
@@ -88,33 +87,35 @@ def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
   from launch.program import builder
   server = reverb.Server([builder.make_self_imitation_table(100, adders.self_imitation_signature(spec))])
   client = reverb.Client(f'localhost:{server.port}')
-  shared = adders.SharedWriter(client.trajectory_writer(num_keep_alive_refs=1))
 
-  class Inner:
-    calls = 0
-    def add_first(self, ts): Inner.calls += 1
-    def add(self, action, ts, extras=()): Inner.calls += 1
-    def reset(self): pass
+  class Inner:   # the actor's trajectory writer: counts the rows passed on
+    num_envs, rows = 2, 0
+    def append(self, observation, steps, logits=None): Inner.rows += 1
+    def flush(self): pass
+    def close(self): pass
 
-  adder = adders.SelfImitationAdder(Inner(), shared, self_imitation.TopReturns(1).admit, 0.5)
+  writer = adders.SelfImitationRows(Inner(), client.trajectory_writer(num_keep_alive_refs=1),
+                                    self_imitation.TopReturns(1).admit, 0.5)
   obs = lambda v: np.full(2, v, np.float32)
+  other = [0]   # room 1 plays one long episode all along (never ended, so never written)
+
+  def append(observation, action, reward, discount, filler, start):
+    rows = adders.step_rows(np.array([start, other[0] == 0]), np.array([action, 3]),
+                            np.array([reward, 50.0]), np.array([discount, 1.0]),
+                            np.array([filler, False]), 0.0)
+    writer.append(np.stack([obs(observation), obs(-1 - other[0])]), rows)
+    other[0] += 1
 
   def play(rewards, terminated):
-    adder.add_first(dm_env.restart(obs(0)))
     for t, r in enumerate(rewards):
-      last = t == len(rewards) - 1
-      if not last:
-        ts = dm_env.transition(np.float32(r), obs(t + 1))
-      elif terminated:
-        ts = dm_env.termination(np.float32(r), obs(t + 1))
-      else:
-        ts = dm_env.truncation(np.float32(r), obs(t + 1))
-      adder.add(t + 1, ts)
+      ends = t == len(rewards) - 1 and terminated
+      append(t, t + 1, r, 0.0 if ends else 1.0, filler=False, start=t == 0)
+    append(len(rewards), 0, 0.0, 0.0, filler=True, start=False)   # the episode's filler row
 
   play([1.0, 2.0], terminated=True)      # returns-to-go 1 + 0.5 * 2 = 2, then 2
   play([9.0, 9.0], terminated=False)     # truncated: not written
   play([0.0, 0.0], terminated=True)      # below the actor's best (3.0): not written
-  assert Inner.calls == 9                # every call reached the wrapped adder
+  assert Inner.rows == 9                 # every row reached the wrapped writer
   items = client.server_info()[adders.SELF_IMITATION_TABLE].current_size
   assert items == 2
   got = {}
@@ -127,8 +128,7 @@ def test_adder_writes_terminated_episodes_steps_with_returns_to_reverb():
       got[int(action)] = (float(sample.data.returns[i]), float(sample.data.observation[i, 0]),
                           float(sample.info.priority[i]))
   assert got == {1: (2.0, 0.0, 3.0), 2: (2.0, 1.0, 3.0)}
-  adder.close()    # an open stream holds the server's shutdown for its 5 s grace period
-  adder.close()    # a second close (another of the actor's adders) ends nothing twice
+  writer.close()   # an open stream holds the server's shutdown for its 5 s grace period
   server.stop()
 
 

@@ -5,8 +5,9 @@ side by side with the same actions, through thousands of episodes (short time li
 end by truncation; solver-driven and tiny levels, so many end solved) on the shipped 1k set, a
 Boxoban file and a mixed set of differently sized levels, and compares everything an actor sees
 at every step: step types, float32 rewards and discounts (bit for bit), observations, the level
-each environment plays, which episodes end, their `episode_info()` and the next first
-observations.
+each environment plays, which episodes end, their `episode_info()` and the next episodes' first
+observations, a single environment being reset where the batch resets (the call after its LAST
+step).
 """
 import collections
 from pathlib import Path
@@ -74,17 +75,17 @@ def _assert_same_image(got: np.ndarray, want: np.ndarray, where: str):
     np.testing.assert_array_equal(got, want, err_msg=where)   # says where they differ
 
 
-def _assert_same_timestep(got: dm_env.TimeStep, want: dm_env.TimeStep, where: str):
-  assert got.step_type == want.step_type, where
-  for name in ('reward', 'discount'):
-    g, w = getattr(got, name), getattr(want, name)
-    if w is None:
-      assert g is None, (where, name)
-      continue
-    assert isinstance(g, np.ndarray) and g.dtype == w.dtype == np.float32 and g.shape == w.shape, (
-        where, name, type(g), g.dtype, w.dtype)
+def _assert_same_row(out: batch_lib.BatchStep, k: int, want: dm_env.TimeStep, where: str):
+  """Row k of the batch's step is the single environment's timestep `want` (a FIRST one: reward
+  0, discount 1)."""
+  assert out.step_type[k] == want.step_type, (where, out.step_type[k], want.step_type)
+  assert out.reward.dtype == out.discount.dtype == np.float32, where
+  for name, first in (('reward', 0.0), ('discount', 1.0)):
+    g = getattr(out, name)[k]
+    w = np.float32(first) if want.first() else getattr(want, name)
+    assert isinstance(w, (np.ndarray, np.float32)) and w.dtype == np.float32, (where, name)
     assert g.tobytes() == w.tobytes(), (where, name, g, w)
-  _assert_same_image(got.observation, want.observation, where)
+  _assert_same_image(out.observation[k], want.observation, where)
 
 
 class _Solutions:
@@ -113,41 +114,44 @@ def _play(seeds, steps, policy_seed, solver_envs=(), **options):
   levels_played = set()
 
   firsts = batch.reset()
+  assert firsts.shape == (k_envs,) + batch.observation_spec().shape
   for k, env in enumerate(singles):
-    _assert_same_timestep(firsts[k], env.reset(), f'reset env {k}')
+    _assert_same_image(firsts[k], env.reset().observation, f'reset env {k}')
   np.testing.assert_array_equal(batch.level_index, [e.level_index for e in singles])
   plans = {k: list(solutions(int(batch.level_index[k]))) for k in solver_envs}
+  reset_next = [False] * k_envs   # the singles' next-step reset
   for t in range(steps):
     actions = rng.integers(num_actions, size=k_envs).astype(np.int32)
     for k in solver_envs:
-      actions[k] = plans[k].pop(0)
+      if not reset_next[k]:   # a reset call ignores the action: it stays random
+        actions[k] = plans[k].pop(0)
     out = batch.step(actions)
-    assert len(out.timesteps) == k_envs
+    assert out.step_type.shape == out.reward.shape == out.discount.shape == (k_envs,), t
+    assert out.step_type.dtype == np.int8, t
     ended = set()
     for k, env in enumerate(singles):
       where = f'step {t} env {k} level {env.level_index}'
-      want = env.step(actions[k])
-      _assert_same_timestep(out.timesteps[k], want, where)
-      _assert_same_image(out.reached[k], want.observation, where)
-      seen['steps'] += 1
-      seen[f'reward {float(want.reward):+.1f}'] += 1
+      if reset_next[k]:
+        want = env.reset()
+        seen['resets'] += 1
+        if k in solver_envs:
+          plans[k] = list(solutions(env.level_index))
+      else:
+        want = env.step(actions[k])
+        seen['steps'] += 1
+        seen[f'reward {float(want.reward):+.1f}'] += 1
+      _assert_same_row(out, k, want, where)
+      reset_next[k] = want.last()
       if want.last():
         ended.add(k)
         info = env.episode_info()
         seen['solved' if info['solved'] else 'truncated'] += 1
         seen[f'last discount {float(want.discount):g}'] += 1
         levels_played.add(env.level_index)
-        first = env.reset()
-        assert k in out.finished, where
-        assert out.finished[k].info == info, (where, out.finished[k].info, info)
-        _assert_same_timestep(out.finished[k].first, first, where + ' (reset)')
-        _assert_same_image(out.observations[k], first.observation, where)
+        assert out.ended.get(k) == info, (where, out.ended.get(k), info)
         if k in solver_envs:
           assert info['solved'] and not plans[k], where   # the solution solved it
-          plans[k] = list(solutions(env.level_index))
-      else:
-        _assert_same_image(out.observations[k], want.observation, where)
-    assert set(out.finished) == ended, t
+    assert set(out.ended) == ended, t
     assert batch.level_index.tolist() == [e.level_index for e in singles], t
   seen['levels'] = len(levels_played)
   return seen
@@ -155,8 +159,9 @@ def _play(seeds, steps, policy_seed, solver_envs=(), **options):
 
 def test_shipped_set_random_play_with_short_time_limits():
   seen = _play(list(range(101, 117)), 700, policy_seed=0, max_steps=7)
-  assert seen['steps'] == 16 * 700
-  assert seen['truncated'] == 1600 and seen['levels'] >= 700   # episodes, distinct levels drawn
+  assert seen['steps'] + seen['resets'] == 16 * 700
+  # Each episode takes its 7 steps and the call that resets it: 87 end in 700 calls.
+  assert seen['truncated'] == 16 * 87 and seen['levels'] >= 700   # episodes, distinct levels
   assert seen['reward +0.9'] > 0 and seen['reward -1.1'] > 0   # boxes pushed on and off targets
 
 
@@ -233,6 +238,35 @@ def test_bad_input_is_refused_in_one_line():
     assert '\n' not in str(e.value)
   with pytest.raises(ValueError, match='at least one seed'):
     SokobanBatch([])
+
+
+def test_an_ended_room_is_reset_by_the_next_call_whatever_its_action():
+  """With max_steps 1 every episode is one step long, so every other call resets both rooms:
+  their actions are checked as any, then change nothing; the first observations are the single
+  environments' next ones."""
+  first, last = dm_env.StepType.FIRST, dm_env.StepType.LAST
+  a, b = SokobanBatch([1, 2], max_steps=1), SokobanBatch([1, 2], max_steps=1)
+  singles = [sokoban.Sokoban(seed=s, max_steps=1) for s in (1, 2)]
+  np.testing.assert_array_equal(a.reset(), b.reset())
+  for env in singles:
+    env.reset()
+  for t in range(5):
+    out = a.step(np.array([0, 1]))
+    b.step(np.array([2, 3]))
+    for k, env in enumerate(singles):
+      ts = env.step(k)   # room k's action in `a`
+      assert out.step_type[k] == ts.step_type == last, (t, k)
+      _assert_same_image(out.observation[k], ts.observation, f'{t} {k}')
+    assert sorted(out.ended) == [0, 1], t
+    with pytest.raises(ValueError, match=r'must be in \[0, 4\)'):
+      a.step(np.array([0, 9]))
+    out, other = a.step(np.array([0, 1])), b.step(np.array([3, 2]))
+    assert out.step_type.tolist() == other.step_type.tolist() == [first, first], t
+    assert out.reward.tolist() == [0.0, 0.0] and out.discount.tolist() == [1.0, 1.0], t
+    assert not out.ended and not other.ended, t
+    _assert_same_image(out.observation, other.observation, str(t))
+    for k, env in enumerate(singles):
+      _assert_same_image(out.observation[k], env.reset().observation, f'{t} {k} reset')
 
 
 def test_a_level_open_to_the_edge_is_refused():

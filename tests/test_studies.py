@@ -162,8 +162,8 @@ def test_single_process_trains_on_the_sequences_a_run_s_actor_writes(tmp_path, m
   trained = []
   impala_batches = builder.impala_batches
 
-  def observed(replay, batch_size):   # what the learner reads, seen on its way
-    for batch in impala_batches(replay, batch_size):
+  def observed(replay, batch_size, rooms):   # what the learner reads, seen on its way
+    for batch in impala_batches(replay, batch_size, rooms):
       trained.extend(_sequences(batch.data))
       yield batch
 
@@ -191,12 +191,14 @@ def test_single_process_trains_on_the_sequences_a_run_s_actor_writes(tmp_path, m
     actor.run(num_steps=300)
     actor.close()
     n = replay.server_info()[adders.IMPALA_TABLE].current_size
-    written = [adders.unpack_impala(s.data) for s in replay.sample(
-        adders.IMPALA_TABLE, num_samples=n, emit_timesteps=False, unpack_as_table_signature=True)]
+    written = [seq for s in replay.sample(adders.IMPALA_TABLE, num_samples=n,
+                                          emit_timesteps=False, unpack_as_table_signature=True)
+               for seq in _sequences(adders.unpack_impala(
+                   {k: np.asarray(v)[None] for k, v in s.data.items()}))]
   finally:
     server.stop()
 
-  # The actor's writers race each other into the queue, so its items are matched by content.
+  # Items are matched by content (the learner's batches need not start at the queue's start).
   key = lambda seq: tuple(np.asarray(x).tobytes() for x in (  # noqa: E731
       seq.observation, seq.action, seq.reward, seq.discount, seq.start_of_episode))
   by_key = {}

@@ -14,16 +14,16 @@ one process and in this order:
    a run's learner reads them, each batch trained on `--reuse` times in a row (1: on-policy,
    A2C-like; 4: like PPO's epochs, V-trace correcting the small lag);
 4. the actor loop (agents.loop.BatchedEnvironmentLoop): the K environments stepped in lock-step,
-   each writing its steps through its own adder (agents.adders.TrajectoryAdder, which cuts the
-   sequences: length T every T - 1 steps of its stream, episodes back to back, each closed by its
-   filler row) into the queue. Once per loop step, after choosing the next actions, the actor asks
+   one row per step for all of them through the run's writer (agents.adders.ActorWriter, which
+   cuts each room's sequences: length T every T - 1 rows of its stream, episodes back to back,
+   each closed by its filler row) into the queue. Once per loop step, after choosing the next actions, the actor asks
    for fresh parameters: here that is the learner's turn (`LearnerTurn`), which trains on every
    full batch written so far before the actor acts with its parameters.
 
-Each adder waits until its item is in the queue before the next row is written, so the queue
+The writer waits until its items are in the queue before the next row is written, so the queue
 holds the sequences in the order the loop wrote them and a seed gives the same batches on every
 run (tests/test_studies.py checks them against what a run's actor writes on the same seeds).
-Self-imitation (`--self_imitation`) goes through the run's self-imitation table and adders too.
+Self-imitation (`--self_imitation`) goes through the run's self-imitation table and writer too.
 
     python -m experiments.studies.single_process --level 7         # the Sokoban preset network
     python -m experiments.studies.single_process --level 7 --init lecun \
@@ -131,8 +131,9 @@ class LearnerTurn:
   after the actor has chosen its next actions; here the learner first trains, `reuse` times on
   each, on every full batch of sequences written to the queue so far."""
 
-  def __init__(self, learner, replay, batch_size: int, reuse: int):
-    self._learner, self._replay = learner, replay
+  def __init__(self, learner, replay, batch_size: int, reuse: int, rooms: int):
+    """rooms: the sequences of one queue item (launch.program.builder.rooms_per_item)."""
+    self._learner, self._replay, self._rooms = learner, replay, rooms
     self._batch_size, self._reuse = batch_size, reuse
     self._taken = 0   # sequences of the queue the learner has trained on
 
@@ -149,7 +150,7 @@ class LearnerTurn:
     del wait
     from agents import adders
     table = self._replay.server_info()[adders.IMPALA_TABLE]
-    written = table.rate_limiter_info.insert_stats.completed
+    written = table.rate_limiter_info.insert_stats.completed * self._rooms
     while written - self._taken >= self._batch_size:
       for _ in range(self._reuse):
         self._learner.step()   # its iterator repeats each batch `reuse` times
@@ -244,7 +245,8 @@ def main(argv=None):
             adders.SELF_IMITATION_TABLE].current_size > 0)
   learner_log = loggers.InMemoryLogger()
   learner = learning.IMPALALearner(
-      networks, repeated(builder.impala_batches(replay, impala.batch_size), args.reuse),
+      networks, repeated(builder.impala_batches(replay, impala.batch_size, builder.rooms_per_item(cfg)),
+               args.reuse),
       builder.make_optimizer(impala), jax.random.PRNGKey(args.seed), discount=impala.discount,
       entropy_cost=impala.entropy_cost, baseline_cost=impala.baseline_cost,
       normalize_advantages=args.normalize_advantages,
@@ -253,16 +255,17 @@ def main(argv=None):
 
   # 4. The actor, acting with the learner's parameters once the learner has had its turn (its
   # policy folded for inference, as a run's actors have it), and its loop, writing through the
-  # run's adders (each item in the queue before the next row).
+  # run's writer (its items in the queue before the next row).
   actor = acting.BatchedActor(
       spec.actions.num_values, cfg.reversibility, seeds, policy_forward=networks.forward_fn,
-      policy_source=LearnerTurn(learner, replay, impala.batch_size, args.reuse),
+      policy_source=LearnerTurn(learner, replay, impala.batch_size, args.reuse,
+                                builder.rooms_per_item(cfg)),
       policy_inference=policy_inference.policy_inference(builder.policy_config(cfg, spec),
                                                          spec.observations.shape))
   records = Records(args, cfg, learner_log)
   loop = loop_lib.BatchedEnvironmentLoop(
       environments, actor, cfg.reversibility.mode,
-      builder.make_actor_adders(cfg, replay, len(seeds), max_in_flight_items=0),
+      builder.make_actor_writer(cfg, replay, len(seeds), max_in_flight_items=0),
       counter=counting.Counter(prefix='actor'), logger=records, should_stop=records.passed)
   try:
     loop.run(num_steps=args.steps)

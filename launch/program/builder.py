@@ -3,6 +3,7 @@ networks, estimators and optimiser, the Reverb tables and adders, and the IMPALA
 precedence learner and actor built from them (Acme's builder). Where each part runs, and the
 replay client, variable sources, counter and logger it is handed, is the layout's business
 (launch.program.layout); nothing here knows of Launchpad, nodes or the run directory."""
+import math
 import time
 from typing import Callable, Iterator, List, Optional
 
@@ -23,7 +24,7 @@ from estimators import checkpoint as est_checkpoint
 from estimators import folding
 from estimators import networks as est_nets
 from launch.program.config import RunConfig
-from launch.program.precedence_learner import PrecedenceLearner, make_window_iterator
+from launch.program.precedence_learner import PrecedenceLearner
 
 IMPALA_TABLE = adders.IMPALA_TABLE
 
@@ -84,39 +85,51 @@ def make_optimizer(impala) -> optax.GradientTransformation:
 
 # Reverb tables and adders ----------------------------------------------------------------------
 
+def rooms_per_item(cfg: RunConfig) -> int:
+  """G, the rooms of one table item (agents.adders): a divisor of both the actor's rooms and the
+  IMPALA batch, so that a batch is whole items."""
+  return math.gcd(cfg.envs_per_actor, cfg.impala.batch_size if cfg.agent == 'impala' else 0)
+
+
 def make_tables(cfg: RunConfig) -> List[reverb.Table]:
   """The tables the run's learners sample: IMPALA's (and its self-imitation steps') and the
-  precedence learner's trajectory windows."""
-  spec = environment_spec(cfg)
+  precedence learner's trajectory windows. Sizes given in sequences and windows count items of
+  `rooms_per_item` of them (rounded up)."""
+  spec, rooms = environment_spec(cfg), rooms_per_item(cfg)
   tables = []
   if cfg.agent == 'impala':
-    tables.append(make_impala_table(cfg.impala, adders.impala_signature(spec, cfg.impala.sequence_length)))
+    tables.append(make_impala_table(cfg.impala, rooms, adders.impala_signature(
+        spec, cfg.impala.sequence_length, rooms)))
     if cfg.impala.uses_self_imitation:
       tables.append(make_self_imitation_table(cfg.impala.self_imitation_steps,
                                               adders.self_imitation_signature(spec)))
   if cfg.online_estimators:
+    items = lambda windows: -(-windows // rooms)   # noqa: E731
     tables.append(reverb.Table(
         adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
-        remover=reverb.selectors.Fifo(), max_size=cfg.precedence.table_max_windows,
-        rate_limiter=reverb.rate_limiters.MinSize(cfg.precedence.min_windows),
-        signature=adders.precedence_signature(spec)))
+        remover=reverb.selectors.Fifo(), max_size=items(cfg.precedence.table_max_windows),
+        rate_limiter=reverb.rate_limiters.MinSize(items(cfg.precedence.min_windows)),
+        signature=adders.precedence_signature(spec, cfg.window, rooms)))
   return tables
 
 
-def make_impala_table(impala, signature) -> reverb.Table:
+def make_impala_table(impala, rooms: int, signature) -> reverb.Table:
   """The queue (each sequence trained on once), or with samples_per_insert > 0 a FIFO replay of
-  `replay_size` sequences sampled uniformly, each `samples_per_insert` times on average."""
+  `replay_size` sequences sampled uniformly, each `samples_per_insert` times on average; in
+  items of `rooms` sequences, each sampled whole, so the ratio holds per sequence."""
+  batch = impala.batch_size // rooms
   if not impala.uses_replay:
-    return reverb.Table.queue(IMPALA_TABLE, max_size=impala.max_queue_size, signature=signature)
+    return reverb.Table.queue(IMPALA_TABLE, max_size=max(-(-impala.max_queue_size // rooms),
+                                                         batch + 2), signature=signature)
   # The learner may run ahead of (or behind) the ratio by one batch (Reverb's minimum is
   # 2 x samples_per_insert): ahead, it would resample the sequences already there.
-  error_buffer = float(max(impala.batch_size, 2 * impala.samples_per_insert))
+  error_buffer = float(max(batch, 2 * impala.samples_per_insert))
   return reverb.Table(
       IMPALA_TABLE, sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
-      max_size=impala.replay_size, max_times_sampled=0,
+      max_size=impala.replay_size // rooms, max_times_sampled=0,
       rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
           samples_per_insert=impala.samples_per_insert,
-          min_size_to_sample=2 * impala.batch_size, error_buffer=error_buffer),
+          min_size_to_sample=2 * batch, error_buffer=error_buffer),
       signature=signature)
 
 
@@ -129,36 +142,27 @@ def make_self_imitation_table(max_steps: int, signature) -> reverb.Table:
       rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
 
 
-def make_adder(cfg: RunConfig, replay: reverb.Client,
-               max_in_flight_items: Optional[int] = None) -> adders.TrajectoryAdder:
-  """One environment's writes: IMPALA unrolls and/or precedence windows, from one writer.
-  max_in_flight_items: items the writer may have sent but not yet seen accepted (None: the
-  run's choice below; 0: each item is in its table before the next row is written)."""
-  # With the replay, each environment's writer holds at most one item not yet accepted by the
-  # rate limiter: at 4, items queue in the actors and each sequence reaches the table late (a
-  # policy lag of tens of updates).
+def make_actor_writer(cfg: RunConfig, replay: reverb.Client, num_envs: int,
+                      max_in_flight_items: Optional[int] = None):
+  """An actor's writer of its rooms' rows (agents.adders.ActorWriter): IMPALA unrolls, and
+  precedence windows when a precedence learner trains online; with self-imitation it also offers
+  their terminated episodes to the self-imitation table. max_in_flight_items: items sent but
+  not yet accepted (None: 1 with the replay, where at 4 items queued in the actors and reached
+  the table tens of updates late; else 4. 0: each in its table before the next row)."""
   if max_in_flight_items is None:
     max_in_flight_items = 1 if cfg.agent == 'impala' and cfg.impala.uses_replay else 4
-  return adders.TrajectoryAdder(
-      replay, impala_sequence=cfg.impala.sequence_length if cfg.agent == 'impala' else None,
-      window=cfg.window if cfg.online_estimators else None,
-      max_in_flight_items=max_in_flight_items)
-
-
-def make_actor_adders(cfg: RunConfig, replay: reverb.Client, num_envs: int,
-                      max_in_flight_items: Optional[int] = None) -> list:
-  """Each of an actor's environments' adders (`make_adder`); with self-imitation they also
-  offer its terminated episodes to the self-imitation table (one writer shared by the actor)."""
   # A writer gives up on the replay after 3 s, and the replay's server may still be starting
   # (or restarting): server_info() without a timeout waits for it.
   replay.server_info()
-  env_adders = [make_adder(cfg, replay, max_in_flight_items) for _ in range(num_envs)]
+  writer = adders.ActorWriter(
+      replay, num_envs, impala_sequence=cfg.impala.sequence_length if cfg.agent == 'impala'
+      else None, window=cfg.window if cfg.online_estimators else None,
+      rooms_per_item=rooms_per_item(cfg), max_in_flight_items=max_in_flight_items)
   if cfg.agent == 'impala' and cfg.impala.uses_self_imitation:
-    shared = adders.SharedWriter(replay.trajectory_writer(num_keep_alive_refs=1))
-    admit = self_imitation.TopReturns(cfg.impala.self_imitation_episodes).admit
-    env_adders = [adders.SelfImitationAdder(a, shared, admit, cfg.impala.discount)
-                  for a in env_adders]
-  return env_adders
+    writer = adders.SelfImitationRows(
+        writer, replay.trajectory_writer(num_keep_alive_refs=1),
+        self_imitation.TopReturns(cfg.impala.self_imitation_episodes).admit, cfg.impala.discount)
+  return writer
 
 
 # Learners and actor ----------------------------------------------------------------------------
@@ -175,15 +179,16 @@ def _throttled(check, period_s: float):
   return throttled
 
 
-def impala_batches(replay: reverb.Client, batch_size: int) -> Iterator:
-  """The IMPALA learner's input: batches of `batch_size` sequences sampled from `replay`'s
-  'impala' table (in the order they were written when the table is a queue), each the
-  Trajectory the loss reads."""
+def impala_batches(replay: reverb.Client, batch_size: int, rooms: int) -> Iterator:
+  """The IMPALA learner's input: batches of `batch_size` sequences, items of `rooms` each sampled
+  from `replay`'s 'impala' table (in the order they were written when the table is a queue),
+  each the Trajectory the loss reads."""
+  items = batch_size // rooms
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=replay.server_address, table=IMPALA_TABLE,
-      max_in_flight_samples_per_worker=2 * batch_size)
+      max_in_flight_samples_per_worker=2 * items)
   # Items hold packed rows (agents.adders): unpacked per batch into the Trajectory the loss reads.
-  return adders.unpacked(dataset.batch(batch_size, drop_remainder=True).as_numpy_iterator(),
+  return adders.unpacked(dataset.batch(items, drop_remainder=True).as_numpy_iterator(),
                          adders.unpack_impala)
 
 
@@ -212,7 +217,7 @@ def make_learner(cfg: RunConfig, random_key, replay: reverb.Client, counter: cou
   devices = host_devices.learner_devices(cfg.learner_batch_sizes)
   one_cpu = len(devices) == 1 and devices[0].platform == 'cpu'
   return learning.IMPALALearner(
-      networks, impala_batches(replay, cfg.impala.batch_size), make_optimizer(cfg.impala),
+      networks, impala_batches(replay, cfg.impala.batch_size, rooms_per_item(cfg)), make_optimizer(cfg.impala),
       random_key, discount=cfg.impala.discount,
       entropy_cost=cfg.impala.entropy_cost, baseline_cost=cfg.impala.baseline_cost,
       self_imitation_value_cost=cfg.impala.self_imitation_value_cost,
@@ -233,7 +238,8 @@ def make_precedence_learner(cfg: RunConfig, replay: reverb.Client, counter: coun
   obs_example = np.zeros(spec.observations.shape, spec.observations.dtype)
   return PrecedenceLearner(
       make_estimators(cfg, spec), cfg.estimator_train, period=cfg.window,
-      iterator=make_window_iterator(replay, cfg.precedence.window_batch, 2 * cfg.window),
+      iterator=adders.precedence_windows(replay, cfg.precedence.window_batch,
+                                         rooms_per_item(cfg)),
       obs_example=obs_example, env_steps_per_update=cfg.precedence.env_steps_per_update,
       updates_per_sample=cfg.precedence.updates_per_sample, counter=counter, logger=logger,
       max_consecutive_skips=cfg.max_skipped_updates)
@@ -270,9 +276,7 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
       estimator_source = variable_utils.VariableClient(
           precedence, key=['psi', 'phi'],
           update_period=calls(cfg.precedence.estimator_update_period), device='cpu')
-  env_adders = None
-  if replay is not None:
-    env_adders = make_actor_adders(cfg, replay, environments.num_envs)
+  writer = make_actor_writer(cfg, replay, environments.num_envs) if replay is not None else None
   folded_psi = (folding.psi_inference(estimators.config, spec.observations.shape)
                 if cfg.reversibility.mode == 'rae' else None)
   actor = acting.BatchedActor(
@@ -280,6 +284,6 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
       policy_source=policy_source, estimators=estimators, estimator_source=estimator_source,
       policy_inference=folded_policy, psi_inference=folded_psi)
   return loop_lib.BatchedEnvironmentLoop(
-      environments, actor, cfg.reversibility.mode, env_adders, counter, logger,
+      environments, actor, cfg.reversibility.mode, writer, counter, logger,
       track_estimators=cfg.online_estimators, total_steps_limit=cfg.max_steps,
       should_stop=should_stop)

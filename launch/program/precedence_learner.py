@@ -10,7 +10,6 @@ import numpy as np
 import reverb
 from acme.utils import counting, loggers
 
-from agents import adders
 from estimators import networks as est_nets
 from estimators import training, updates
 
@@ -36,7 +35,7 @@ class PrecedenceLearner(acme.Learner):
     self._batch_uses = 0
     self._period = period
     self._update = training.make_update(estimators, train_config)
-    self._to_batch = jax.jit(training.windows_to_batch, static_argnums=3)
+    self._to_batch = jax.jit(training.windows_to_batch, static_argnums=4)
     self._state = training.init_state(estimators, train_config, obs_example)
     self._counter = counter or counting.Counter()
     self._logger = logger or loggers.make_default_logger('precedence_learner')
@@ -65,7 +64,7 @@ class PrecedenceLearner(acme.Learner):
     if self._batch is None or self._batch_uses >= self._updates_per_sample:
       data = next(self._iterator).data
       self._batch = self._to_batch(data.observation, data.action, data.extras['valid'],
-                                   self._period)
+                                   data.start_of_episode, self._period)
       self._batch_uses = 0
     start = time.time()
     state, metrics = self._update(self._state, self._batch)
@@ -93,23 +92,3 @@ class PrecedenceLearner(acme.Learner):
     with self._lock:
       self._state, self._published = state, None
     self._steps = int(state.steps)  # the throttle continues from the checkpoint's update count
-
-
-def make_window_iterator(client: reverb.Client, window_batch: int, length: int):
-  """Batches of `window_batch` windows, each zero-padded to exactly `length` steps (a fixed
-  shape, so the jitted update compiles once), unpacked into Trajectories with the 'valid' extra
-  (padding rows read as invalid: all their scalars are zero)."""
-  import tensorflow as tf
-
-  def pad(sample):
-    def pad_leaf(x):
-      n = tf.shape(x)[0]
-      padding = [[0, length - n]] + [[0, 0]] * (len(x.shape) - 1)
-      return tf.ensure_shape(tf.pad(x, padding), [length] + x.shape[1:].as_list())
-    return sample._replace(data=tf.nest.map_structure(pad_leaf, sample.data))
-
-  dataset = reverb.TrajectoryDataset.from_table_signature(
-      server_address=client.server_address, table=adders.PRECEDENCE_TABLE,
-      max_in_flight_samples_per_worker=2 * window_batch)
-  dataset = dataset.map(pad).batch(window_batch, drop_remainder=True)
-  return adders.unpacked(dataset.as_numpy_iterator(), adders.unpack_precedence)

@@ -67,6 +67,23 @@ def _bytes(path: str) -> int:
   return total
 
 
+# The last commit that reads replay checkpoints of one writer per room (items' layout 1).
+EARLIER_LAYOUT_READER = '193c0aef41'
+
+
+def check_layout(records: run_state.RunRecords) -> None:
+  """A resume whose replay checkpoint holds items (of a table it restores) in another layout is
+  refused (one line)."""
+  saved = [r for r in read_records(records) if r.get('event') == 'checkpoint'][-1:]
+  layout = saved[0].get('layout', 1) if saved else adders.LAYOUT_VERSION
+  kept = saved and any(n for table, n in saved[0].get('sizes', {}).items()
+                       if table not in DROPPED_ON_RESTORE)
+  if latest_checkpoint(records.run_dir) and kept and layout != adders.LAYOUT_VERSION:
+    raise ValueError(f'cannot resume {records.run_dir}: its replay checkpoint holds items of '
+                     f'layout {layout}, this version reads layout {adders.LAYOUT_VERSION}; commit '
+                     f'{EARLIER_LAYOUT_READER} is the last that reads it')
+
+
 def table_sizes(client: reverb.Client) -> Dict[str, int]:
   return {name: int(info.current_size) for name, info in client.server_info().items()}
 
@@ -142,6 +159,7 @@ class Checkpoints:
         path = self._client.checkpoint()
         seconds = time.time() - start
         record = {'event': 'checkpoint', 'time': time.time(), 'reason': reason,
+                  'layout': adders.LAYOUT_VERSION,
                   'path': os.path.basename(path),
                   'seconds': round(seconds, 3), 'mb': round(_bytes(path) / 2**20, 3),
                   'sizes_before': before, 'sizes': table_sizes(self._client)}
