@@ -174,7 +174,7 @@ def _measure_actor(spec, rng, net) -> dict:
           policy_source=acting.FixedParams(policy), estimators=est,
           estimator_source=acting.FixedParams((ckpt.psi_params, ckpt.phi_params)),
           **(folded if form == 'folded' else {}))
-      calls[form, mode] = 1e6 * _cpu_per_call(actor.step, obs, obs, obs) / ROOMS
+      calls[form, mode] = 1e6 * _cpu_per_call(actor.step, obs, obs) / ROOMS
   pol, psi = folded['policy_inference'], folded['psi_inference']
   layered_policy = _flops(lambda p, o: nets.unroll_fn(p, o, agent_networks.DUMMY_CORE_STATE),
                           policy, obs)
