@@ -9,6 +9,7 @@ Each environment keeps its own PRNG key, split exactly as a single-environment a
 seed would split it, so environment k of a K-actor acts as a 1-actor seeded with seeds[k] would.
 """
 import dataclasses
+from concurrent import futures
 from typing import NamedTuple, Optional, Sequence
 
 import jax
@@ -72,24 +73,48 @@ class FixedParams:
     del wait
 
 
-class VersionedPolicy:
-  """The policy's parameter source for the actor: an Acme VariableClient on the learner's
-  ['policy', 'policy_version'], seen as `.params` (the parameters) and `.version` (the learner
-  update that made them)."""
+class PolicyClient:
+  """The actor's policy from its learner (`.params`, `.version`, `.update()`): every
+  `update_period` calls of `update`, a background thread asks the learner for its parameters if
+  they are not the ones held (`agents.learning.IMPALALearner.get_policy_since`), and swaps them
+  in when they come. While the learner has not updated, a fetch is a small RPC rather than a copy
+  of every parameter (BUILD_NOTES.md, "One row per actor step"). A fetch that fails (the learner
+  restarting) is tried again a period later."""
 
-  def __init__(self, client):
-    self._client = client
+  def __init__(self, learner, update_period: int):
+    self._learner, self._period = learner, max(1, update_period)
+    self._calls = 0
+    self._held = None   # (params on the CPU device, version): swapped whole by the fetch
+    self._executor = futures.ThreadPoolExecutor(max_workers=1)
+    self._future = None
+
+  def _fetch(self):
+    got = self._learner.get_policy_since(-1.0 if self._held is None else self._held[1])
+    if got is not None:
+      params, version = got
+      self._held = (jax.device_put(params, jax.devices('cpu')[0]), float(version))
 
   @property
   def params(self):
-    return self._client.params[0]
+    if self._held is None:
+      self._fetch()
+    return self._held[0]
 
   @property
   def version(self) -> float:
-    return float(self._client.params[1])
+    if self._held is None:
+      self._fetch()
+    return self._held[1]
 
   def update(self, wait: bool = False):
-    self._client.update(wait)
+    self._calls += 1
+    if self._calls < self._period or (self._future is not None and not self._future.done()):
+      return
+    self._calls = 0
+    if wait:
+      self._fetch()
+    else:
+      self._future = self._executor.submit(self._fetch)
 
 
 class StepOutput(NamedTuple):

@@ -7,8 +7,9 @@ the loss (per sequence, `agents.losses.masked_vtrace` then `agents.losses.vtrace
 self-imitation and the optimiser, with no Acme or Reverb; `devices` splits each batch over
 several (a GPU, or a CPU's cores as XLA host devices: agents.impala_step).
 """
+import threading
 import time
-from typing import Callable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import acme
 import jax
@@ -106,6 +107,9 @@ class IMPALALearner(acme.Learner):
     # sequences written before the restart then reads negative for a few batches).
     self._updates = 0
     self._logger = logger or loggers.make_default_logger('learner')
+    # The policy as served to the actors: (version, host copy), made once per update.
+    self._published = None
+    self._publish_lock = threading.Lock()
 
   def step(self):
     k = self._updates_per_call
@@ -164,6 +168,19 @@ class IMPALALearner(acme.Learner):
       params = jax.device_get(params)
     return [np.float32(self._updates) if name == POLICY_VERSION else params
             for name in (names or ['policy'])]
+
+  def get_policy_since(self, version: float) -> Optional[Tuple[networks_lib.Params, np.float32]]:
+    """(parameters, version) when this learner's policy is not the one of `version` (an actor's,
+    -1 for none), else None: an actor that asks often pays a small RPC while the policy is
+    unchanged, not a copy of every parameter. The host copy is made once per update."""
+    updates, params = self._updates, self._state.params
+    if float(np.float32(updates)) == version:
+      return None
+    with self._publish_lock:
+      if self._published is None or self._published[0] != updates:
+        self._published = (updates, jax.device_get(params))
+      updates, host = self._published
+    return host, np.float32(updates)
 
   def save(self) -> impala_step.TrainingState:
     return self._state

@@ -262,9 +262,7 @@ def make_actor(cfg: RunConfig, actor_id: int, replay: Optional[reverb.Client], l
     forward = policy_networks(cfg, spec).forward_fn
     folded_policy = policy_inference.policy_inference(policy_config(cfg, spec),
                                                       spec.observations.shape)
-    policy_source = acting.VersionedPolicy(variable_utils.VariableClient(
-        learner, key=['policy', learning.POLICY_VERSION],
-        update_period=calls(cfg.impala.policy_update_period), device='cpu'))
+    policy_source = acting.PolicyClient(learner, calls(cfg.impala.policy_update_period))
   estimators, estimator_source = None, None
   if cfg.uses_estimators:
     if cfg.estimator_checkpoint:
