@@ -132,7 +132,7 @@ class BatchedActor:
 
   def __init__(self, num_actions: int, rev: ReversibilityConfig, seeds: Sequence[int],
                policy_forward=None,   # IMPALANetworks.forward_fn (one observation); None = random
-               policy_source=None,    # .params / .update(): Acme VariableClient or FixedParams
+               policy_source=None,    # .params / .version / .update(): PolicyClient or FixedParams
                estimators: Optional[est_nets.Estimators] = None,
                estimator_source=None,  # .params = (psi, phi): VariableClient or FixedParams
                policy_inference: Optional[PolicyInference] = None,

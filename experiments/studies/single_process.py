@@ -127,7 +127,7 @@ def repeated(batches: Iterator, times: int) -> Iterator:
 
 class LearnerTurn:
   """The actor's policy source in one process (`.params`, `.version` and `.update()`, as
-  agents.acting.VersionedPolicy offers them in a run). The loop calls `update()` once per step,
+  agents.acting.PolicyClient offers them in a run). The loop calls `update()` once per step,
   after the actor has chosen its next actions; here the learner first trains, `reuse` times on
   each, on every full batch of sequences written to the queue so far."""
 
