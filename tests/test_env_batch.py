@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from acme import specs, wrappers
 from acme.utils import loggers
+from row_recorder import RowRecorder
 
 import envs
 from agents import acting
@@ -63,26 +64,10 @@ def test_environment_list_steps_each_environment_and_resets_those_that_ended_on_
     batch.step(np.zeros(2, np.int32))
 
 
-class _Recorder:
-  """Every row the loop writes (one per iteration, all rooms), in order."""
-
-  def __init__(self, num_envs):
-    self.num_envs, self.rows = num_envs, []
-
-  def append(self, observation, steps, logits=None):
-    self.rows.append((np.array(observation), np.array(steps), np.array(logits)))
-
-  def flush(self):
-    pass
-
-  def close(self):
-    pass
-
-
 def _run_loop(environments, seeds, mode, estimators, estimator_source, steps):
   actor = acting.BatchedActor(4, acting.ReversibilityConfig(mode=mode, beta=0.0, lam=0.5), seeds,
                               estimators=estimators, estimator_source=estimator_source)
-  recorder = _Recorder(len(seeds))
+  recorder = RowRecorder(len(seeds))
   logger = loggers.InMemoryLogger()
   loop = loop_lib.BatchedEnvironmentLoop(environments, actor, mode, recorder, logger=logger)
   assert loop.run(num_steps=steps) >= steps

@@ -3,13 +3,10 @@
 import jax
 import numpy as np
 import pytest
-import reverb
-from acme import specs, wrappers
 from acme.utils import counting, loggers
 
-import envs
-from agents import acting, adders
-from agents import loop as loop_lib
+from agents import adders
+from bench.precedence_bench import fill_table
 from estimators import networks as est_nets
 from estimators import training
 from launch.program import precedence_learner
@@ -17,32 +14,10 @@ from launch.program import precedence_learner
 WINDOW = 10
 
 
-def fill_table(env_name: str, episodes: int, window: int, seed: int = 0, rooms: int = 2):
-  """A Reverb server whose precedence table holds the windows the actor's writer writes for
-  about `episodes` random-policy episodes of `rooms` rooms stepped by the actor loop;
-  (server, client, spec)."""
-  envs_ = [wrappers.SinglePrecisionWrapper(envs.make(env_name, seed=seed + k))
-           for k in range(rooms)]
-  spec = specs.make_environment_spec(envs_[0])
-  server = reverb.Server([reverb.Table(
-      adders.PRECEDENCE_TABLE, sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(), max_size=1_000_000,
-      rate_limiter=reverb.rate_limiters.MinSize(1),
-      signature=adders.precedence_signature(spec, window, rooms))])
-  client = reverb.Client(f'localhost:{server.port}')
-  loop = loop_lib.BatchedEnvironmentLoop(
-      envs_, acting.BatchedActor(spec.actions.num_values, acting.ReversibilityConfig(),
-                                 [seed + k for k in range(rooms)]),
-      'none', adders.ActorWriter(client, rooms, window=window), logger=loggers.NoOpLogger())
-  loop.run(num_episodes=episodes)
-  loop.close()
-  return server, client, spec
-
-
 @pytest.fixture(scope='module')
 def filled_table():
   # The windows the actors write, from 20 random Cartpole episodes.
-  server, client, spec = fill_table('cartpole', 20, WINDOW)
+  server, client, spec, _ = fill_table('cartpole', 20, WINDOW, rooms=2)
   yield client, spec
   server.stop()
 

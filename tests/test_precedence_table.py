@@ -6,6 +6,7 @@ import numpy as np
 import reverb
 from acme import specs, wrappers
 from acme.utils import loggers
+from row_recorder import RowRecorder
 
 import envs
 from agents import acting, adders
@@ -13,25 +14,6 @@ from agents import loop as loop_lib
 from estimators import pairs
 
 ROOMS = 2
-
-
-class Recorder:
-  """Passes an actor's rows on to its writer and keeps each room's stream of them."""
-
-  def __init__(self, writer):
-    self._writer, self.num_envs = writer, writer.num_envs
-    self.streams = [[] for _ in range(self.num_envs)]
-
-  def append(self, observation, steps, logits=None):
-    self._writer.append(observation, steps, logits)
-    for k in range(self.num_envs):
-      self.streams[k].append((observation[k], steps[k]))
-
-  def flush(self):
-    self._writer.flush()
-
-  def close(self):
-    self._writer.close()
 
 
 def test_windows_are_one_rooms_consecutive_rows():
@@ -45,7 +27,7 @@ def test_windows_are_one_rooms_consecutive_rows():
       signature=adders.precedence_signature(spec, period, ROOMS))])
   try:
     client = reverb.Client(f'localhost:{server.port}')
-    writer = Recorder(adders.ActorWriter(client, ROOMS, window=period))
+    writer = RowRecorder(ROOMS, adders.ActorWriter(client, ROOMS, window=period))
     loop = loop_lib.BatchedEnvironmentLoop(
         rooms, acting.BatchedActor(2, acting.ReversibilityConfig(), range(ROOMS)), 'none', writer,
         logger=loggers.NoOpLogger())
@@ -61,7 +43,7 @@ def test_windows_are_one_rooms_consecutive_rows():
       for b in range(4):
         k = b % ROOMS
         # Which window of room k this is: the stream's rows it equals (stream-aligned).
-        stream = writer.streams[k]
+        stream = [(obs, steps) for obs, steps, _ in writer.room(k)]
         starts = [s for s in range(0, len(stream) - 2 * period + 1, period)
                   if all(np.array_equal(stream[s + t][0], data.observation[b, t])
                          for t in range(2 * period))]

@@ -8,6 +8,7 @@ import pytest
 import rlax
 from acme import wrappers
 from acme.utils import loggers
+from row_recorder import RowRecorder
 
 import envs
 from agents import acting, shield
@@ -44,26 +45,6 @@ def test_acting_logits_are_the_distribution_the_shield_samples(mode):
   np.testing.assert_allclose(freq, jax.nn.softmax(out.logits[0]), atol=0.015)
 
 
-class _Recorder:
-  """Keeps the action and behaviour logits of every real step the actor writes."""
-
-  num_envs = 1
-
-  def __init__(self):
-    self.extras = []
-
-  def append(self, observation, steps, logits=None):
-    f = agent_adders.unpack_steps(steps[0])
-    if f['valid']:   # not the filler row of an ended episode
-      self.extras.append((int(f['action']), np.asarray(logits[0])))
-
-  def flush(self):
-    pass
-
-  def close(self):
-    pass
-
-
 def test_rac_actor_writes_pi_bar_logits_and_vtrace_ratio_uses_them():
   est = est_nets.make_estimators(est_nets.default_estimator_config('cartpole'), num_actions=2)
   obs = np.zeros(4, np.float32)
@@ -72,16 +53,19 @@ def test_rac_actor_writes_pi_bar_logits_and_vtrace_ratio_uses_them():
   phi_params = jax.tree_util.tree_map(np.asarray, state.phi_params)
   phi_params['phi_out']['w'] = np.zeros_like(phi_params['phi_out']['w'])
   phi_params['phi_out']['b'] = np.array([20.0, -20.0], np.float32)
-  recorder = _Recorder()
+  recorder = RowRecorder(1)
   rev = acting.ReversibilityConfig(mode='rac', beta=0.5)
   actor = acting.BatchedActor(2, rev, seeds=[0], estimators=est,
                               estimator_source=acting.FixedParams((state.psi_params, phi_params)))
   env = wrappers.SinglePrecisionWrapper(envs.make('cartpole', seed=0, reward_free=False))
   loop_lib.BatchedEnvironmentLoop([env], actor, 'rac', recorder,
                                   logger=loggers.NoOpLogger()).run(num_steps=20)
-  actions = [a for a, _ in recorder.extras]
+  # The real steps' actions and behaviour logits (not the filler rows of ended episodes).
+  taken = [(agent_adders.unpack_steps(steps), logits) for _, steps, logits in recorder.room(0)]
+  taken = [(int(f['action']), logits) for f, logits in taken if f['valid']]
+  actions = [a for a, _ in taken]
   assert len(actions) >= 20 and set(actions) == {0}      # the shield never lets action 1 through
-  behaviour = np.stack([l for _, l in recorder.extras])
+  behaviour = np.stack([l for _, l in taken])
   assert np.all(np.isfinite(behaviour))
   # The random policy is uniform (pi = 0.5), pi_bar puts all mass on action 0: rho = 0.5.
   rho = rlax.categorical_importance_sampling_ratios(
