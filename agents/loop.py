@@ -179,7 +179,7 @@ class BatchedEnvironmentLoop:
     filler row for the rooms just reset) and the episodes' statistics."""
     reward = step.reward
     episodes.length += taken
-    episodes.extrinsic += np.where(taken, reward, 0.0)
+    episodes.extrinsic += reward   # 0 on a reset step (envs.batch.BatchStep)
     if self._mode == 'rae':
       intrinsic = np.where(taken, out.intrinsic, 0.0)
       reward = (reward + intrinsic).astype(np.float32)
