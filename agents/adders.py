@@ -60,9 +60,10 @@ ACTION_RETURN = 'action_return'
 # Per-step extras of IMPALA items: the behaviour logits, Acme's (dummy) core state, and the
 # learner update that made the acting policy (for the learner's policy-lag diagnostic).
 IMPALA_EXTRAS = ('core_state', 'logits', 'policy_version')
-# Items of [length, G rooms] blocks of one-row-per-actor-step writers. Replay checkpoints record
-# it; version 1 was one writer and one row per room (`launch.program.replay`).
-LAYOUT_VERSION = 2
+# Items of [length, G rooms] blocks of one-row-per-actor-step writers, G = 1 in a uniformly sampled
+# replay. Replay checkpoints record it; version 1 was one writer and one row per room, version 2
+# blocks of G rooms in the replay too (`launch.program.replay`).
+LAYOUT_VERSION = 3
 
 STEPS = 'steps'
 # The entries of a row's 'steps' vector, in order, with the dtype each is read back as. The start

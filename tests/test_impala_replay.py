@@ -11,7 +11,7 @@ import envs
 from agents import adders
 from envs import batch as batch_lib
 from launch.program import builder
-from launch.program.config import ImpalaConfig
+from launch.program.config import ImpalaConfig, RunConfig
 
 SEQUENCE, ROOMS = 5, 2
 
@@ -97,3 +97,13 @@ def test_default_is_a_queue_and_bad_replay_settings_are_refused():
     ImpalaConfig(batch_size=16, samples_per_insert=4, replay_size=20)
   with pytest.raises(ValueError, match='max_gradient_norm'):
     ImpalaConfig(max_gradient_norm=0)
+
+
+def test_a_uniformly_sampled_replay_holds_one_rooms_sequence_per_item():
+  """A queue's batch is its newest items, so blocks of the actor's rooms change nothing; a draw
+  from the replay is one item, which must stay one room's sequence."""
+  queue = RunConfig(env='sokoban', envs_per_actor=32, impala=ImpalaConfig(batch_size=256))
+  replayed = RunConfig(env='sokoban', envs_per_actor=16,
+                       impala=ImpalaConfig(batch_size=16, samples_per_insert=4))
+  assert builder.rooms_per_item(queue) == 32
+  assert builder.rooms_per_item(replayed) == 1

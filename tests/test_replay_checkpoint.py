@@ -103,7 +103,12 @@ def test_a_checkpoint_of_another_items_layout_is_refused_where_it_holds_items_ke
   # The same checkpoint as an earlier version recorded it (no layout: one writer per room).
   earlier = {k: v for k, v in saved.items() if k != 'layout'}
   replay.append_record(records, earlier)
-  with pytest.raises(ValueError, match=f'holds items of layout 1.*{replay.EARLIER_LAYOUT_READER}'):
+  with pytest.raises(ValueError,
+                     match=f'holds items of layout 1.*{replay.EARLIER_LAYOUT_READERS[1]}'):
+    replay.check_layout(records)
+  replay.append_record(records, dict(saved, layout=2))   # blocks of rooms in the replay too
+  with pytest.raises(ValueError,
+                     match=f'holds items of layout 2.*{replay.EARLIER_LAYOUT_READERS[2]}'):
     replay.check_layout(records)
   # Only the IMPALA queue held items: it comes back empty anyway, so nothing old is read.
   replay.append_record(records, dict(earlier, sizes={adders.IMPALA_TABLE: 3,

@@ -87,7 +87,11 @@ def make_optimizer(impala) -> optax.GradientTransformation:
 
 def rooms_per_item(cfg: RunConfig) -> int:
   """G, the rooms of one table item (agents.adders): a divisor of both the actor's rooms and the
-  IMPALA batch, so that a batch is whole items."""
+  IMPALA batch, so that a batch is whole items. 1 with a replay sampled uniformly: a block of G
+  rooms puts G sequences of one actor's same steps into each draw, and the preset learned
+  measurably slower with it (BUILD_NOTES.md, "One row per actor step")."""
+  if cfg.agent == 'impala' and cfg.impala.uses_replay:
+    return 1
   return math.gcd(cfg.envs_per_actor, cfg.impala.batch_size if cfg.agent == 'impala' else 0)
 
 

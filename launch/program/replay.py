@@ -67,8 +67,8 @@ def _bytes(path: str) -> int:
   return total
 
 
-# The last commit that reads replay checkpoints of one writer per room (items' layout 1).
-EARLIER_LAYOUT_READER = '193c0aef41'
+# Per earlier items' layout (agents.adders.LAYOUT_VERSION), the last commit that reads it.
+EARLIER_LAYOUT_READERS = {1: '193c0aef41', 2: 'dc6915f6d9'}
 
 
 def check_layout(records: run_state.RunRecords) -> None:
@@ -81,7 +81,7 @@ def check_layout(records: run_state.RunRecords) -> None:
   if latest_checkpoint(records.run_dir) and kept and layout != adders.LAYOUT_VERSION:
     raise ValueError(f'cannot resume {records.run_dir}: its replay checkpoint holds items of '
                      f'layout {layout}, this version reads layout {adders.LAYOUT_VERSION}; commit '
-                     f'{EARLIER_LAYOUT_READER} is the last that reads it')
+                     f'{EARLIER_LAYOUT_READERS[layout]} is the last that reads it')
 
 
 def table_sizes(client: reverb.Client) -> Dict[str, int]:
