@@ -1,6 +1,8 @@
 """The IMPALA table through a real Reverb server: a queue by default; with samples_per_insert > 0
 a FIFO replay whose rate limiter holds the learner to that many samples per sequence written,
 items of several rooms' sequences included."""
+import dataclasses
+
 import dm_env
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ from acme import specs, wrappers
 
 import envs
 from agents import adders
+from agents.acting import ReversibilityConfig
 from envs import batch as batch_lib
 from launch.program import builder
 from launch.program.config import ImpalaConfig, RunConfig
@@ -101,9 +104,12 @@ def test_default_is_a_queue_and_bad_replay_settings_are_refused():
 
 def test_a_uniformly_sampled_replay_holds_one_rooms_sequence_per_item():
   """A queue's batch is its newest items, so blocks of the actor's rooms change nothing; a draw
-  from the replay is one item, which must stay one room's sequence."""
+  from the replay or from psi's windows is one item, which must stay one room's."""
   queue = RunConfig(env='sokoban', envs_per_actor=32, impala=ImpalaConfig(batch_size=256))
   replayed = RunConfig(env='sokoban', envs_per_actor=16,
                        impala=ImpalaConfig(batch_size=16, samples_per_insert=4))
   assert builder.rooms_per_item(queue) == 32
   assert builder.rooms_per_item(replayed) == 1
+  # psi's windows are drawn uniformly too (and share the actor's items' rooms).
+  online = dataclasses.replace(queue, reversibility=ReversibilityConfig(mode='rae'))
+  assert online.online_estimators and builder.rooms_per_item(online) == 1

@@ -87,10 +87,10 @@ def make_optimizer(impala) -> optax.GradientTransformation:
 
 def rooms_per_item(cfg: RunConfig) -> int:
   """G, the rooms of one table item (agents.adders): a divisor of both the actor's rooms and the
-  IMPALA batch, so that a batch is whole items. 1 with a replay sampled uniformly: a block of G
-  rooms puts G sequences of one actor's same steps into each draw, and the preset learned
-  measurably slower with it (BUILD_NOTES.md, "One row per actor step")."""
-  if cfg.agent == 'impala' and cfg.impala.uses_replay:
+  IMPALA batch, so that a batch is whole items. 1 where a table is sampled uniformly (the replay,
+  psi's windows): a block puts G rooms' same steps of one actor into each draw, and the preset
+  learned measurably slower with it (BUILD_NOTES.md, "One room per item ...")."""
+  if cfg.online_estimators or (cfg.agent == 'impala' and cfg.impala.uses_replay):
     return 1
   return math.gcd(cfg.envs_per_actor, cfg.impala.batch_size if cfg.agent == 'impala' else 0)
 
