@@ -10,7 +10,8 @@ filler entry (the final observation with action, reward, discount and extras zer
 `Append` per actor step instead of one per room (BUILD_NOTES.md, "One row per actor step").
 
 Items hold a block of rows [length, G] of a fixed group of G rooms (G divides K; the learner's
-batch of B sequences is B / G items, `rooms_per_item`):
+batch of B sequences is B / G items; `launch.program.builder.rooms_per_item` picks G, 1 for a
+table sampled uniformly):
 
 - impala: the last `sequence_length` rows every `sequence_length - 1` rows: each room's column
   is what Acme's SequenceAdder with EndBehavior.CONTINUE wrote for that room
@@ -61,7 +62,7 @@ ACTION_RETURN = 'action_return'
 # learner update that made the acting policy (for the learner's policy-lag diagnostic).
 IMPALA_EXTRAS = ('core_state', 'logits', 'policy_version')
 # Items of [length, G rooms] blocks of one-row-per-actor-step writers, G = 1 in a uniformly sampled
-# replay. Replay checkpoints record it; version 1 was one writer and one row per room, version 2
+# table. Replay checkpoints record it; version 1 was one writer and one row per room, version 2
 # blocks of G rooms in the replay too (`launch.program.replay`).
 LAYOUT_VERSION = 3
 
