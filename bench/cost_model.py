@@ -82,11 +82,10 @@ def measure_peak() -> dict:
 
 
 def _agent(recipe: str) -> dict:
-  """The recipe's IMPALA settings (preset + the scale's overrides), as the runs get them."""
-  from envs import presets
+  """The recipe's IMPALA settings (the batch-16 agent + the scale's changes), as its runs get
+  them."""
   from experiments import sokoban
-  return {**presets.get('sokoban').impala, **sokoban.SOKOBAN_AGENT,
-          **sokoban.SOKOBAN_SCALES[recipe]['agent']}
+  return {**sokoban.BATCH16_AGENT, **sokoban.SOKOBAN_SCALES[recipe]['agent']}
 
 
 def _impala(recipe: str):

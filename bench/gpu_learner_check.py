@@ -1,6 +1,7 @@
 r"""The learner's speed on a GPU (or any jax device), with nothing of the project's stack but jax,
-haiku, optax, rlax and numpy: the Sokoban preset's network, V-trace loss, self-imitation and
-optimiser (agents.impala_step), fed a fixed random batch on the device, at the preset's batch
+haiku, optax, rlax and numpy: the Sokoban preset's network with the batch-16 recipe's V-trace
+loss, self-imitation and optimiser (agents.impala_step; experiments.sokoban.BATCH16_AGENT, the
+agent launch.runtime.host_preset sizes), fed a fixed random batch on the device, at that batch
 shape (16 x 20) and larger ones, within a time budget; then the projection of the whole
 program's env steps/s on a host with this device and N cores (launch.runtime.host_preset):
 
@@ -16,7 +17,8 @@ preset's networks and window) on windows as the precedence learner gets them fro
 psi batches of 128 pairs (the recipe's) and larger.
 
 It imports neither Acme, Launchpad, Reverb, TensorFlow nor gym (a GPU host may have none of
-them); tests/test_impala_step.py checks that its network is the Sokoban preset's.
+them); tests/test_impala_step.py checks that its network is the Sokoban preset's and its loss
+the batch-16 recipe's.
 """
 import json
 import os
@@ -43,7 +45,7 @@ SOKOBAN_POLICY = dict(
     centre_on=((160, 212, 56), (219, 212, 56)), canvas_size=15)
 OBSERVATION_SHAPE = (10, 10, 3)
 NUM_ACTIONS = 4
-# The Sokoban preset's IMPALA settings the update uses.
+# The batch-16 recipe's IMPALA settings the update uses.
 LOSS = impala_step.LossConfig(discount=0.99, entropy_cost=0.01, baseline_cost=0.5)
 # The precedence learner's windows per Reverb sample (launch.program.config's default).
 PSI_WINDOWS = 64
@@ -55,7 +57,7 @@ RULE = ('env steps/s = min(learner frames/s / samples per sequence ({spi:g}), (N
 
 
 def sokoban_optimizer():
-  """The Sokoban preset's IMPALA optimiser (clip 1, Adam 5e-4, b1 0, b2 0.99)."""
+  """The batch-16 recipe's IMPALA optimiser (clip 1, Adam 5e-4, b1 0, b2 0.99)."""
   return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(5e-4, b1=0.0, b2=0.99))
 
 

@@ -4,7 +4,7 @@ kind inside it, in cores and in CPU microseconds per env step, measured over a w
 
     python -m bench.program_profile --out results/bench/profile_sokoban.json -- \
         --env sokoban --mode none --num_actors 2 --envs_per_actor 16 --batch_size 16 \
-        --samples_per_insert 4 --max_gradient_norm 1 --self_imitation_updates 0
+        --samples_per_insert 4 --max_gradient_norm 1 --self_imitation_updates 0 --minibatches 1
 
 Everything after `--` goes to `launch.train` unchanged (its --max_steps is set from the window).
 The run starts in a temp directory; after `--warmup_steps` env steps, every process of the run

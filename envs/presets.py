@@ -17,6 +17,9 @@ the keyword arguments of the typed config it feeds, under that config's own fiel
     estimator_recipe  estimators.recipes.EstimatorRecipe
     estimator_network estimators.networks.EstimatorNetConfig
     policy_network    agents.networks.PolicyNetConfig
+    train_env_options the environment's options in a training run (launch.train), e.g.
+                      Sokoban's time limit drawn per episode; collection and evaluation keep
+                      the environment's defaults
     watch             the episode measures a user of the environment watches while a run goes
                       (the progress line, the run summary, TensorBoard): (actor log column,
                       label) pairs; each mode adds its own (MODE_WATCH)
@@ -41,6 +44,9 @@ from envs import sokoban as sokoban_env
 
 MODES = ('none', 'rae', 'rac')
 PAPER_NETWORK_SUFFIX = '_paper'   # estimators.train --network_preset sokoban_paper
+# An IMPALA learning-rate decay over the run's own budget: launch.train sets
+# learning_rate_decay_steps to the run's --max_steps (a resumed run keeps its first launch's).
+RUN_MAX_STEPS = 'max_steps'
 
 
 class PresetError(EnvError):
@@ -62,6 +68,9 @@ class EnvPreset:
   sources: Mapping[str, str]   # per section ('impala', 'rae', 'rac', 'estimator_recipe')
   # The paper's psi/phi network where ours differs (`--network_preset <env>_paper`).
   paper_estimator_network: Optional[Mapping[str, Any]] = None
+  # Environment options of a training run (launch.train), under those given; data collection and
+  # evaluation keep the environment's own defaults.
+  train_env_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   watch: Tuple[Tuple[str, str], ...] = (('episode_length', 'length'),)
 
   def __post_init__(self):
@@ -141,18 +150,27 @@ PRESETS: Dict[str, EnvPreset] = {
                  'rac': 'Sec. 5.4, C.7', 'estimator_recipe': 'App. C.2, C.6'},
     ),
     'sokoban': EnvPreset(
-        # C.3: Adam lr 5e-4, b1 0, b2 0.99, unroll 20, entropy 0.01. Not C.3's batch 256 fed by
-        # 64 actors and each sequence used once: at that rate a 2-core machine's run makes a few
-        # hundred updates and plays like a random policy after 3M steps. Batch 16 with each
-        # sequence sampled 4 times from a small replay (V-trace corrects the lag), and the
-        # gradient norm clipped at 1 rather than C.3's 40 (at 40 a level learned was lost again),
-        # learn single levels (BUILD_NOTES.md, "Sokoban learning").
-        # Self-imitation, one update per V-trace update (ours): level 1 of the 1k set is a trap
-        # for greedy pushing, and without it the rare solved episode was not learned from (0 of 3
-        # seeds in 1M steps; with it, solved at 250k and 425k in one process; BUILD_NOTES.md).
-        impala=dict(discount=0.99, entropy_cost=0.01, learning_rate=5e-4, adam_b1=0.0,
-                    adam_b2=0.99, batch_size=16, sequence_length=20, max_gradient_norm=1.0,
-                    samples_per_insert=4.0, replay_size=64, self_imitation_updates=1),
+        # The field's IMPALA recipe for Boxoban (the configs of AlignmentResearch/learned-planner's
+        # logged runs): V-trace lambda 0.5, discount 0.97, value cost 0.25, entropy 0.01, Adam
+        # b1 0.9 / b2 0.99 / eps 1.6e-7, learning rate 4e-4 falling linearly to 0 over the run's
+        # --max_steps, every gradient clipped to norm 2.5e-4 (a normalised step), tiny L2 terms
+        # (their logit term sums over a 32-room minibatch, ours averages per sequence: 32x theirs),
+        # no self-imitation; and the time limit of each training episode drawn from [30, 120]
+        # (train_env_options). Sized for this machine: each batch of 256 sequences is split into
+        # 32 minibatches of 8 and each sequence is sampled 4 times from a replay of 1,024, one Adam
+        # step per 38 env steps where theirs takes one per 640. Of the recipes measured it learned
+        # most per env step and per wall-hour on 7x7 rooms and on the 1k set (BUILD_NOTES.md,
+        # "Sokoban recipe and networks"; RESULTS.md). It learns single levels 37 and 7; level 1,
+        # a trap for greedy pushing, only with --self_imitation_updates 32, which stays off here
+        # (not measured on the 1k set with this recipe; with batch 16 it learned less there).
+        # C.3's own agent (batch 256 from 64 actors, each once, clip 40) stays at random play.
+        impala=dict(discount=0.97, entropy_cost=0.01, baseline_cost=0.25, vtrace_lambda=0.5,
+                    learning_rate=4e-4, learning_rate_decay_steps=RUN_MAX_STEPS, adam_b1=0.9,
+                    adam_b2=0.99, adam_eps=1.6e-7, batch_size=256, minibatches=32,
+                    sequence_length=20, max_gradient_norm=2.5e-4, samples_per_insert=4.0,
+                    replay_size=1024, logit_l2_cost=1.6e-6 * 32, weight_l2_cost=1.6e-8,
+                    self_imitation_updates=0),
+        train_env_options=dict(max_steps_min=30),
         # The online psi update rate is C.3's (1 per 500 env steps): a Sokoban psi update costs
         # ~8-10 ms of CPU (bench.precedence_bench), 1 per 100 would take ~0.9 of a core at 10K env
         # steps/s; at 1 per 500 a 20M-step run still makes 40K updates (5.1M pairs, the
@@ -206,7 +224,7 @@ PRESETS: Dict[str, EnvPreset] = {
         # Episodes end at the time limit until levels are solved: the length says nothing.
         watch=(('solved', 'solved'), ('boxes_on_target', 'boxes on target'),
                ('episode_return', 'return')),
-        sources={'impala': 'C.3; batch 16 + replay x4, grad clip 1, self-imitation ours',
+        sources={'impala': "the field's Boxoban recipe; 32 minibatches + replay x4 ours",
                  'rae': 'Sec. 5.3, C.3 (lambda ours)', 'rac': 'not in the paper: C.7 advice',
                  'estimator_recipe': 'App. C.3'},
     ),
@@ -324,3 +342,29 @@ def estimator_network(name: str) -> Mapping[str, Any]:
     raise PresetError(f'network preset {name!r}: the {network_env(name)} preset keeps the '
                       "paper's network as its own (use it without the suffix)")
   return preset.paper_estimator_network
+
+
+def markdown_table() -> str:
+  """The presets table of docs/configuration.md: one row per (environment, mode), with the
+  estimator recipe and sources."""
+  head = ('| env | mode | beta | lambda | reward | w | pairs | psi lr / wd | IMPALA lr, Adam b1/b2 | '
+          'batch x unroll | discount | entropy | sources |')
+  lines = [head, '|' + '---|' * 13]
+  for env, preset in PRESETS.items():
+    a, r = preset.impala, preset.estimator_recipe
+    lr = f"{a['learning_rate']:g}" + (' to 0 over the run' if a.get('learning_rate_decay_steps')
+                                      else '')
+    batch = (f"{a['batch_size']} x {a['sequence_length']}"
+             + (f" in {a['minibatches']} minibatches" if a.get('minibatches', 1) > 1 else '')
+             + (f", replay x{a['samples_per_insert']:g}" if a['samples_per_insert'] else ''))
+    for mode in ('rae', 'rac'):
+      t = preset.thresholds[mode]
+      reward = t['reward_form'] if mode == 'rae' else '-'
+      lam = f"{t['lam']:g}" if mode == 'rae' else '-'
+      lines.append(
+          f"| {env} | {mode} | {t['beta']:g} | {lam} | {reward} | {r['window']} | "
+          f"{r['pair_sampling']} | {r['learning_rate']:g} / {r['weight_decay']:g} | {lr}, "
+          f"{a['adam_b1']:g}/{a['adam_b2']:g} | {batch} | {a['discount']:g} | "
+          f"{a['entropy_cost']:g} | {preset.sources[mode]}; agent: {preset.sources['impala']}; "
+          f"estimators: {preset.sources['estimator_recipe']} |")
+  return '\n'.join(lines)

@@ -10,13 +10,19 @@ from launch.runtime import run_export
 # Per scale: random episodes for psi, psi pairs, env steps per run, envs per actor, the agent's
 # changes to the comparison's agent (`agent`, ImpalaConfig fields) and the evaluation sizes.
 #
-# The comparison's agent is the Sokoban preset's (envs.presets) without self-imitation, which
-# learned less on the 1k set and costs learner time (BUILD_NOTES.md). Its batch, sequence reuse,
-# gradient clip and self-imitation are written on every run's command line, so that a run keeps
-# the agent it started with if the preset changes.
-SOKOBAN_AGENT = dict(self_imitation_updates=0)
-SOKOBAN_AGENT_FLAGS = ('batch_size', 'samples_per_insert', 'max_gradient_norm',
-                       'self_imitation_updates')
+# The agent of the `tiny`, `small`, `long` and `host` scales (and, changed, of `authors` and
+# `paper`), "our recipe" in RESULTS.md: C.3's Adam (learning rate 5e-4, b1 0, b2 0.99) and
+# discount, batch 16 x 20, each sequence sampled 4 times from a replay of 64, the gradient norm
+# clipped at 1, no self-imitation (it learned less on the 1k set and costs learner time;
+# BUILD_NOTES.md), every training episode to 120 steps (BATCH16_ENV_OPTIONS). Every field the
+# Sokoban preset sets is written on each run's command line, so these runs keep their agent
+# whatever the preset (the field's recipe) says.
+BATCH16_AGENT = dict(discount=0.99, entropy_cost=0.01, baseline_cost=0.5, vtrace_lambda=1.0,
+                     learning_rate=5e-4, learning_rate_decay_steps=0, adam_b1=0.0, adam_b2=0.99,
+                     adam_eps=1e-8, batch_size=16, minibatches=1, sequence_length=20,
+                     max_gradient_norm=1.0, samples_per_insert=4.0, replay_size=64,
+                     logit_l2_cost=0.0, weight_l2_cost=0.0, self_imitation_updates=0)
+BATCH16_ENV_OPTIONS = ('--env_option', 'max_steps_min=0')
 # The field's IMPALA recipe for Boxoban (AlignmentResearch/train-learned-planner, the configs of
 # its logged learned-planner runs), as ImpalaConfig fields: V-trace lambda 0.5, discount 0.97,
 # value cost 0.25, Adam b1 0.9 / b2 0.99 / eps 1.6e-7, learning rate 4e-4 annealed linearly to 0
@@ -24,7 +30,7 @@ SOKOBAN_AGENT_FLAGS = ('batch_size', 'samples_per_insert', 'max_gradient_norm',
 # 256 sequences of 20 steps split into 8 minibatches of 32, each used once (a queue). Its logit L2
 # is 1.6e-6 x the squares summed over a 32-room minibatch; ours averages the per-sequence sums,
 # so 32x that. No self-imitation. The episode's limit is drawn from [30, 120] at each reset
-# (FIELD_ENV_OPTIONS); evaluation plays to 120.
+# (FIELD_ENV_OPTIONS); evaluation plays to 120. The Sokoban preset is field_reuse_agent's.
 def field_agent(max_steps: int) -> dict:
   """The field's recipe, its learning rate decaying to 0 over `max_steps` env steps."""
   return dict(batch_size=256, minibatches=8, sequence_length=20, samples_per_insert=0,
@@ -54,14 +60,14 @@ def agent_flags(agent: dict) -> tuple:
 
 SOKOBAN_SCALES = {
     'tiny': dict(episodes=200, pairs=50_000, max_steps=20_000, actors=1, envs_per_actor=4,
-                 run_seconds=90,
+                 run_seconds=90, run_flags=BATCH16_ENV_OPTIONS,
                  eval_transitions=100,
                  eval_levels=20, eval_boxoban_levels=20, eval_oracle_levels=4),
     # small: 5M steps, where IMPALA has clearly left random play (RESULTS.md), reached over
-    # several launches of the same command; the preset's batch 16 x replay 4 (BUILD_NOTES.md,
+    # several launches of the same command; batch 16 x replay 4 (BATCH16_AGENT; BUILD_NOTES.md,
     # "Sokoban learning").
     'small': dict(episodes=20_000, pairs=5_000_000, max_steps=5_000_000, actors=2,
-                  envs_per_actor=16, run_seconds=2400,
+                  envs_per_actor=16, run_seconds=2400, run_flags=BATCH16_ENV_OPTIONS,
                   eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
                   eval_oracle_levels=100),
     # long: to where the paper's curves separate (Fig. 5b, 25-30M); two arms, IMPALA and IMPALA
@@ -69,8 +75,8 @@ SOKOBAN_SCALES = {
     # (--max_steps 10000000, then 20M, 30M) keeps the arms level over several launches.
     'long': dict(episodes=20_000, pairs=5_000_000, max_steps=30_000_000, actors=2,
                  envs_per_actor=16, run_seconds=12_000, rae_arms=('impala_rae',),
-                 eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
-                 eval_oracle_levels=100),
+                 run_flags=BATCH16_ENV_OPTIONS, eval_transitions=2000, eval_levels=1000,
+                 eval_boxoban_levels=500, eval_oracle_levels=100),
     # authors: App. C.3's agent as the authors ran it, Acme's distributed IMPALA at its defaults
     # (batch 256, the queue, gradient-norm clip 40, no self-imitation), 64 rooms in all as their
     # 64 actors (a cluster takes --num_actors 64 --envs_per_actor 1), 50M env steps reached over
@@ -80,8 +86,8 @@ SOKOBAN_SCALES = {
                     diagnostics=('impala_drawn', 'impala_drawn_haiku', 'impala_drawn_haiku_bytes',
                                  'impala_timeout_ends'),
                     agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
-                    eval_transitions=2000, eval_levels=1000, eval_boxoban_levels=500,
-                    eval_oracle_levels=100),
+                    run_flags=BATCH16_ENV_OPTIONS, eval_transitions=2000, eval_levels=1000,
+                    eval_boxoban_levels=500, eval_oracle_levels=100),
     # field: the field's recipe (field_agent) to 30M env steps, both arms, in rungs as 'long'.
     'field': dict(episodes=20_000, pairs=5_000_000, max_steps=30_000_000, actors=2,
                   envs_per_actor=32, run_seconds=7_000, rae_arms=('impala_rae',),
@@ -101,8 +107,8 @@ SOKOBAN_SCALES = {
     'paper': dict(episodes=100_000, pairs=20_000_000, max_steps=500_000_000, actors=64,
                   envs_per_actor=1, run_seconds=0,
                   agent=dict(batch_size=256, samples_per_insert=0, max_gradient_norm=40),
-                  eval_transitions=10_000, eval_levels=1000, eval_boxoban_levels=1000,
-                  eval_oracle_levels=1000),
+                  run_flags=BATCH16_ENV_OPTIONS, eval_transitions=10_000, eval_levels=1000,
+                  eval_boxoban_levels=1000, eval_oracle_levels=1000),
 }
 
 
@@ -113,7 +119,7 @@ def _host_scale() -> dict:
               envs_per_actor=sizes.envs_per_actor, agent=dict(batch_size=sizes.batch_size),
               run_flags=('--learner_device', sizes.learner_device, '--learner_host_devices',
                          str(sizes.learner_host_devices), '--updates_per_call',
-                         str(sizes.updates_per_call)))
+                         str(sizes.updates_per_call), *BATCH16_ENV_OPTIONS))
 
 
 # The RAE arms: (run name, group, psi checkpoint, penalty weight lambda or None for the preset's).
@@ -199,10 +205,9 @@ def sokoban_steps(scale: str, seeds: int) -> List[Step]:
   if any(ckpt == 'psi_paper.ckpt' for _, _, ckpt, _ in arms):
     steps += sokoban_psi_steps(s, '_paper', 'sokoban_paper')
   # Every arm gets the same agent settings; only the RAE flags differ.
-  agent = {**presets.get('sokoban').impala, **SOKOBAN_AGENT, **s.get('agent', {})}
-  written = {name: agent[name] for name in (*SOKOBAN_AGENT_FLAGS, *s.get('agent', {}))}
+  agent = {**BATCH16_AGENT, **s.get('agent', {})}
   common = ('--env', 'sokoban', '--num_actors', str(s['actors']), '--envs_per_actor',
-            str(s['envs_per_actor']), *agent_flags(written), *s.get('run_flags', ()))
+            str(s['envs_per_actor']), *agent_flags(agent), *s['run_flags'])
   runs = []
   for seed in range(seeds):
     runs.append(train_step(f'impala-s{seed}', 'IMPALA', seed, s['max_steps'], s['run_seconds'],

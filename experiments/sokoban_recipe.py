@@ -1,19 +1,18 @@
-"""Which Sokoban agent learns, per env step and per wall-hour on this machine: our preset's recipe
-against the field's (`experiments.sokoban.field_agent`) with each policy-network preset,
-and the field's recipe without its biggest single piece; one run each per seed, on the small
-rooms (7x7, 2 boxes) to 5M env steps or on the 1k set (10x10, 4 boxes) to 10M. Each run's final
-policy is then played on its training levels and on held-out ones. Its page:
-`experiments.sokoban_recipe_page`."""
+"""Which Sokoban agent learns, per env step and per wall-hour on this machine: our batch-16 recipe
+(`experiments.sokoban.BATCH16_AGENT`) against the field's (`experiments.sokoban.field_agent`)
+with each policy-network preset, and the field's recipe without its biggest single piece; one
+run each per seed, on the small rooms (7x7, 2 boxes) to 5M env steps or on the 1k set (10x10,
+4 boxes) to 10M. Each run's final policy is then played on its training levels and on held-out
+ones. Its page: `experiments.sokoban_recipe_page`."""
 import os
 from typing import List
 
-from envs import presets
 from envs import sokoban as sokoban_env
 from experiments.sokoban import (
+  BATCH16_AGENT,
+  BATCH16_ENV_OPTIONS,
   BOXOBAN_LEVELS,
   FIELD_ENV_OPTIONS,
-  SOKOBAN_AGENT,
-  SOKOBAN_AGENT_FLAGS,
   agent_flags,
   field_agent,
 )
@@ -25,11 +24,11 @@ LEVELS_DIR = os.path.dirname(sokoban_env.DEFAULT_LEVELS)
 SMALL_ROOMS = os.path.join(LEVELS_DIR, 'sokoban_7x7_2boxes_train.txt')
 SMALL_ROOMS_HELD_OUT = os.path.join(LEVELS_DIR, 'sokoban_7x7_2boxes_heldout.txt')
 
-# The preset arm's agent on the 1k set, 3 seeds to 30M env steps: the committed IMPALA runs of
+# The batch-16 arm's agent on the 1k set, 3 seeds to 30M env steps: the committed IMPALA runs of
 # the Sokoban benchmark (`python -m experiments sokoban --scale long`), the reference's band.
 REFERENCE_1K = dict(runs=tuple(os.path.join('results', 'sokoban_30m', 'runs', f'impala-s{seed}')
                                for seed in range(3)),
-                    label='preset recipe, preset net: the 30M benchmark\'s IMPALA, 3 seeds')
+                    label='batch-16 recipe, preset net: the 30M benchmark\'s IMPALA, 3 seeds')
 
 # Per scale: the training and held-out levels, env steps per run, the env steps at which the
 # page compares the arms, and the evaluation sizes.
@@ -48,17 +47,16 @@ RECIPE_SCALES = {
 
 
 def recipe_arms(s: dict):
-  """(run name, group, flags) of each arm at scale `s`. The preset's arm is the Sokoban
-  comparison's agent (the preset without self-imitation) on 2 x 16 rooms; the field's arms
-  run 64 rooms in all, as the authors' scale does."""
-  preset = {**presets.get('sokoban').impala, **SOKOBAN_AGENT}
-  preset_flags = agent_flags({name: preset[name] for name in SOKOBAN_AGENT_FLAGS})
+  """(run name, group, flags) of each arm at scale `s`. The arm named `preset` is the Sokoban
+  comparison's batch-16 agent on 2 x 16 rooms; the field's arms run 64 rooms in all, as the
+  authors' scale does."""
+  preset_flags = (*agent_flags(BATCH16_AGENT), *BATCH16_ENV_OPTIONS)
   field = dict(field_agent(s['max_steps']), batch_size=s['field_batch'])
   rooms = ('--num_actors', str(s['actors']))
   field_rooms = (*rooms, '--envs_per_actor', str(s['envs_per_actor']), *FIELD_ENV_OPTIONS)
   field_flags = (*field_rooms, *agent_flags(field))
   return (
-      ('preset', 'preset recipe, preset net',
+      ('preset', 'batch-16 recipe, preset net',
        (*rooms, '--envs_per_actor', str(max(1, s['envs_per_actor'] // 2)), *preset_flags)),
       ('field', "field's recipe, preset net", field_flags),
       ('field_resnet', "field's recipe, ResNet",

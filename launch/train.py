@@ -103,16 +103,21 @@ def _policy_network(env_name: str, image: bool, given: dict):
   return dataclasses.replace(net, **changes)
 
 
-def config_from_flags():
+def config_from_flags(saved=None):
   """Parses flags once into a typed RunConfig: the env's preset (envs.presets) with the fields
-  given laid over it; raises ValueError with a one-line message."""
+  given laid over it, or for a resumed run its `saved` config (what its first launch resolved,
+  whatever the preset says now); raises ValueError with a one-line message."""
   import envs
+  from envs import presets as env_presets
   from launch.program import config as cfg_lib
   from launch.program import presets
 
   given = run_flags.given(FLAGS)
   run, env_name, mode = given[''], given['']['env'], given['reversibility']['mode']
-  options = envs.parse_options(FLAGS.env_option)
+  saved = saved if saved and saved.env == env_name else None   # another env: refused on resume
+  preset = env_presets.PRESETS.get(env_name)   # an unknown name: envs.make's one line below
+  options = {**(saved.env_options if saved else preset.train_env_options if preset else {}),
+             **envs.parse_options(FLAGS.env_option)}
   if env_name == 'cartpole':
     options.setdefault('reward_free', FLAGS.reward_free)
   if FLAGS.episode_steps is not None:
@@ -137,13 +142,14 @@ def config_from_flags():
       env_name, len(env.observation_spec().shape) == 3, given['policy_network']))
   run_dir = run.get('run_dir') or os.path.join(
       'runs', f'{env_name}-{run["agent"]}-{mode}-{time.strftime("%Y%m%d-%H%M%S")}')
-  sections = dict(
-      reversibility=_section('reversibility', lambda: presets.reversibility(
-          env_name, mode, given['reversibility'])),
-      impala=_section('impala', lambda: presets.impala(env_name, given['impala'])),
-      precedence=_section('precedence', lambda: presets.precedence(env_name, given['precedence'])),
-      estimator_train=_section('estimator_train', lambda: presets.estimator_train(
-          env_name, mode, episode_limit, {'seed': run['seed'], **given['estimator_train']})))
+  from_preset = dict(
+      reversibility=lambda: presets.reversibility(env_name, mode, given['reversibility']),
+      impala=lambda: presets.impala(env_name, given['impala'], run['max_steps']),
+      precedence=lambda: presets.precedence(env_name, given['precedence']),
+      estimator_train=lambda: presets.estimator_train(
+          env_name, mode, episode_limit, {'seed': run['seed'], **given['estimator_train']}))
+  sections = {name: _section(name, (lambda n=name: presets.kept(getattr(saved, n), n, given[n]))
+                             if saved else build) for name, build in from_preset.items()}
   return _section('', lambda: cfg_lib.RunConfig(
       **{**run, 'env_options': options, 'run_dir': os.path.abspath(run_dir)}, **sections,
       estimator_network=estimator_network, policy_network=policy_network))
@@ -186,11 +192,6 @@ def goal_mean_length() -> float:
   return MAIN_JOB_GOAL if main_job and not FLAGS['max_steps'].present else 0.0
 
 
-def _train_flags():
-  """This module's flags and their values (saved for --resume)."""
-  return {f.name: f.value for f in FLAGS.get_flags_for_module(sys.modules[__name__])}
-
-
 def main(argv):
   del argv
   termination.stop_like_ctrl_c_on_termination()
@@ -217,7 +218,8 @@ def main(argv):
   if low_space:
     print(low_space, file=sys.stderr, flush=True)
   if not FLAGS.resume:
-    records.write(run_state.FLAGS_FILE, _train_flags())
+    records.write(run_state.FLAGS_FILE, {f.name: f.value for f in   # this module's: for --resume
+                                         FLAGS.get_flags_for_module(sys.modules[__name__])})
   summary = _launch(cfg, records)
   if summary is not None and summary.get('status') == run_state.STOPPED:
     print(f'stopped; continue with: python -m launch.train --run_dir {cfg.run_dir} --resume')
@@ -239,7 +241,7 @@ def _checked_config():
       records = run_state.RunRecords(os.path.abspath(FLAGS.run_dir))
       lifecycle.apply_saved_flags(FLAGS, records, keep=('resume', 'show_config', 'progress'))
       saved = run_config.load(FLAGS.run_dir)   # one written by an earlier version: one line
-    cfg = config_from_flags()
+    cfg = config_from_flags(saved if FLAGS.resume else None)
     records = records or run_state.RunRecords(cfg.run_dir)
     check_launch_type_flags()
     if cfg.launch_type == 'cluster':

@@ -11,9 +11,10 @@
 #   nohup setsid bash scripts/sokoban_benchmark.sh > /dev/null 2>&1 &   # progress: OUT/experiment.log
 #   bash scripts/sokoban_benchmark_stop.sh     # before a session ends; then commit OUT
 #
-# SCALE: authors (default: App. C.3's agent to 50M, results/sokoban_authors), long (our agent
-# to 30M, results/sokoban_30m), field (the field's recipe to 30M, results/sokoban_field) or
-# field_reuse (the recipe comparison's winner to 30M, results/sokoban_field_reuse); or
+# SCALE: field_reuse (default: the Sokoban preset's agent, the recipe comparison's winner, to
+# 30M, results/sokoban_field_reuse), authors (App. C.3's agent to 50M, results/sokoban_authors),
+# long (the batch-16 agent to 30M, results/sokoban_30m), field (the field's recipe as its
+# authors run it, to 30M, results/sokoban_field); or
 # a scale of the recipe comparison (`python -m experiments sokoban_recipe`, one seed, no psi):
 # small_rooms (7x7 rooms with 2 boxes to 5M, results/sokoban_recipe_small_rooms) or boxoban_1k
 # (the 1k set to 10M, results/sokoban_recipe_1k); or a rung of the ladder of rooms
@@ -32,7 +33,7 @@
 #     nohup setsid bash /work/frozen/scripts/sokoban_benchmark.sh > /dev/null 2>&1 &
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SCALE="${SCALE:-authors}"
+SCALE="${SCALE:-field_reuse}"
 EXPERIMENT=sokoban
 SEEDS=3
 RECIPE_RUNS="field-s0 field_resnet-s0 field_lambda1-s0 preset-s0 field_mb32-s0 field_reuse4-s0 field_mb32_reuse4-s0"
@@ -47,7 +48,7 @@ case "$SCALE" in
     default_rungs="2500000 5000000 10000000"; RUNS="${RUNS:-$RECIPE_RUNS}" ;;
   7x7_2boxes|7x7_3boxes|10x10_3boxes|10x10_4boxes) EXPERIMENT=sokoban_ladder
     default_out="sokoban_ladder_$SCALE"; default_rungs="2500000 5000000 10000000 15000000 20000000" ;;
-  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, field_reuse, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (field_reuse, authors, long, field, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
 esac
 ROOT="${ROOT:-$here}"
 PY="${PY:-$ROOT/.venv/bin/python}"

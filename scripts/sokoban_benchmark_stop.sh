@@ -12,7 +12,7 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PY:-$here/.venv/bin/python}"
-SCALE="${SCALE:-authors}"
+SCALE="${SCALE:-field_reuse}"
 EXPERIMENT=sokoban
 SEEDS=3
 case "$SCALE" in
@@ -24,7 +24,7 @@ case "$SCALE" in
   boxoban_1k) EXPERIMENT=sokoban_recipe; SEEDS=1; default_out=sokoban_recipe_1k ;;
   7x7_2boxes|7x7_3boxes|10x10_3boxes|10x10_4boxes) EXPERIMENT=sokoban_ladder
     default_out="sokoban_ladder_$SCALE" ;;
-  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (authors, long, field, field_reuse, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
+  *) echo "error: SCALE=$SCALE is not a Sokoban benchmark scale (field_reuse, authors, long, field, small_rooms, boxoban_1k, or a ladder rung: 7x7_2boxes, 7x7_3boxes, 10x10_3boxes, 10x10_4boxes)" >&2; exit 2 ;;
 esac
 OUT="${OUT:-$here/results/$default_out}"
 cd "$here" || exit 1

@@ -329,9 +329,14 @@ def test_the_field_scale_writes_the_whole_recipe_on_each_run():
       '0.97', '0.25', '0.00025')
   assert value('learning_rate_decay_steps') == '30000000'
   assert 'max_steps_min=30' in flags
-  # The scales runs are in flight on keep their command lines.
-  long_flags = [s for s in sokoban.sokoban_steps('long', 1) if s.is_training][0].flags
-  assert '--minibatches' not in long_flags and '--max_gradient_norm' in long_flags
+  # The batch-16 scales write their whole agent too, so the Sokoban preset does not move them.
+  flags = list([s for s in sokoban.sokoban_steps('long', 1) if s.is_training][0].flags)
+  assert (value('batch_size'), value('minibatches'), value('samples_per_insert'),
+          value('max_gradient_norm'), value('learning_rate_decay_steps'), value('adam_b1'),
+          value('vtrace_lambda')) == ('16', '1', '4', '1', '0', '0', '1')
+  assert 'max_steps_min=0' in flags
+  assert {f'--{k}' for k in sokoban.BATCH16_AGENT} >= {
+      f'--{k}' for k in presets.get('sokoban').impala}
 
 
 def test_the_field_reuse_scale_runs_the_recipe_comparison_s_winner_to_30m():

@@ -209,9 +209,10 @@ def test_the_gpu_check_runs_the_sokoban_presets_network():
   env = envs.make('sokoban', seed=0)
   assert env.observation_spec().shape == gpu_learner_check.OBSERVATION_SHAPE
   assert env.action_spec().num_values == gpu_learner_check.NUM_ACTIONS
-  impala = presets.get('sokoban').impala
-  assert (gpu_learner_check.LOSS.discount, gpu_learner_check.LOSS.entropy_cost) == (
-      impala['discount'], impala['entropy_cost'])
+  from experiments.sokoban import BATCH16_AGENT as impala
+  assert (gpu_learner_check.LOSS.discount, gpu_learner_check.LOSS.entropy_cost,
+          gpu_learner_check.LOSS.baseline_cost) == (
+      impala['discount'], impala['entropy_cost'], impala['baseline_cost'])
 
 
 def test_the_gpu_check_runs_on_this_host_within_its_budget(tmp_path):

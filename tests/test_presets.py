@@ -29,18 +29,25 @@ def _show_config(*args):
   return json.loads(out.stdout[out.stdout.index('{'):])
 
 
-def test_sokoban_rae_gets_appendix_c3_values():
-  cfg = _show_config('--env=sokoban', '--mode=rae')
+def test_sokoban_rae_gets_the_fields_recipe_and_appendix_c3_estimators():
+  cfg = _show_config('--env=sokoban', '--mode=rae', '--max_steps=5000000')
   impala, est = cfg['impala'], cfg['estimator_train']
-  assert (impala['learning_rate'], impala['adam_b1'], impala['adam_b2']) == (5e-4, 0.0, 0.99)
-  assert impala['sequence_length'] == 20
-  assert impala['max_gradient_norm'] == 1.0   # C.3's 40 lost learned levels (BUILD_NOTES.md)
-  # Not C.3's batch 256 used once: batch 16, each sequence sampled 4 times (BUILD_NOTES.md).
-  assert (impala['batch_size'], impala['samples_per_insert']) == (16, 4.0)
-  assert impala['replay_size'] >= 2 * impala['batch_size']
+  # The field's Boxoban recipe (BUILD_NOTES.md, "Sokoban recipe and networks"), its learning
+  # rate falling to 0 over the run's own --max_steps.
+  assert (impala['learning_rate'], impala['learning_rate_decay_steps']) == (4e-4, 5_000_000)
+  assert (impala['adam_b1'], impala['adam_b2'], impala['adam_eps']) == (0.9, 0.99, 1.6e-7)
+  assert (impala['vtrace_lambda'], impala['discount'], impala['baseline_cost']) == (0.5, 0.97, 0.25)
+  assert (impala['max_gradient_norm'], impala['self_imitation_updates']) == (2.5e-4, 0)
+  # Sized for 2 cores: 32 minibatches of 8 sequences, each sampled 4 times from a replay.
+  assert (impala['batch_size'], impala['minibatches'], impala['sequence_length']) == (256, 32, 20)
+  assert (impala['samples_per_insert'], impala['replay_size']) == (4.0, 1024)
+  assert cfg['env_options']['max_steps_min'] == 30   # training limits drawn from [30, 120]
   assert (est['window'], est['learning_rate'], est['weight_decay']) == (15, 5e-4, 1e-4)
   assert cfg['reversibility']['beta'] == 0.9
   assert cfg['estimator_network']['dropout'] == 0.1
+  given = _show_config('--env=sokoban', '--env_option=max_steps_min=0',
+                       '--learning_rate_decay_steps=0')
+  assert (given['env_options']['max_steps_min'], given['impala']['learning_rate_decay_steps']) == (0, 0)
 
 
 def test_thresholds_follow_env_and_mode_and_flags_override():
@@ -53,7 +60,7 @@ def test_thresholds_follow_env_and_mode_and_flags_override():
 
 def test_readme_presets_table_is_the_code_table():
   with open(os.path.join(ROOT, 'docs', 'configuration.md')) as f:
-    assert presets.markdown_table() in f.read()
+    assert env_presets.markdown_table() in f.read()
 
 
 def test_every_preset_builds_every_config_it_feeds():

@@ -349,6 +349,27 @@ def _refused_resume(run_dir, *flags) -> str:
   return r.stderr.strip().splitlines()[-1]
 
 
+def test_a_resumed_run_keeps_what_its_first_launch_resolved(tmp_path):
+  """A preset field keeps its saved value on --resume, whatever the preset says now (here the
+  Sokoban preset as an earlier one resolved it), and a learning rate decaying over the run's
+  budget keeps its first launch's horizon when --max_steps grows."""
+  run_dir = _saved_run(tmp_path, '--env', 'sokoban', '--mode', 'none', '--max_steps', '5000')
+  config = json.loads((run_dir / 'config.json').read_text())
+  assert config['impala']['learning_rate_decay_steps'] == 5000
+  assert config['env_options'] == {'max_steps_min': 30}
+  config['impala'].update(batch_size=16, minibatches=1, learning_rate=5e-4)
+  config['env_options'] = {}
+  (run_dir / 'config.json').write_text(json.dumps(config))
+  resumed = _resumed_config(run_dir)
+  assert (resumed['impala']['batch_size'], resumed['impala']['minibatches'],
+          resumed['impala']['learning_rate'], resumed['env_options']) == (16, 1, 5e-4, {})
+  shown = _train('--run_dir', str(run_dir), '--resume', '--show_config', '--max_steps', '9000')
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  further = json.loads(shown.stdout[shown.stdout.index('{'):])
+  assert (further['max_steps'], further['impala']['learning_rate_decay_steps']) == (9000, 5000)
+  assert 'impala.minibatches' in _refused_resume(run_dir, '--minibatches', '2')
+
+
 def test_a_run_saved_by_an_earlier_version_is_refused_in_one_line(tmp_path):
   """A run whose config.json lacks a network, or whose flags.json sets a flag this version does
   not define, is not resumed: one line names what it lacks or sets and the last commit that

@@ -5,7 +5,7 @@ distributed plumbing (Launchpad's processes, a remote replay, policy lag)?
 Reported in RESULTS.md, "Sokoban: IMPALA vs IMPALA + RAE": agents that learn, the learned level 1,
 the 1k set before centring; every run in BUILD_NOTES.md, "Sokoban learning".
 
-A run's own parts (launch.program.builder, the Sokoban preset), one actor's K environments, in
+A run's own parts (launch.program.builder, the batch-16 recipe), one actor's K environments, in
 one process and in this order:
 
 1. the environments, the policy network and the actor (agents.acting.BatchedActor);
@@ -89,13 +89,14 @@ def parse_args(argv=None):
 
 
 def run_config(args):
-  """The run this study makes in one process: the Sokoban preset with one actor of --envs
-  environments, the 'impala' table a queue (each sequence read once: --reuse trains on it again
-  here), and the policy network and IMPALA settings the flags change."""
+  """The run this study makes in one process: the Sokoban preset's network with the batch-16
+  recipe (experiments.sokoban.BATCH16_AGENT), one actor of --envs environments, the 'impala'
+  table a queue (each sequence read once: --reuse trains on it again here), and the policy
+  network and IMPALA settings the flags change."""
   from agents import networks as agent_networks
   from envs import sokoban
-  from launch.program import presets
-  from launch.program.config import RunConfig
+  from experiments.sokoban import BATCH16_AGENT
+  from launch.program.config import ImpalaConfig, RunConfig
 
   net = agent_networks.default_policy_config('sokoban', True)
   changes = {'init': args.init,
@@ -114,7 +115,7 @@ def run_config(args):
   return RunConfig(
       env='sokoban', env_options={} if args.level < 0 else {'level_index': args.level},
       num_actors=1, envs_per_actor=args.envs, max_steps=args.steps, seed=args.seed,
-      impala=presets.impala('sokoban', {k: v for k, v in impala.items() if v is not None}),
+      impala=ImpalaConfig(**{**BATCH16_AGENT, **{k: v for k, v in impala.items() if v is not None}}),
       policy_network=net)
 
 

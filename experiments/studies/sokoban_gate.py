@@ -1,11 +1,14 @@
-"""The single-level learning gate: IMPALA (mode none, the Sokoban presets) trained on one level at
+"""The single-level learning gate: IMPALA (mode none, the Sokoban preset) trained on one level at
 a time of the shipped 1k set, each for --max_steps env steps; a level passes when its agent
 solved at least --target of its last --last_n training episodes.
 
 Question: Can the agent learn single Sokoban levels at all (levels 37, 7, 1, each within 1M env
 steps)?
 Reported in RESULTS.md, "Sokoban: IMPALA vs IMPALA + RAE": the single-level gate
-(results/sokoban/gate/gate.md) and RAE on level 1.
+(results/sokoban/gate_field_reuse/gate.md) and RAE on level 1. The gates under
+results/sokoban/gate, gate_canvas15, gate_room_items and gate_rae ran the batch-16 recipe
+(experiments.sokoban.BATCH16_AGENT, with --self_imitation_updates 1, 16 rooms per actor, every
+episode to 120 steps), which --train_arg flags give.
 
     python -m experiments.studies.sokoban_gate                  # levels 37, 7, 1, up to 1M steps each
     python -m experiments.studies.sokoban_gate --levels 0 --max_steps 2000000   # the stretch level
@@ -125,7 +128,7 @@ def markdown(results: Dict[str, Dict], max_steps: int, target: float, n: int,
   return '\n'.join(lines) + '\n'
 
 
-def add_run_flags(fv: flags.FlagValues) -> None:
+def add_run_flags(fv: flags.FlagValues, envs_per_actor: int = 16) -> None:
   """The flags of every level's run (shared with experiments.studies.sokoban_reuse)."""
   flags.DEFINE_integer('max_steps', 1_000_000, 'Env steps per level.', flag_values=fv)
   flags.DEFINE_float('target', 0.9, 'Solved fraction of the last --last_n episodes to pass.',
@@ -134,7 +137,7 @@ def add_run_flags(fv: flags.FlagValues) -> None:
                        flag_values=fv)
   flags.DEFINE_integer('seed', 0, 'Seed of every run.', flag_values=fv)
   flags.DEFINE_integer('num_actors', 2, 'Actor processes per run.', flag_values=fv)
-  flags.DEFINE_integer('envs_per_actor', 16, 'Environments each actor steps together.',
+  flags.DEFINE_integer('envs_per_actor', envs_per_actor, 'Environments each actor steps together.',
                        flag_values=fv)
   flags.DEFINE_multi_string('train_arg', [], 'Extra launch.train flag for every run '
                             '(repeatable), e.g. --train_arg=--samples_per_insert=0 to measure the '
@@ -144,7 +147,8 @@ def add_run_flags(fv: flags.FlagValues) -> None:
 def define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_list('levels', ['37', '7', '1'], 'Level indices of envs/data/sokoban_1000.txt.',
                     flag_values=fv)
-  flags.DEFINE_string('out', 'results/sokoban/gate', 'Output directory.', flag_values=fv)
+  flags.DEFINE_string('out', 'results/sokoban/gate_field_reuse', "Output directory (finished levels "
+                     "are read back: a new preset's gate needs a new one).", flag_values=fv)
   flags.DEFINE_enum('mode', 'none', ['none', 'rae'], "'none': IMPALA; 'rae': IMPALA + RAE with a "
                     "psi trained on the level's random episodes.", flag_values=fv)
   flags.DEFINE_integer('psi_episodes', 3000, '--mode rae: random episodes per level for psi.',
@@ -155,7 +159,7 @@ def define_flags(fv: flags.FlagValues) -> None:
                     'episodes reach --target (checked every 20 s; the run ends gracefully and the '
                     'table shows the steps it reached); --nostop_when_passed runs every level to '
                     '--max_steps.', flag_values=fv)
-  add_run_flags(fv)
+  add_run_flags(fv, envs_per_actor=32)   # the 64 rooms of the preset's recipe comparison
 
 
 def parse_args(argv=None):

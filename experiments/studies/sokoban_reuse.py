@@ -1,6 +1,7 @@
 """Sequence reuse against the plain queue: IMPALA on one Sokoban level with the 'impala' table as a
 queue (each sequence trained on once) and as a replay sampled R times per sequence, everything
-else the Sokoban preset. Learning per env step and per wall second, one run per ratio, in one
+else the batch-16 recipe (`experiments.sokoban.BATCH16_AGENT`) with one self-imitation update
+per V-trace update, every episode to 120 steps (RECIPE). Learning per env step and per wall second, one run per ratio, in one
 invocation (run it with nothing else on the machine: the wall times are part of the result).
 
 Question: Does sampling each sequence R times from a replay learn a Sokoban level faster, per env
@@ -22,8 +23,12 @@ from absl import flags
 
 from envs import cli
 from experiments.analysis import aggregate
+from experiments.sokoban import BATCH16_AGENT, BATCH16_ENV_OPTIONS, agent_flags
 from experiments.studies import sokoban_gate
 from launch.runtime import run_state, summary
+
+# The runs' agent but for the ratio, whatever the Sokoban preset says.
+RECIPE = (*agent_flags(dict(BATCH16_AGENT, self_imitation_updates=1)), *BATCH16_ENV_OPTIONS)
 
 
 def run_result(run_dir: str, milestones, target: float, last_n: int) -> dict:
@@ -99,7 +104,7 @@ def main(argv=None):
   for ratio in args.ratios:
     step = sokoban_gate.level_step(
         args.level, args.max_steps, args.seed, args.num_actors, args.envs_per_actor,
-        [f'--samples_per_insert={ratio:g}', *args.train_arg],
+        [*RECIPE, f'--samples_per_insert={ratio:g}', *args.train_arg],
         name=f'spi_{ratio:g}-level_{args.level}', run_path=f'spi_{ratio:g}/level_{args.level}')
     sokoban_gate.run(step, out)
     run_dirs[f'{ratio:g}'] = os.path.join(out, step.run_dir)

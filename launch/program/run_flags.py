@@ -8,7 +8,8 @@ main job's value (`MAIN_JOB`), else the config class's default. A flag is named 
 the fields of `precedence` (the online psi/phi learner node) and `estimator_train` (psi/phi
 optimisation) carry the prefixes `precedence_` and `estimator_`, as their names repeat IMPALA's
 (batch_size, learning_rate). A field takes its flag's value: the one the command line gave, else
-a resumed run's saved one (RUN_DIR/flags.json), else the flag's default.
+a resumed run's saved one (RUN_DIR/flags.json), else the flag's default; a resumed run's preset
+fields keep what its first launch resolved (RUN_DIR/config.json), whatever the preset says now.
 """
 import re
 from typing import Any, Dict, List, Tuple

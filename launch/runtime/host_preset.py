@@ -8,7 +8,7 @@ F / S env steps/s for F frames/s of updates, and an actor core makes A env steps
 
   - GPU host with C cores: the learner on the GPU (one core for its Python thread and its
     batches), one core for replay, counter and coordinator, actors = C - 2. Its batch stays the
-    preset's (16 sequences x 20, x4 reuse), the one checked to learn per env step, with
+    batch-16 recipe's (16 sequences x 20, x4 reuse; the `long` scale's agent), with
     GPU_UPDATES_PER_CALL updates per call (one dispatch for several batches: the same updates).
   - CPU host with C cores: one core for replay, counter and coordinator, and the rest split so
     that the learner's cores L consume what the actors' make:
@@ -62,8 +62,8 @@ def probe_host(gpus: Optional[Callable[[], int]] = None,
 ONE_CORE_LEARNER_FRAMES_PER_S = 11_300.0   # F1: the Sokoban learner (15x15, batch 16 x 20)
 ACTOR_ENV_STEPS_PER_CORE = 6_900.0         # A: actors of 16 vectorised rooms
 LEARNER_CORE_EFFICIENCY = 0.7              # E: frames/s per added core, the target
-SAMPLES_PER_SEQUENCE = 4.0      # the Sokoban preset's samples_per_insert
-BATCH_SIZE = 16                 # the Sokoban preset's
+SAMPLES_PER_SEQUENCE = 4.0      # the batch-16 recipe's samples_per_insert
+BATCH_SIZE = 16                 # the batch-16 recipe's
 ENVS_PER_ACTOR = 16
 SERVICE_CORES = 1               # replay, counter, coordinator
 
@@ -80,7 +80,7 @@ class HostSizes:
   updates_per_call: int = 1     # learner updates per jitted call (GPU: GPU_UPDATES_PER_CALL)
 
 
-# The fewest updates per call that took the preset's batch past 200K frames/s on an H200
+# The fewest updates per call that took the batch-16 recipe's batch past 200K frames/s on an H200
 # (BUILD_NOTES.md, "On a GPU").
 GPU_UPDATES_PER_CALL = 4
 
