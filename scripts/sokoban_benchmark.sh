@@ -80,10 +80,12 @@ if [ "$EXPERIMENT" = sokoban_ladder ]; then
   # No run goes past the rung's budget: the rungs above it give way to the budget itself.
   budget=$("$PY" -c "from experiments.sokoban_ladder import LADDER_SCALES as s; print(s['$SCALE']['max_steps'])") || exit 1
   RUNGS="$(for r in $RUNGS; do [ "$r" -lt "$budget" ] && echo "$r"; done) $budget"
-  # Each rung's psi, from its own random episodes, before any run.
-  psi_steps='collect_random,train_psi,eval_psi_*,psi_trace'
+  # Each rung's psi, from its own random episodes, before any run; the episodes only feed
+  # psi's training, so a machine that has the rung's psi skips them.
+  psi_steps='train_psi,eval_psi_*,psi_trace'
+  [ -f "$OUT/psi.ckpt" ] || psi_steps="collect_random,$psi_steps"
   experiment --only "$psi_steps" || exit 1
-  psi_steps="$psi_steps,"
+  psi_steps="train_psi,eval_psi_*,psi_trace,"
 elif [ "$EXPERIMENT" = sokoban ]; then
   # The same psi drives every comparison's RAE arm: the 30M comparison's, with its scores.
   shared_psi="$here/results/sokoban_30m"
