@@ -77,22 +77,19 @@ experiment() {
 
 psi_steps=''
 if [ "$EXPERIMENT" = sokoban_ladder ]; then
-  # No run goes past the rung's budget: the rungs above it give way to the budget itself.
+  # Each rung has its own psi, from its own random episodes. No run goes past the rung's budget: the rungs above it give way to the budget itself.
   budget=$("$PY" -c "from experiments.sokoban_ladder import LADDER_SCALES as s; print(s['$SCALE']['max_steps'])") || exit 1
   RUNGS="$(for r in $RUNGS; do [ "$r" -lt "$budget" ] && echo "$r"; done) $budget"
-  # Each rung's psi, from its own random episodes, before any run; the episodes only feed
-  # psi's training, so a machine that has the rung's psi skips them.
-  psi_steps='train_psi,eval_psi_*,psi_trace'
-  [ -f "$OUT/psi.ckpt" ] || psi_steps="collect_random,$psi_steps"
-  experiment --only "$psi_steps" || exit 1
-  psi_steps="train_psi,eval_psi_*,psi_trace,"
 elif [ "$EXPERIMENT" = sokoban ]; then
   # The same psi drives every comparison's RAE arm: the 30M comparison's, with its scores.
   shared_psi="$here/results/sokoban_30m"
   if [ ! -f "$OUT/psi.ckpt" ] && [ "$OUT" != "$shared_psi" ] && [ -f "$shared_psi/psi.ckpt" ]; then
     cp "$shared_psi/psi.ckpt" "$OUT/" && cp -r "$shared_psi/psi_eval" "$shared_psi/psi_trace.png" "$OUT/"
   fi
-  # The random episodes only feed psi's training: a machine that has the psi skips them.
+fi
+if [ "$EXPERIMENT" != sokoban_recipe ]; then
+  # psi before any run. The random episodes only feed psi's training: a machine that has the
+  # psi skips them.
   psi_steps='train_psi,eval_psi_*,psi_trace'
   [ -f "$OUT/psi.ckpt" ] || psi_steps="collect_random,$psi_steps"
   experiment --only "$psi_steps" || exit 1
