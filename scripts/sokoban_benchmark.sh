@@ -77,7 +77,8 @@ experiment() {
 
 psi_steps=''
 if [ "$EXPERIMENT" = sokoban_ladder ]; then
-  # Each rung has its own psi, from its own random episodes. No run goes past the rung's budget: the rungs above it give way to the budget itself.
+  # Each rung has its own psi, from its own random episodes. No run goes past the rung's budget:
+  # the rungs above it give way to the budget itself.
   budget=$("$PY" -c "from experiments.sokoban_ladder import LADDER_SCALES as s; print(s['$SCALE']['max_steps'])") || exit 1
   RUNGS="$(for r in $RUNGS; do [ "$r" -lt "$budget" ] && echo "$r"; done) $budget"
 elif [ "$EXPERIMENT" = sokoban ]; then
